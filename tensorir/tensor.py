@@ -1,0 +1,222 @@
+"""The te-style front door: ``placeholder``, ``compute``, ``reduce_axis`` and reducers."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dtype import check_dtype, is_float
+from .expr import Const, Expr, IterVar, Reduce, TensorRead, Var, as_expr, const
+
+
+class TensorError(ValueError):
+    """A tensor expression is malformed (wrong arity, bad shape, misplaced reduction...)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PlaceholderOp:
+    """An input of the computation."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeOp:
+    """``name[axes] = body``; ``body`` may be a top-level Reduce over ``reduce_axes``."""
+
+    name: str
+    axes: tuple[IterVar, ...]
+    body: Expr
+    tag: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reduce_axes(self) -> tuple[IterVar, ...]:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(ax.extent for ax in self.axes)
+
+    @property
+    def dtype(self) -> str:
+        return self.body.dtype
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        """Tensors read by the body, in first-read order, without duplicates."""
+        from .expr import walk
+
+        seen: dict[int, Tensor] = {}
+        for node in walk(self.body):
+            if isinstance(node, TensorRead) and id(node.tensor) not in seen:
+                seen[id(node.tensor)] = node.tensor
+        return tuple(seen.values())
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """The output of an op. Index it (``A[i, j]``) inside a compute body."""
+
+    op: PlaceholderOp | ComputeOp
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, indices) -> TensorRead:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise TensorError(
+                f"tensor {self.name!r} has {len(self.shape)} dimensions {list(self.shape)} "
+                f"but was indexed with {len(indices)} indices; give one index per dimension"
+            )
+        idx = []
+        for k, i in enumerate(indices):
+            e = as_expr(i, "int32")
+            if is_float(e.dtype):
+                raise TensorError(
+                    f"index {k} of tensor {self.name!r} has float dtype {e.dtype}; "
+                    "indices must be integers (cast with te.cast('int32', ...))"
+                )
+            idx.append(e)
+        return TensorRead(self, tuple(idx), self.dtype)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {list(self.shape)}, {self.dtype})"
+
+
+def _check_shape(shape, what: str) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(int(s) for s in shape)
+    except TypeError as exc:
+        raise TensorError(f"{what}: shape must be a tuple of ints, got {shape!r}") from exc
+    if any(d <= 0 for d in dims) or any(d != s for d, s in zip(dims, shape, strict=True)):
+        raise TensorError(f"{what}: every dimension must be a positive int, got {list(shape)}")
+    return dims
+
+
+def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of the given shape and dtype."""
+    check_dtype(dtype)
+    return Tensor(PlaceholderOp(name, _check_shape(shape, f"placeholder {name!r}"), dtype))
+
+
+def reduce_axis(dom, name: str = "rv") -> IterVar:
+    """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)``."""
+    try:
+        lo, hi = (int(v) for v in dom)
+    except (TypeError, ValueError) as exc:
+        raise TensorError(f"reduce_axis {name!r}: dom must be (lo, hi), got {dom!r}") from exc
+    if hi <= lo:
+        raise TensorError(f"reduce_axis {name!r}: empty range [{lo}, {hi})")
+    return IterVar(Var(name), lo, hi - lo, "reduce")
+
+
+def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None) -> Tensor:
+    """A tensor whose element at ``indices`` is ``fcompute(*indices)``.
+
+    Axis names are taken from the parameter names of ``fcompute`` (as in TVM), so
+    ``lambda i, j: ...`` gives axes ``i`` and ``j``.
+    """
+    shape = _check_shape(shape, f"compute {name!r}")
+    params = list(inspect.signature(fcompute).parameters.values())
+    if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
+        names = [f"ax{k}" for k in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+    if len(names) != len(shape):
+        raise TensorError(
+            f"compute {name!r}: fcompute takes {len(names)} indices but the shape "
+            f"{list(shape)} has {len(shape)} dimensions"
+        )
+    axes = tuple(IterVar(Var(n), 0, ext, "spatial") for n, ext in zip(names, shape, strict=True))
+    if len(set(names)) != len(names):
+        raise TensorError(f"compute {name!r}: axis names {names} must be unique")
+    body = fcompute(*(ax.var for ax in axes))
+    if isinstance(body, Tensor):
+        raise TensorError(f"compute {name!r}: fcompute returned a tensor; index it, e.g. A[i]")
+    body = as_expr(body)
+    _check_reductions(body, name)
+    if isinstance(body, Reduce):
+        red_names = [ax.name for ax in body.axes]
+        clash = set(red_names) & set(names)
+        if clash or len(set(red_names)) != len(red_names):
+            raise TensorError(
+                f"compute {name!r}: reduce axis names {red_names} must be unique and differ "
+                f"from the spatial axes {names}"
+            )
+    return Tensor(ComputeOp(name, axes, body, tag, dict(attrs or {})))
+
+
+def _check_reductions(body: Expr, name: str) -> None:
+    from .expr import walk
+
+    inner = [n for n in walk(body) if isinstance(n, Reduce) and n is not body]
+    if inner:
+        raise TensorError(
+            f"compute {name!r}: a reduction must be the whole body of a compute; "
+            "split nested or combined reductions into separate te.compute stages"
+        )
+
+
+_IDENTITY = {"sum": 0, "max": "-inf", "min": "inf"}
+
+
+def _reducer(combiner: str):
+    def reduce(expr, axis, where=None) -> Reduce:
+        axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
+        for ax in axes:
+            if not isinstance(ax, IterVar) or ax.kind != "reduce":
+                raise TensorError(
+                    f"te.{combiner}: axis must be reduce axes made with te.reduce_axis, got {ax!r}"
+                )
+        src = as_expr(expr)
+        cond = None if where is None else as_expr(where)
+        return Reduce(combiner, src, axes, src.dtype, cond)
+
+    reduce.__name__ = combiner
+    reduce.__doc__ = f"The {combiner} of ``expr`` over the reduce axes ``axis``."
+    return reduce
+
+
+sum = _reducer("sum")  # noqa: A001 - te naming
+max = _reducer("max")  # noqa: A001
+min = _reducer("min")  # noqa: A001
+
+
+def reduce_identity(combiner: str, dtype: str) -> Const:
+    """The identity element of a reducer in ``dtype`` (lowest/highest value for max/min)."""
+    import numpy as np
+
+    from .dtype import to_numpy
+
+    if combiner == "sum":
+        return const(0, dtype)
+    npd = to_numpy(dtype)
+    if is_float(dtype):
+        return const(float("-inf") if combiner == "max" else float("inf"), dtype)
+    info = np.iinfo(npd)
+    return const(int(info.min) if combiner == "max" else int(info.max), dtype)
