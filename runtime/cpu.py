@@ -1,0 +1,284 @@
+"""CPU backend: LLVM IR text -> O3 (new pass manager) -> MCJIT -> ctypes function pointers.
+
+ABI of the generated code (codegen/llvm.py emits it):
+
+- every launch name is a function ``i32 name(ptr, ptr, ...)`` taking one pointer per buffer
+  argument, returning 0 on success (non-zero: an allocation failed inside);
+- a ``parallel`` loop calls ``void autosched_parallel_launch(ptr task, ptr closure, i32 max_tasks)``
+  which runs ``void task(ptr closure, i32 task_id, i32 num_tasks)`` once per task
+  (``0 <= task_id < num_tasks``, ``num_tasks <= max_tasks`` when ``max_tasks > 0``) and returns
+  when all are done. This file provides that symbol: through OpenMP's ``GOMP_parallel`` when
+  libgomp can be loaded, else through a Python thread pool calling the task via ctypes (ctypes
+  ``CFUNCTYPE`` calls release the GIL, so tasks do run concurrently).
+
+The number of tasks is ``os.cpu_count()`` unless the environment sets AUTOSCHED_NUM_THREADS;
+:func:`set_num_threads` changes it at run time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .errors import CompileError, LaunchError
+
+PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
+ALIGNMENT = 64  # bytes; a cache line, and enough for any vector load
+
+_TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
+_LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)
+
+# The launcher, set up once per process (see _init_parallel).
+_state: dict = {}
+_init_lock = threading.Lock()
+
+_LAUNCHER_IR = r"""
+@autosched_num_threads = global i32 1
+
+declare void @GOMP_parallel(ptr, ptr, i32, i32)
+declare i32 @omp_get_thread_num()
+declare i32 @omp_get_num_threads()
+
+define internal void @trampoline(ptr %data) {
+  %fn = load ptr, ptr %data
+  %cp = getelementptr inbounds ptr, ptr %data, i64 1
+  %closure = load ptr, ptr %cp
+  %t = call i32 @omp_get_thread_num()
+  %n = call i32 @omp_get_num_threads()
+  call void %fn(ptr %closure, i32 %t, i32 %n)
+  ret void
+}
+
+define void @autosched_parallel_launch(ptr %fn, ptr %closure, i32 %max_tasks) {
+entry:
+  %nt = load i32, ptr @autosched_num_threads
+  %limited = icmp sgt i32 %max_tasks, 0
+  %less = icmp slt i32 %max_tasks, %nt
+  %cap = and i1 %limited, %less
+  %n = select i1 %cap, i32 %max_tasks, i32 %nt
+  %single = icmp sle i32 %n, 1
+  br i1 %single, label %serial, label %parallel
+serial:
+  call void %fn(ptr %closure, i32 0, i32 1)
+  ret void
+parallel:
+  %pack = alloca [2 x ptr]
+  store ptr %fn, ptr %pack
+  %cp = getelementptr inbounds ptr, ptr %pack, i64 1
+  store ptr %closure, ptr %cp
+  call void @GOMP_parallel(ptr @trampoline, ptr %pack, i32 %n, i32 0)
+  ret void
+}
+"""
+
+
+def default_num_threads() -> int:
+    env = os.environ.get("AUTOSCHED_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError as err:
+            raise ValueError(f"AUTOSCHED_NUM_THREADS must be an int, got {env!r}") from err
+        if n >= 1:
+            return n
+    return os.cpu_count() or 1
+
+
+def _llvm():
+    """llvmlite.binding, with the native target initialised once (no llvm.initialize() in 0.50)."""
+    import llvmlite.binding as llvm
+
+    if "llvm" not in _state:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _state["llvm"] = llvm
+    return llvm
+
+
+def _target_machine():
+    llvm = _llvm()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        reloc="default",
+        codemodel="jitdefault",
+    )
+
+
+def _init_parallel() -> None:
+    """Register the parallel launcher symbol once per process."""
+    with _init_lock:
+        if "launcher" in _state:
+            return
+        llvm = _llvm()
+        gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
+        try:
+            llvm.load_library_permanently(gomp)
+            mod = llvm.parse_assembly(_LAUNCHER_IR)
+            mod.verify()
+            engine = llvm.create_mcjit_compiler(mod, _target_machine())
+            engine.finalize_object()
+            addr = engine.get_function_address(PARALLEL_LAUNCH_SYMBOL)
+            nthreads = engine.get_global_value_address("autosched_num_threads")
+            _state.update(engine=engine, nthreads_ptr=ctypes.c_int32.from_address(nthreads))
+            _state["launcher"] = "openmp"
+        except Exception:  # no libgomp: fall back to a thread pool driven from Python
+            cb = _LAUNCH(_python_launch)
+            addr = ctypes.cast(cb, ctypes.c_void_p).value
+            _state.update(callback=cb, nthreads_ptr=ctypes.c_int32(1))
+            _state["launcher"] = "threadpool"
+        llvm.add_symbol(PARALLEL_LAUNCH_SYMBOL, addr)
+        _state["nthreads_ptr"].value = default_num_threads()
+
+
+def _python_launch(fn, closure, max_tasks) -> None:
+    n = _state["nthreads_ptr"].value
+    if max_tasks > 0:
+        n = min(n, max_tasks)
+    task = _TASK(fn)
+    if n <= 1:
+        task(closure, 0, 1)
+        return
+    pool = _state.get("pool")
+    if pool is None or pool._max_workers < n - 1:
+        pool = _state["pool"] = ThreadPoolExecutor(max_workers=n - 1)
+    futures = [pool.submit(task, closure, t, n) for t in range(1, n)]
+    task(closure, 0, n)
+    for f in futures:
+        f.result()
+
+
+def set_num_threads(n: int) -> None:
+    """Run ``parallel`` loops with ``n`` tasks from now on (process-wide)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"number of threads must be a positive int, got {n!r}")
+    _init_parallel()
+    _state["nthreads_ptr"].value = n
+
+
+def get_num_threads() -> int:
+    _init_parallel()
+    return _state["nthreads_ptr"].value
+
+
+def parallel_launcher() -> str:
+    """ "openmp" or "threadpool": what runs parallel loops in this process."""
+    _init_parallel()
+    return _state["launcher"]
+
+
+class CompiledCPU:
+    """A JIT-compiled LLVM module; keeps the execution engine (and so the code) alive."""
+
+    def __init__(self, engine, module, functions: dict):
+        self.engine = engine
+        self.module = module
+        self.functions = functions
+
+    @property
+    def ir(self) -> str:
+        """The optimised LLVM IR (after O3)."""
+        return str(self.module)
+
+
+class CPUBackend:
+    """The host CPU through llvmlite (see the module docstring for the calling convention)."""
+
+    kind = "cpu"
+
+    def __init__(self, index: int = 0):
+        if index != 0:
+            raise RuntimeError(f"there is only one CPU device (index 0), got index {index}")
+        self.index = index
+        _llvm()
+        _init_parallel()
+
+    def properties(self) -> dict:
+        llvm = _llvm()
+        features = llvm.get_host_cpu_features()
+        vector_bits = 512 if features.get("avx512f") else 256 if features.get("avx") else 128
+        return {
+            "name": llvm.get_host_cpu_name(),
+            "num_cores": get_num_threads(),
+            "vector_bits": vector_bits,
+            "cache_line_bytes": 64,
+            "target_triple": llvm.get_process_triple(),
+            "parallel_launcher": parallel_launcher(),
+            # GPU limits do not apply; 1 keeps a GPU verifier from accepting a thread binding.
+            "max_threads_per_block": 1,
+            "max_shared_memory_per_block": 0,
+            "max_local_memory_per_block": 1 << 30,
+            "warp_size": 1,
+        }
+
+    # ---------------------------------------------------------------- memory
+    def alloc(self, nbytes: int) -> np.ndarray:
+        raw = np.empty(int(nbytes) + ALIGNMENT, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % ALIGNMENT
+        return raw[offset : offset + int(nbytes)]
+
+    def copy_to_device(self, handle, host: np.ndarray) -> None:
+        src = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        handle.reshape(-1).view(np.uint8)[: src.size] = src
+
+    def copy_to_host(self, handle, host: np.ndarray) -> None:
+        dst = host.reshape(-1).view(np.uint8)
+        dst[...] = handle.reshape(-1).view(np.uint8)[: dst.size]
+
+    # ---------------------------------------------------------------- code
+    def compile(self, code: str, kernel_names: tuple[str, ...]) -> CompiledCPU:
+        llvm = _llvm()
+        try:
+            mod = llvm.parse_assembly(code)
+            mod.verify()
+        except RuntimeError as err:
+            raise CompileError("LLVM rejected the generated IR", str(err)) from err
+        nargs = {}
+        for name in kernel_names:
+            try:
+                fn = mod.get_function(name)
+            except NameError as err:
+                raise CompileError(f"kernel {name!r} is not defined in the LLVM module") from err
+            nargs[name] = len(list(fn.arguments))
+        tm = _target_machine()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        try:
+            engine = llvm.create_mcjit_compiler(mod, tm)  # the engine owns tm and mod now
+            engine.finalize_object()
+        except RuntimeError as err:
+            raise CompileError("LLVM failed to generate machine code", str(err)) from err
+        functions = {}
+        for name in kernel_names:
+            addr = engine.get_function_address(name)
+            if not addr:
+                raise CompileError(f"kernel {name!r} has no address after JIT compilation")
+            proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nargs[name]))
+            functions[name] = proto(addr)
+        return CompiledCPU(engine, mod, functions)
+
+    def launch(self, compiled: CompiledCPU, name: str, grid, block, handles: list) -> None:
+        fn = compiled.functions.get(name)
+        if fn is None:
+            have = sorted(compiled.functions)
+            raise LaunchError(f"kernel {name!r} was not compiled; have {have}")
+        status = fn(*[h.ctypes.data for h in handles])
+        if status != 0:
+            raise LaunchError(f"kernel {name!r} failed with status {status} (out of memory?)")
+
+    def synchronize(self) -> None:
+        """CPU launches are synchronous."""
+
+    def time_launches(self, fn, number: int) -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return (time.perf_counter() - start) / number

@@ -1,0 +1,19 @@
+"""Errors raised by the runtime: compiling generated code and launching it."""
+
+from __future__ import annotations
+
+
+class CompileError(RuntimeError):
+    """The backend compiler rejected generated code.
+
+    ``log`` holds the compiler's own message (LLVM verifier, nvcc, OpenCL build log) so that a
+    caller such as the tuner can record it next to the failing schedule.
+    """
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message if not log else f"{message}\n{log}")
+        self.log = log
+
+
+class LaunchError(RuntimeError):
+    """A compiled kernel could not be launched or reported a failure while running."""

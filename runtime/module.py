@@ -1,0 +1,188 @@
+"""Loaded modules: compile generated code once, then run or time it on numpy arrays or NDArrays.
+
+``load_module`` takes plain values only (``codegen.Source.as_dict()``), so the runtime never
+imports codegen or tensorir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .device import Device
+from .device import device as make_device
+from .ndarray import NDArray, np_dtype
+from .timer import TimingResult, measure
+
+LANG_DEVICE = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+
+
+class Module:
+    """A compiled program bound to a device.
+
+    Call it with one array per param (inputs then outputs, in ``params`` order). numpy arrays
+    are copied to the device and back (on the CPU a C-contiguous array of the right dtype is
+    used in place); NDArrays on the module's device are used in place.
+    """
+
+    def __init__(self, lang, code, params, workspaces, launches, dev: Device):
+        self.lang = lang
+        self.code = code
+        self.params = tuple((str(n), str(d), int(s)) for n, d, s in params)
+        self.workspaces = tuple((str(n), str(d), int(s)) for n, d, s in workspaces)
+        self.launches = tuple(
+            (str(name), tuple(args), tuple(grid), tuple(block))
+            for name, args, grid, block in launches
+        )
+        self.device = dev
+        self._backend = dev.backend
+        names = [p[0] for p in self.params] + [w[0] for w in self.workspaces]
+        if len(set(names)) != len(names):
+            raise ValueError(f"buffer names of a module must be unique, got {names}")
+        for name, args, _, _ in self.launches:
+            unknown = [a for a in args if a not in names]
+            if unknown:
+                raise ValueError(f"launch {name!r} names unknown buffers {unknown}; known: {names}")
+        kernel_names = tuple(dict.fromkeys(la[0] for la in self.launches))
+        self._compiled = self._backend.compile(code, kernel_names)
+        self._workspace_handles = {
+            n: self._backend.alloc(max(1, s * np_dtype(d).itemsize)) for n, d, s in self.workspaces
+        }
+        self._staging: dict[int, object] = {}  # param index -> device buffer for numpy args
+
+    # ------------------------------------------------------------------ arguments
+    def _check(self, args: Sequence) -> None:
+        if len(args) != len(self.params):
+            expected = ", ".join(f"{n}: {d}[{s}]" for n, d, s in self.params)
+            raise TypeError(
+                f"module expects {len(self.params)} arrays ({expected}) but got {len(args)}"
+            )
+        for (name, dtype, size), arr in zip(self.params, args):
+            if isinstance(arr, NDArray):
+                if arr.device != self.device:
+                    raise ValueError(
+                        f"param {name!r}: array is on {arr.device} but the module runs on "
+                        f"{self.device}; copy it with runtime.array(x.numpy(), dev)"
+                    )
+                got_dtype, got_size = arr.dtype, arr.size
+            elif isinstance(arr, np.ndarray):
+                got_dtype, got_size = str(arr.dtype), arr.size
+            else:
+                raise TypeError(
+                    f"param {name!r}: expected a numpy array or NDArray, got {type(arr).__name__}"
+                )
+            if np_dtype(got_dtype) != np_dtype(dtype):
+                raise TypeError(f"param {name!r}: expected dtype {dtype}, got {got_dtype}")
+            if got_size != size:
+                raise ValueError(
+                    f"param {name!r}: expected {size} elements, got {got_size} "
+                    f"(shape {getattr(arr, 'shape', '?')})"
+                )
+
+    def _prepare(self, args: Sequence) -> tuple[dict, list]:
+        """Device handles by buffer name, and the (numpy array, handle) pairs to copy back."""
+        self._check(args)
+        handles = dict(self._workspace_handles)
+        copy_back = []
+        on_cpu = self.device.kind == "cpu"
+        for i, ((name, dtype, size), arr) in enumerate(zip(self.params, args)):
+            if isinstance(arr, NDArray):
+                handles[name] = arr.handle
+                continue
+            if on_cpu and arr.flags.c_contiguous and arr.flags.writeable:
+                handles[name] = arr  # zero copy: the CPU backend takes numpy arrays as handles
+                continue
+            h = self._staging.get(i)
+            if h is None:
+                h = self._backend.alloc(max(1, size * np_dtype(dtype).itemsize))
+                self._staging[i] = h
+            if size:
+                self._backend.copy_to_device(h, np.ascontiguousarray(arr).reshape(-1))
+            handles[name] = h
+            if arr.flags.writeable:
+                copy_back.append((arr, h))
+        return handles, copy_back
+
+    def _finish(self, copy_back: list) -> None:
+        self._backend.synchronize()
+        for arr, h in copy_back:
+            if arr.flags.c_contiguous:
+                self._backend.copy_to_host(h, arr.reshape(-1))
+            else:
+                tmp = np.empty(arr.size, dtype=arr.dtype)
+                self._backend.copy_to_host(h, tmp)
+                arr[...] = tmp.reshape(arr.shape)
+
+    def _run(self, handles: dict) -> None:
+        for name, args, grid, block in self.launches:
+            self._backend.launch(self._compiled, name, grid, block, [handles[a] for a in args])
+
+    # ------------------------------------------------------------------ public API
+    def __call__(self, *args) -> None:
+        """Run every launch once on ``args`` (one array per param) and wait for the result."""
+        handles, copy_back = self._prepare(args)
+        self._run(handles)
+        self._finish(copy_back)
+
+    def time_evaluator(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):
+        """A function ``f(*args) -> TimingResult`` timing this module on ``args``.
+
+        One warm-up run comes first; each of ``repeat`` results is the mean over ``number`` runs,
+        ``number`` being raised until one repeat lasts at least ``min_repeat_ms``. Times are in
+        seconds and cover the launches only (argument copies happen before timing).
+        """
+
+        def evaluate(*args) -> TimingResult:
+            handles, copy_back = self._prepare(args)
+            result = measure(
+                self._backend.time_launches,
+                lambda: self._run(handles),
+                number=number,
+                repeat=repeat,
+                min_repeat_ms=min_repeat_ms,
+            )
+            self._finish(copy_back)
+            return result
+
+        return evaluate
+
+    def get_source(self) -> str:
+        return self.code
+
+    def __repr__(self) -> str:
+        kernels = ", ".join(la[0] for la in self.launches)
+        return f"Module(lang={self.lang!r}, device={self.device}, kernels=[{kernels}])"
+
+
+def load_module(lang, code, params, workspaces, launches, device=None, dev=None) -> Module:
+    """Compile ``code`` for ``device`` and return a :class:`Module`.
+
+    Parameters
+    ----------
+    lang : str
+        "llvm", "cuda" or "opencl".
+    code : str
+        The generated source (LLVM IR text or C).
+    params, workspaces : sequence of (name, dtype, size)
+        User-visible buffers (inputs then outputs) and intermediates allocated once here.
+    launches : sequence of (kernel_name, arg_names, grid, block)
+        Run in order by each call.
+    device : Device or str, optional
+        Defaults to the device kind of ``lang`` (index 0).
+
+    Raises
+    ------
+    runtime.errors.CompileError
+        If the backend compiler rejects ``code``.
+    """
+    if lang not in LANG_DEVICE:
+        raise ValueError(f"unknown source language {lang!r}; use one of {sorted(LANG_DEVICE)}")
+    target = device if device is not None else dev
+    target = make_device(target) if target is not None else Device(LANG_DEVICE[lang])
+    if target.kind != LANG_DEVICE[lang]:
+        raise ValueError(
+            f"{lang} code runs on a {LANG_DEVICE[lang]} device, not on {target}; "
+            f"pass device=runtime.device({LANG_DEVICE[lang]!r})"
+        )
+    return Module(lang, code, params, workspaces, launches, target)
