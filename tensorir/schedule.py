@@ -1,0 +1,262 @@
+"""The user-facing schedule State: TVM auto_scheduler's State API over immutable stage data.
+
+``State`` is a thin mutable wrapper: ``stages`` (a tuple of :class:`~tensorir.stage.Stage`,
+placeholders included, in current stage-id order) and ``steps`` (the history, a tuple of step
+records from :mod:`tensorir.steps`). Each method builds one step record from the names or
+objects it is given, applies it to the current data (pure, copy-on-write) and only then
+commits, so a step that raises leaves the state unchanged.
+
+Stages are addressed by a Tensor (``state[C]``), an op name or a stage id; iterators by an
+:class:`~tensorir.stage.Iterator` from ``state[C].iters``, by name or by index.
+
+Example
+-------
+>>> s = dag.get_init_state()
+>>> io, ii = s.split(C, s[C].iters[0], [8])
+>>> s.parallel(C, io)
+"""
+
+from __future__ import annotations
+
+from . import steps as st
+from .expr import TensorRead, walk
+from .stage import Iterator, SplitRel, Stage, initial_stage
+from .steps import ScheduleError
+from .tensor import ComputeOp, PlaceholderOp, Tensor
+
+__all__ = ["ScheduleError", "State", "replay"]
+
+
+class State:
+    """A loop state of a :class:`~tensorir.dag.ComputeDAG` plus the steps that made it.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The original computation; ``state.dag`` always stays this DAG (cache and rfactor
+        stages only appear in ``state.stages`` / ``state.current_ops``).
+    """
+
+    def __init__(self, dag, stages=None, steps=()):
+        self.dag = dag
+        if stages is None:
+            stages = tuple(initial_stage(op) for op in dag.ops)
+        self._stages: tuple[Stage, ...] = tuple(stages)
+        self._steps: tuple = tuple(steps)
+        self._tensor_cache: dict[int, Tensor] = {}
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._stages
+
+    @property
+    def steps(self) -> tuple:
+        return self._steps
+
+    @property
+    def current_ops(self) -> tuple:
+        """The ops of the current stages (cache/rfactor ops included), producers first."""
+        return tuple(s.op for s in self._stages)
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        """One Tensor per current stage, in stage order (the objects bodies read)."""
+        return tuple(self._tensor_of(s.op) for s in self._stages)
+
+    @property
+    def concrete(self) -> bool:
+        """False while some split length is undefined (None), as in sketches."""
+        for step in self._steps:
+            if isinstance(step, st.SplitStep) and None in step.lengths:
+                return False
+        for s in self._stages:
+            for rel in s.relations:
+                if isinstance(rel, SplitRel) and None in rel.lengths:
+                    return False
+        return True
+
+    def __getitem__(self, key) -> Stage:
+        return self._stages[self.stage_id(key)]
+
+    def stage_id(self, key) -> int:
+        """The current id of a stage given as Tensor, op, Stage, name or id."""
+        if isinstance(key, bool):
+            key = repr(key)
+        if isinstance(key, int):
+            if 0 <= key < len(self._stages):
+                return key
+            name = key
+        else:
+            if isinstance(key, Tensor | Stage | ComputeOp | PlaceholderOp):
+                name = key.name
+            elif isinstance(key, str):
+                name = key
+            else:
+                raise ScheduleError(
+                    f"cannot address a stage by {key!r} ({type(key).__name__}); "
+                    "use a Tensor, an op name or a stage id"
+                )
+            for k, s in enumerate(self._stages):
+                if s.name == name:
+                    return k
+        raise ScheduleError(f"unknown stage {name!r}; stages are {[s.name for s in self._stages]}")
+
+    def iter_id(self, stage, it) -> int:
+        """The index of iterator ``it`` (Iterator, name or index) in ``stage``'s loop order."""
+        s = self[stage]
+        if s.is_placeholder:
+            raise ScheduleError(f"stage {s.name!r} is a placeholder and has no iterators")
+        names = [x.name for x in s.iters]
+        if isinstance(it, int) and not isinstance(it, bool):
+            if 0 <= it < len(names):
+                return it
+        else:
+            name = it.name if isinstance(it, Iterator) else it
+            if name in names:
+                return names.index(name)
+        raise ScheduleError(
+            f"stage {s.name!r} has no iterator {getattr(it, 'name', it)!r}; "
+            f"valid iterators are {names}"
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _tensor_of(self, op) -> Tensor:
+        t = self._tensor_cache.get(id(op))
+        if t is not None and t.op is op:
+            return t
+        t = _find_tensor(op, self.dag, self._stages)
+        self._tensor_cache[id(op)] = t
+        return t
+
+    def _apply(self, step) -> int:
+        """Apply ``step`` to a copy and commit it; returns the step's stage id."""
+        new_stages = step.apply(self._stages, self.dag, self._steps)
+        st.check_attachments(new_stages)
+        self._stages = tuple(new_stages)
+        self._steps = self._steps + (step,)
+        return step.stage_id
+
+    # ------------------------------------------------------------------ loop steps
+
+    def split(self, stage, iterator, lengths, inner_to_outer=True) -> list[Iterator]:
+        """Split ``iterator`` into ``len(lengths) + 1`` parts named ``<it>.0`` (outermost)...
+
+        With ``inner_to_outer`` (default) ``lengths`` are the extents of the inner parts; else
+        they are the part counts from outer to inner. None lengths are undefined (sketches).
+        Returns the new iterators, outermost first.
+        """
+        sid, iid = self.stage_id(stage), self.iter_id(stage, iterator)
+        try:
+            lengths = tuple(lengths)
+        except TypeError as exc:
+            raise ScheduleError(
+                f"split of {self._stages[sid].name}: lengths must be a list of ints, "
+                f"got {lengths!r}"
+            ) from exc
+        ext = self._stages[sid].iters[iid].extent
+        self._apply(st.SplitStep(sid, iid, ext, lengths, bool(inner_to_outer)))
+        return list(self._stages[sid].iters[iid : iid + len(lengths) + 1])
+
+    def follow_split(self, stage, iterator, src_step_id, n_split) -> list[Iterator]:
+        """Split like the earlier SplitStep ``src_step_id`` into ``n_split + 1`` parts."""
+        sid, iid = self.stage_id(stage), self.iter_id(stage, iterator)
+        self._apply(st.FollowSplitStep(sid, iid, src_step_id, n_split))
+        return list(self._stages[sid].iters[iid : iid + n_split + 1])
+
+    def follow_fused_split(
+        self, stage, iterator, src_step_ids, level, factor_or_nparts
+    ) -> list[Iterator]:
+        """Split in two by the product of ``lengths[level]`` of the SplitSteps given."""
+        sid, iid = self.stage_id(stage), self.iter_id(stage, iterator)
+        step = st.FollowFusedSplitStep(sid, iid, tuple(src_step_ids), level, bool(factor_or_nparts))
+        self._apply(step)
+        return list(self._stages[sid].iters[iid : iid + 2])
+
+    def reorder(self, stage, order) -> None:
+        """Put all iterators of ``stage`` in ``order`` (outermost first)."""
+        sid = self.stage_id(stage)
+        self._apply(st.ReorderStep(sid, tuple(self.iter_id(sid, it) for it in order)))
+
+    def fuse(self, stage, iters) -> Iterator:
+        """Fuse adjacent iterators into one named ``a@b@``; returns it."""
+        sid = self.stage_id(stage)
+        ids = tuple(self.iter_id(sid, it) for it in iters)
+        self._apply(st.FuseStep(sid, ids))
+        return self._stages[sid].iters[ids[0]] if ids else None
+
+    def _annotate(self, stage, it, ann) -> None:
+        sid = self.stage_id(stage)
+        self._apply(st.AnnotationStep(sid, self.iter_id(sid, it), ann))
+
+    def parallel(self, stage, iterator) -> None:
+        self._annotate(stage, iterator, "parallel")
+
+    def vectorize(self, stage, iterator) -> None:
+        self._annotate(stage, iterator, "vectorize")
+
+    def unroll(self, stage, iterator) -> None:
+        self._annotate(stage, iterator, "unroll")
+
+    def bind(self, stage, iterator, thread_name) -> None:
+        """Bind to ``vthread``, ``blockIdx.x|y|z`` or ``threadIdx.x|y|z``."""
+        if thread_name not in st.THREAD_NAMES:
+            s = self[stage]
+            name = getattr(iterator, "name", iterator)
+            raise ScheduleError(
+                f"bind of {s.name}.{name}: unknown thread name {thread_name!r}; "
+                f"use one of {list(st.THREAD_NAMES)}"
+            )
+        self._annotate(stage, iterator, thread_name)
+
+    def pragma(self, stage, iterator, pragma_type) -> None:
+        """``auto_unroll_max_step$<N>`` (or the no-op ``debug_skip_region``)."""
+        sid = self.stage_id(stage)
+        self._apply(st.PragmaStep(sid, self.iter_id(sid, iterator), pragma_type))
+
+    # ------------------------------------------------------------------ misc
+
+    def copy(self) -> State:
+        return State(self.dag, self._stages, self._steps)
+
+    def __str__(self) -> str:
+        from .state_printer import state_str
+
+        return state_str(self._stages)
+
+    def __repr__(self) -> str:
+        return f"<State of {len(self._stages)} stages, {len(self._steps)} steps>"
+
+    def to_json(self) -> list:
+        """``[[], [step records]]``: the state field of a TVM measure record."""
+        return [[], st.steps_to_json(self._steps)]
+
+    @staticmethod
+    def from_json(dag, data) -> State:
+        """Replay a ``to_json()`` value (or a bare list of step records) on ``dag``."""
+        if len(data) == 2 and data[0] == [] and isinstance(data[1], list):
+            data = data[1]
+        return replay(dag, st.steps_from_json(data))
+
+
+def replay(dag, steps) -> State:
+    """Apply ``steps`` to the initial state of ``dag`` (deterministic)."""
+    state = State(dag)
+    for step in steps:
+        state._apply(step)
+    return state
+
+
+def _find_tensor(op, dag, stages) -> Tensor:
+    """The Tensor object for ``op``: the DAG's, or the one consumers read, or a new one."""
+    for t in dag.tensors:
+        if t.op is op:
+            return t
+    for s in stages:
+        if isinstance(s.op, ComputeOp):
+            for node in walk(s.op.body):
+                if isinstance(node, TensorRead) and node.tensor.op is op:
+                    return node.tensor
+    return Tensor(op)
