@@ -1,0 +1,372 @@
+"""A scalar Python interpreter of loop IR: the test oracle for lowering and schedules.
+
+The Program is translated once into Python source (nested ``for`` loops over flat Python
+lists), compiled, and cached per Program, so running many small programs stays cheap.
+Every loop kind runs as a serial loop (threads and virtual threads included; barriers are
+no-ops), which is the meaning backends must preserve. Buffers that are allocated or used as
+workspaces start filled with NaN (or a sentinel integer), so a read before a write shows up
+in the result; with ``check_bounds`` every load and store checks its flat index.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+
+from .dtype import is_bool, is_float, to_numpy
+from .expr import Binary, Call, Cast, Const, Expr, IfThenElse, Not, Select, Var
+from .loops import Allocate, Barrier, Buffer, For, If, Load, Program, Seq, Stmt, Store
+
+__all__ = ["LoopInterpError", "compile_program", "run_program"]
+
+# Python refuses more than 20 statically nested blocks per function: deeper nests are
+# outlined into helper functions.
+_MAX_DEPTH = 16
+_INT_SENTINEL = -123456789
+
+
+class LoopInterpError(RuntimeError):
+    """The program did something a backend could not: out-of-bounds access, bad arguments."""
+
+
+def _oob(name: str, index: int, size: int):
+    raise LoopInterpError(
+        f"buffer {name!r}: flat index {index} is out of bounds [0, {size}); "
+        "check the lowering's bounds / tail guards"
+    )
+
+
+def _safe_exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _safe_log(x):
+    if x > 0:
+        return math.log(x)
+    return -math.inf if x == 0 else math.nan
+
+
+def _safe_sqrt(x):
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+def _rsqrt(x):
+    return 1.0 / math.sqrt(x) if x > 0 else (math.inf if x == 0 else math.nan)
+
+
+def _sigmoid(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _pow(x, y):
+    try:
+        return math.pow(x, y)
+    except (ValueError, OverflowError):
+        return math.nan
+
+
+def _div(a, b):
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a == 0 or a != a:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def _round(x):
+    # C's round(): half away from zero.
+    return float(math.floor(abs(x) + 0.5)) * (1.0 if x >= 0 else -1.0)
+
+
+def _to_int(x):
+    if isinstance(x, float):
+        if x != x or x in (math.inf, -math.inf):
+            return 0
+        return int(x)  # truncation, like a C cast
+    return int(x)
+
+
+_FUNCS = {
+    "exp": "_exp",
+    "log": "_log",
+    "sqrt": "_sqrt",
+    "rsqrt": "_rsqrt",
+    "tanh": "_m.tanh",
+    "sigmoid": "_sigmoid",
+    "erf": "_m.erf",
+    "pow": "_pow",
+    "fabs": "abs",
+    "floor": "_floor",
+    "ceil": "_ceil",
+    "round": "_round",
+    "sin": "_m.sin",
+    "cos": "_m.cos",
+}
+
+_GLOBALS = {
+    "_m": math,
+    "_exp": _safe_exp,
+    "_log": _safe_log,
+    "_sqrt": _safe_sqrt,
+    "_rsqrt": _rsqrt,
+    "_sigmoid": _sigmoid,
+    "_pow": _pow,
+    "_div": _div,
+    "_round": _round,
+    "_floor": lambda x: float(math.floor(x)),
+    "_ceil": lambda x: float(math.ceil(x)),
+    "_int": _to_int,
+    "_oob": _oob,
+    "_inf": math.inf,
+    "_nan": math.nan,
+}
+
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+
+
+class _Emitter:
+    """Translates one Program into the source of a Python module with a ``_main`` function."""
+
+    def __init__(self, program: Program, check_bounds: bool):
+        self.program = program
+        self.check = check_bounds
+        self.names: dict[int, str] = {}  # id(Var or Buffer) -> Python name
+        self.helpers: list[list[str]] = []
+        self.counter = 0
+
+    def name_of(self, obj, prefix: str) -> str:
+        key = id(obj)
+        if key not in self.names:
+            self.counter += 1
+            self.names[key] = f"{prefix}{self.counter}"
+        return self.names[key]
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Var):
+            if id(e) not in self.names:
+                raise LoopInterpError(f"variable {e.name!r} is used outside any loop binding it")
+            return self.names[id(e)]
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Load):
+            return self.access(e.buffer, e.index)
+        if isinstance(e, Binary):
+            a, b = self.expr(e.a), self.expr(e.b)
+            op = e.op
+            if op in ("+", "-", "*"):
+                return f"({a} {op} {b})"
+            if op == "/":
+                return f"_div({a}, {b})" if is_float(e.dtype) else f"({a} // {b})"
+            if op == "floordiv":
+                return f"({a} // {b})" if not is_float(e.dtype) else f"_floor(_div({a}, {b}))"
+            if op == "floormod":
+                return f"({a} % {b})"
+            if op in ("min", "max"):
+                return f"{op}({a}, {b})"
+            if op in _CMP:
+                return f"({a} {_CMP[op]} {b})"
+            if op == "&&":
+                return f"({a} and {b})"
+            if op == "||":
+                return f"({a} or {b})"
+            raise LoopInterpError(f"unknown binary operator {op!r}")
+        if isinstance(e, Not):
+            return f"(not {self.expr(e.a)})"
+        if isinstance(e, Select | IfThenElse):
+            return f"({self.expr(e.t)} if {self.expr(e.cond)} else {self.expr(e.f)})"
+        if isinstance(e, Cast):
+            v = self.expr(e.value)
+            if is_float(e.dtype):
+                return f"float({v})"
+            if is_bool(e.dtype):
+                return f"bool({v})"
+            return f"_int({v})"
+        if isinstance(e, Call):
+            args = ", ".join(self.expr(a) for a in e.args)
+            return f"{_FUNCS[e.name]}({args})"
+        raise LoopInterpError(
+            f"cannot interpret expression node {type(e).__name__} ({e}); lowering must "
+            "remove te-level nodes (TensorRead, Reduce) before running"
+        )
+
+    def const(self, e: Const) -> str:
+        v = e.value
+        if e.dtype == "bool":
+            return "True" if v else "False"
+        if is_float(e.dtype):
+            v = float(v)
+            if v != v:
+                return "_nan"
+            if v in (math.inf, -math.inf):
+                return "_inf" if v > 0 else "(-_inf)"
+            return repr(v)
+        return repr(int(v))
+
+    def access(self, buf: Buffer, index: Expr) -> str:
+        b = self.name_of(buf, "b")
+        idx = self.expr(index)
+        if not self.check:
+            return f"{b}[{idx}]"
+        return (
+            f"{b}[(_t if 0 <= (_t := {idx}) < {buf.size} else _oob({buf.name!r}, _t, {buf.size}))]"
+        )
+
+    # ------------------------------------------------------------------ statements
+    def stmts(self, s: Stmt, ind: int, depth: int, scope: list[str], out: list[str]) -> None:
+        pad = "    " * ind
+        if isinstance(s, Seq):
+            for st in s.stmts:
+                self.stmts(st, ind, depth, scope, out)
+            return
+        if isinstance(s, For):
+            if depth >= _MAX_DEPTH:
+                self.outline(s, ind, scope, out)
+                return
+            if s.extent < 0:
+                raise LoopInterpError(f"loop {s.var.name!r} has negative extent {s.extent}")
+            v = self.name_of(s.var, "v")
+            out.append(f"{pad}for {v} in range({int(s.extent)}):")
+            n = len(out)
+            self.stmts(s.body, ind + 1, depth + 1, [*scope, v], out)
+            if len(out) == n:
+                out.append(f"{pad}    pass")
+            return
+        if isinstance(s, Store):
+            val = self.expr(s.value)
+            if s.buffer.dtype != "bool" and not is_float(s.buffer.dtype):
+                val = f"_int({val})"
+            elif is_float(s.buffer.dtype):
+                val = f"float({val})"
+            out.append(f"{pad}{self.access(s.buffer, s.index)} = {val}")
+            return
+        if isinstance(s, Allocate):
+            b = self.name_of(s.buffer, "b")
+            out.append(f"{pad}{b} = [{_fill(s.buffer.dtype)}] * {s.buffer.size}")
+            self.stmts(s.body, ind, depth, [*scope, b], out)
+            return
+        if isinstance(s, If):
+            out.append(f"{pad}if {self.expr(s.cond)}:")
+            n = len(out)
+            self.stmts(s.then, ind + 1, depth, scope, out)
+            if len(out) == n:
+                out.append(f"{pad}    pass")
+            if s.else_ is not None:
+                out.append(f"{pad}else:")
+                n = len(out)
+                self.stmts(s.else_, ind + 1, depth, scope, out)
+                if len(out) == n:
+                    out.append(f"{pad}    pass")
+            return
+        if isinstance(s, Barrier):
+            return  # serial execution: every write is already visible
+        raise LoopInterpError(f"cannot interpret statement {type(s).__name__}")
+
+    def outline(self, s: For, ind: int, scope: list[str], out: list[str]) -> None:
+        """Emit ``s`` as a separate function taking every name in scope (avoids Python's
+        nesting limit)."""
+        self.counter += 1
+        fname = f"_h{self.counter}"
+        body: list[str] = [f"def {fname}({', '.join(scope)}):"]
+        self.stmts(s, 1, 0, list(scope), body)
+        self.helpers.append(body)
+        out.append(f"{'    ' * ind}{fname}({', '.join(scope)})")
+
+    def module(self) -> str:
+        p = self.program
+        params = [self.name_of(b, "b") for b in p.params]
+        out = [f"def _main({', '.join(params)}):"]
+        scope = list(params)
+        for w in p.workspaces:
+            wn = self.name_of(w, "b")
+            out.append(f"    {wn} = [{_fill(w.dtype)}] * {w.size}")
+            scope.append(wn)
+        n = len(out)
+        self.stmts(p.body, 1, 0, scope, out)
+        if len(out) == n:
+            out.append("    pass")
+        lines = [line for h in self.helpers for line in h] + out
+        return "\n".join(lines) + "\n"
+
+
+def _fill(dtype: str) -> str:
+    if is_float(dtype):
+        return "_nan"
+    if is_bool(dtype):
+        return "False"
+    return str(_INT_SENTINEL)
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compile_program(program: Program, check_bounds: bool = True):
+    """Translate ``program`` to a Python function ``f(*param_lists)`` (cached per Program).
+
+    Returns
+    -------
+    (function, source): the compiled entry point and its Python source (for debugging).
+    """
+    per = _CACHE.setdefault(program, {})
+    if check_bounds not in per:
+        src = _Emitter(program, check_bounds).module()
+        namespace = dict(_GLOBALS)
+        exec(compile(src, f"<loop_interp {program.name}>", "exec"), namespace)
+        per[check_bounds] = (namespace["_main"], src)
+    return per[check_bounds]
+
+
+def run_program(program: Program, arrays, check_bounds: bool = True) -> None:
+    """Run ``program`` on numpy arrays, writing the results back into them in place.
+
+    Parameters
+    ----------
+    program : Program
+        A lowered program.
+    arrays : dict or list
+        numpy arrays for ``program.params``: a dict by buffer name, or a list in params order.
+        Shapes must match (or have the same number of elements); dtypes are converted.
+    check_bounds : bool
+        Check every flat index against the buffer size (raises LoopInterpError).
+    """
+    params = program.params
+    if isinstance(arrays, dict):
+        missing = [b.name for b in params if b.name not in arrays]
+        if missing:
+            raise LoopInterpError(
+                f"run_program({program.name}): no array given for params {missing}; "
+                f"expected {[b.name for b in params]}"
+            )
+        arrs = [arrays[b.name] for b in params]
+    else:
+        arrs = list(arrays)
+        if len(arrs) != len(params):
+            raise LoopInterpError(
+                f"run_program({program.name}): got {len(arrs)} arrays for "
+                f"{len(params)} params {[b.name for b in params]}"
+            )
+    lists = []
+    for b, a in zip(params, arrs, strict=True):
+        if not isinstance(a, np.ndarray):
+            raise LoopInterpError(f"param {b.name!r}: expected a numpy array, got {type(a)}")
+        if a.size != b.size:
+            raise LoopInterpError(
+                f"param {b.name!r}: array has {a.size} elements {a.shape}, buffer needs "
+                f"{b.size} {list(b.shape)}"
+            )
+        flat = a.reshape(-1).tolist()
+        lists.append(flat)
+    fn, _ = compile_program(program, check_bounds)
+    fn(*lists)
+    for b, a, lst in zip(params, arrs, lists, strict=True):
+        if a.flags.writeable:
+            a[...] = np.asarray(lst, dtype=to_numpy(b.dtype)).reshape(a.shape)

@@ -1,0 +1,117 @@
+"""The scalar loop-IR interpreter: loops, guards, allocation, bounds checks, deep nests."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tensorir.expr import Const, Var, call, floordiv, floormod, if_then_else
+from tensorir.loop_interp import LoopInterpError, compile_program, run_program
+from tensorir.loops import Allocate, Barrier, Buffer, For, If, Load, Program, Store, seq
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def test_elementwise_loop_and_dict_arguments():
+    a = Buffer("a", (7,), "float32")
+    b = Buffer("b", (7,), "float32")
+    i = Var("i")
+    body = For(i, 7, Store(b, i, call("exp", Load(a, i, "float32")) * 2.0))
+    prog = Program("p", (a, b), (), body)
+    x = _rng().standard_normal(7).astype("float32")
+    y = np.zeros(7, "float32")
+    run_program(prog, {"a": x, "b": y})
+    np.testing.assert_allclose(y, np.exp(x) * 2, rtol=1e-6)
+
+
+def test_guard_else_and_thread_loops_run_serially():
+    a = Buffer("a", (10,), "int32")
+    i, t = Var("i"), Var("t")
+    idx = i * 4 + t
+    body = For(
+        i,
+        3,
+        For(t, 4, If(idx < 10, Store(a, idx, idx * idx), None), "thread", "threadIdx.x"),
+        "vthread",
+    )
+    prog = Program("p", (a,), (), seq(body, Barrier()))
+    out = np.full(10, -1, "int32")
+    run_program(prog, [out])
+    np.testing.assert_array_equal(out, np.arange(10) ** 2)
+
+
+def test_out_of_bounds_store_is_reported():
+    a = Buffer("a", (4,), "float32")
+    i = Var("i")
+    prog = Program("p", (a,), (), For(i, 5, Store(a, i, Const(1.0, "float32"))))
+    with pytest.raises(LoopInterpError, match="out of bounds"):
+        run_program(prog, [np.zeros(4, "float32")])
+    unbound = Program("q", (a,), (), For(i, 3, Store(a, Var("i"), Const(1.0, "float32"))))
+    with pytest.raises(LoopInterpError, match="outside any loop"):
+        run_program(unbound, [np.zeros(3, "float32")])
+
+
+def test_negative_index_is_reported_not_wrapped():
+    a = Buffer("a", (4,), "float32")
+    i = Var("i")
+    prog = Program("p", (a,), (), For(i, 4, Store(a, i, Load(a, i - 1, "float32"))))
+    with pytest.raises(LoopInterpError, match="-1"):
+        run_program(prog, [np.ones(4, "float32")])
+
+
+def test_allocated_buffers_start_as_nan_so_missing_writes_show():
+    a = Buffer("a", (4,), "float32")
+    tmp = Buffer("tmp", (4,), "float32", "local")
+    i = Var("i")
+    # Only writes tmp[0..1] but reads tmp[0..3]: the result must contain NaN.
+    body = Allocate(
+        tmp,
+        seq(
+            For(Var("w"), 2, Store(tmp, Const(0, "int32"), Const(3.0, "float32"))),
+            For(i, 4, Store(a, i, Load(tmp, i, "float32"))),
+        ),
+    )
+    out = np.zeros(4, "float32")
+    run_program(Program("p", (a,), (), body), [out])
+    assert out[0] == 3.0 and math.isnan(out[3])
+
+
+def test_floordiv_floormod_follow_floor_semantics_and_select():
+    a = Buffer("a", (6,), "int32")
+    i = Var("i")
+    x = i - 3
+    val = floordiv(x, 2) * 10 + floormod(x, 2)
+    body = For(i, 6, Store(a, i, if_then_else(i < 5, val, Const(99, "int32"))))
+    out = np.zeros(6, "int32")
+    run_program(Program("p", (a,), (), body), [out])
+    exp = [(v // 2) * 10 + v % 2 for v in range(-3, 2)] + [99]
+    np.testing.assert_array_equal(out, exp)
+
+
+def test_nest_deeper_than_python_block_limit():
+    a = Buffer("a", (1,), "int32")
+    vars_ = [Var(f"v{k}") for k in range(25)]
+    stmt = Store(a, Const(0, "int32"), Load(a, Const(0, "int32"), "int32") + 1)
+    for v in reversed(vars_):
+        stmt = For(v, 2 if v is vars_[0] else 1, stmt)
+    out = np.zeros(1, "int32")
+    run_program(Program("deep", (a,), (), stmt), [out])
+    assert out[0] == 2
+
+
+def test_compile_is_cached_and_argument_errors_name_params():
+    a = Buffer("a", (3,), "float32")
+    i = Var("i")
+    prog = Program("p", (a,), (), For(i, 3, Store(a, i, Const(1.0, "float32"))))
+    f1, src = compile_program(prog)
+    f2, _ = compile_program(prog)
+    assert f1 is f2 and "for" in src
+    with pytest.raises(LoopInterpError, match="'a'"):
+        run_program(prog, {})
+    with pytest.raises(LoopInterpError, match="elements"):
+        run_program(prog, [np.zeros(4, "float32")])
+    unbound = Program("q", (a,), (), For(i, 3, Store(a, Var("i"), Const(1.0, "float32"))))
+    with pytest.raises(LoopInterpError, match="outside any loop"):
+        run_program(unbound, [np.zeros(3, "float32")])
