@@ -1,0 +1,181 @@
+"""CUDA backend (pycuda, imported lazily): nvcc through SourceModule, cuda events for timing.
+
+Uses the device's primary context (the one PyTorch and the CUDA runtime use), so baselines in
+the same process share it. Kernels are compiled for the device's own architecture
+(``sm_<major><minor>``); generated code declares its kernels ``extern "C"``, so SourceModule is
+told ``no_extern_c=True``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+
+import numpy as np
+
+from .errors import CompileError, LaunchError
+
+# Static shared memory above this needs opt-in (dynamic shared memory); generated kernels use
+# static arrays, so this is the limit that applies to them.
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+class _Module:
+    """A loaded cubin and its prepared kernel functions by name."""
+
+    def __init__(self, module, functions: dict):
+        self.module = module
+        self.functions = functions
+
+
+class CUDABackend:
+    """Runtime backend for NVIDIA GPUs (see runtime_contract's Backend protocol).
+
+    Parameters
+    ----------
+    index : int
+        CUDA device ordinal.
+    """
+
+    kind = "cuda"
+
+    def __init__(self, index: int = 0):
+        try:
+            import pycuda.driver as cuda
+        except ImportError as err:
+            raise RuntimeError("pycuda is not installed (pip install pycuda)") from err
+        cuda.init()
+        count = cuda.Device.count()
+        if index >= count:
+            raise RuntimeError(f"CUDA device {index} requested but {count} found")
+        self._cuda = cuda
+        self.index = index
+        self.device = cuda.Device(index)
+        self.context = self.device.retain_primary_context()
+        self._local = threading.local()
+        self._activate()
+        atexit.register(self._release)
+        major, minor = self.device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+
+    # ------------------------------------------------------------------ context
+    def _activate(self) -> None:
+        """Make the primary context current on this thread (contexts are per thread)."""
+        if getattr(self._local, "pushed", False):
+            return
+        self.context.push()
+        self._local.pushed = True
+
+    def _release(self) -> None:
+        if getattr(self._local, "pushed", False):
+            with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to do
+                self._cuda.Context.pop()
+            self._local.pushed = False
+
+    # ------------------------------------------------------------------ facts
+    def properties(self) -> dict:
+        self._activate()
+        a = self._cuda.device_attribute
+        get = self.device.get_attribute
+        major, minor = self.device.compute_capability()
+        return {
+            "name": self.device.name(),
+            "compute_version": f"{major}.{minor}",
+            "arch": self.arch,
+            "num_cores": get(a.MULTIPROCESSOR_COUNT),
+            "multi_processor_count": get(a.MULTIPROCESSOR_COUNT),
+            "max_threads_per_block": get(a.MAX_THREADS_PER_BLOCK),
+            "max_thread_x": get(a.MAX_BLOCK_DIM_X),
+            "max_thread_y": get(a.MAX_BLOCK_DIM_Y),
+            "max_thread_z": get(a.MAX_BLOCK_DIM_Z),
+            "max_grid_x": get(a.MAX_GRID_DIM_X),
+            "max_grid_y": get(a.MAX_GRID_DIM_Y),
+            "max_grid_z": get(a.MAX_GRID_DIM_Z),
+            "max_shared_memory_per_block": min(
+                get(a.MAX_SHARED_MEMORY_PER_BLOCK), STATIC_SHARED_LIMIT
+            ),
+            "max_shared_memory_per_multiprocessor": get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            # TVM's Ansor leaves local memory unbounded; spills are slow, not invalid.
+            "max_local_memory_per_block": 2**31 - 1,
+            "max_registers_per_block": get(a.MAX_REGISTERS_PER_BLOCK),
+            "max_registers_per_multiprocessor": get(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+            "max_threads_per_multiprocessor": get(a.MAX_THREADS_PER_MULTIPROCESSOR),
+            "warp_size": get(a.WARP_SIZE),
+            "max_vthread_extent": 8,
+            "l2_cache_size": get(a.L2_CACHE_SIZE),
+            "clock_rate_khz": get(a.CLOCK_RATE),
+            "total_memory": self.device.total_memory(),
+        }
+
+    # ------------------------------------------------------------------ memory
+    def alloc(self, nbytes: int):
+        self._activate()
+        return self._cuda.mem_alloc(max(int(nbytes), 1))
+
+    def copy_to_device(self, handle, host: np.ndarray) -> None:
+        self._activate()
+        if host.nbytes:
+            self._cuda.memcpy_htod(handle, np.ascontiguousarray(host))
+
+    def copy_to_host(self, handle, host: np.ndarray) -> None:
+        self._activate()
+        if not host.flags.c_contiguous:
+            raise ValueError("copy_to_host needs a C-contiguous numpy array")
+        if host.nbytes:
+            self._cuda.memcpy_dtoh(host, handle)
+
+    # ------------------------------------------------------------------ code
+    def compile(self, code: str, kernel_names: tuple[str, ...]) -> _Module:
+        self._activate()
+        from pycuda.compiler import SourceModule
+
+        try:
+            mod = SourceModule(code, no_extern_c=True, options=["-O3"], arch=self.arch)
+        except self._cuda.CompileError as err:
+            log = "\n".join(x for x in (getattr(err, "stderr", ""), str(err)) if x)
+            raise CompileError(f"nvcc failed for {self.arch}", log) from err
+        functions = {}
+        for name in kernel_names:
+            try:
+                fn = mod.get_function(name)
+            except self._cuda.LogicError as err:
+                raise CompileError(f"kernel {name!r} missing from the compiled module") from err
+            functions[name] = fn
+        return _Module(mod, functions)
+
+    def launch(self, compiled: _Module, name: str, grid, block, handles: list) -> None:
+        self._activate()
+        try:
+            fn = compiled.functions[name]
+        except KeyError:
+            raise LaunchError(
+                f"no kernel {name!r}; compiled {sorted(compiled.functions)}"
+            ) from None
+        grid = tuple(int(g) for g in grid)
+        block = tuple(int(b) for b in block)
+        try:
+            # Pointers only: a bare numpy array would be packed by value (pycuda's rule).
+            fn(*handles, grid=grid, block=block)
+        except self._cuda.Error as err:
+            raise LaunchError(
+                f"launching {name} with grid={grid} block={block} failed: {err}"
+            ) from err
+
+    def synchronize(self) -> None:
+        self._activate()
+        try:
+            self._cuda.Context.synchronize()
+        except self._cuda.Error as err:  # faults inside kernels surface here
+            raise LaunchError(f"a CUDA kernel failed: {err}") from err
+
+    def time_launches(self, fn, number: int) -> float:
+        """Mean seconds per call of ``fn`` between two CUDA events on the default stream."""
+        self._activate()
+        start, end = self._cuda.Event(), self._cuda.Event()
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.time_till(end) * 1e-3 / number

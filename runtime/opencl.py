@@ -1,0 +1,171 @@
+"""OpenCL backend (pyopencl, imported lazily): build once, keep one cl.Kernel per name.
+
+The context is made on the first device of the first platform that has GPU devices, else of
+the first platform (PoCL's CPU device in CI). ``AUTOSCHED_OPENCL_PLATFORM`` picks a platform
+by a substring of its name instead (e.g. ``NVIDIA``, ``Portable``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .errors import CompileError, LaunchError
+
+PLATFORM_ENV = "AUTOSCHED_OPENCL_PLATFORM"
+
+
+def _pick_devices(cl) -> list:
+    platforms = cl.get_platforms()
+    if not platforms:
+        raise RuntimeError(
+            "no OpenCL platform found; install one (e.g. pip install pyopencl[pocl])"
+        )
+    want = os.environ.get(PLATFORM_ENV)
+    if want:
+        chosen = [p for p in platforms if want.lower() in p.name.lower()]
+        if not chosen:
+            names = [p.name for p in platforms]
+            raise RuntimeError(f"{PLATFORM_ENV}={want!r} matches no OpenCL platform in {names}")
+        return chosen[0].get_devices()
+    for p in platforms:
+        try:
+            gpus = p.get_devices(device_type=cl.device_type.GPU)
+        except cl.Error:  # a platform without GPUs raises DEVICE_NOT_FOUND
+            gpus = []
+        if gpus:
+            return gpus
+    return platforms[0].get_devices()
+
+
+class _Program:
+    """A built cl.Program with one cl.Kernel per name (kernels are not thread-safe: one user)."""
+
+    def __init__(self, program, kernels: dict):
+        self.program = program
+        self.kernels = kernels
+
+
+class OpenCLBackend:
+    """Runtime backend for OpenCL devices (see runtime_contract's Backend protocol).
+
+    Parameters
+    ----------
+    index : int
+        Which device of the chosen platform.
+    """
+
+    kind = "opencl"
+
+    def __init__(self, index: int = 0):
+        import pyopencl as cl
+
+        self._cl = cl
+        devices = _pick_devices(cl)
+        if index >= len(devices):
+            raise RuntimeError(
+                f"OpenCL device {index} requested but the platform has {len(devices)}"
+            )
+        self.device = devices[index]
+        self.context = cl.Context([self.device])
+        props = cl.command_queue_properties.PROFILING_ENABLE
+        self.queue = cl.CommandQueue(self.context, self.device, properties=props)
+        self._events: list = []
+
+    # ------------------------------------------------------------------ facts
+    def properties(self) -> dict:
+        d = self.device
+        vendor = d.platform.name.lower() + " " + d.vendor.lower()
+        sizes = list(d.max_work_item_sizes) + [1, 1, 1]
+        # OpenCL has no portable warp size; NVIDIA warps are 32, AMD wavefronts 64.
+        warp = 32 if "nvidia" in vendor else 64 if ("amd" in vendor and "gpu" in str(d.type)) else 1
+        return {
+            "name": d.name.strip(),
+            "platform": d.platform.name.strip(),
+            "vendor": d.vendor.strip(),
+            "num_cores": d.max_compute_units,
+            "multi_processor_count": d.max_compute_units,
+            "max_threads_per_block": d.max_work_group_size,
+            "max_work_group_size": d.max_work_group_size,
+            "max_thread_x": int(sizes[0]),
+            "max_thread_y": int(sizes[1]),
+            "max_thread_z": int(sizes[2]),
+            "max_shared_memory_per_block": d.local_mem_size,
+            # Registers are not a separate limit in OpenCL; TVM's Ansor leaves this unbounded.
+            "max_local_memory_per_block": 2**31 - 1,
+            "max_vthread_extent": 8,
+            "warp_size": warp,
+            "global_mem_size": d.global_mem_size,
+            "max_clock_rate_mhz": d.max_clock_frequency,
+            "extensions": d.extensions.split(),
+            "is_gpu": bool(d.type & self._cl.device_type.GPU),
+        }
+
+    # ------------------------------------------------------------------ memory
+    def alloc(self, nbytes: int):
+        cl = self._cl
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=max(int(nbytes), 1))
+
+    def copy_to_device(self, handle, host: np.ndarray) -> None:
+        if host.nbytes:
+            self._cl.enqueue_copy(self.queue, handle, np.ascontiguousarray(host), is_blocking=True)
+
+    def copy_to_host(self, handle, host: np.ndarray) -> None:
+        if not host.flags.c_contiguous:
+            raise ValueError("copy_to_host needs a C-contiguous numpy array")
+        if host.nbytes:
+            self._cl.enqueue_copy(self.queue, host, handle, is_blocking=True)
+
+    # ------------------------------------------------------------------ code
+    def compile(self, code: str, kernel_names: tuple[str, ...]) -> _Program:
+        cl = self._cl
+        try:
+            prg = cl.Program(self.context, code).build()
+        except cl.Error as err:  # RuntimeError subclasses carry the build log in the message
+            raise CompileError(
+                f"OpenCL build failed on {self.device.name.strip()}", str(err)
+            ) from err
+        try:
+            kernels = {n: cl.Kernel(prg, n) for n in kernel_names}
+        except cl.Error as err:
+            raise CompileError(f"kernel missing from the built OpenCL program: {err}") from err
+        return _Program(prg, kernels)
+
+    def launch(self, compiled: _Program, name: str, grid, block, handles: list) -> None:
+        try:
+            kernel = compiled.kernels[name]
+        except KeyError:
+            raise LaunchError(f"no kernel {name!r}; compiled {sorted(compiled.kernels)}") from None
+        block = tuple(int(b) for b in block)
+        global_size = tuple(int(g) * b for g, b in zip(grid, block))
+        try:
+            kernel.set_args(*handles)
+            evt = self._cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, block)
+        except self._cl.Error as err:
+            raise LaunchError(
+                f"launching {name} with grid={tuple(grid)} block={block} failed: {err}"
+            ) from err
+        self._events.append(evt)
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+        self._events.clear()
+
+    def time_launches(self, fn, number: int) -> float:
+        """Mean seconds per call of ``fn``: first kernel's start to last kernel's end (events)."""
+        self.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        events = list(self._events)
+        self.synchronize()
+        wall = time.perf_counter() - t0
+        if not events:
+            return wall / number
+        try:
+            span = events[-1].profile.end - events[0].profile.start
+        except self._cl.Error:  # profiling info unavailable: fall back to the host clock
+            return wall / number
+        return span * 1e-9 / number

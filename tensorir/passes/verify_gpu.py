@@ -1,0 +1,252 @@
+"""Static checks that a lowered Program fits a GPU's limits (TVM's ``VerifyGPUCode``).
+
+The search uses :func:`gpu_program_errors` to drop candidates that would fail to launch (too many
+threads, too much shared memory ...) before paying for compilation. The helpers that find the
+kernels of a Program and their launch dimensions live here too, so the CUDA and OpenCL code
+generators compute grid/block exactly as the verifier does.
+
+Each top-level statement of ``program.body`` (a Seq's items, or the single body) is one kernel.
+Its grid is the extents of its ``blockIdx.*`` loops and its block the extents of its
+``threadIdx.*`` loops; when a tag occurs on several loops, the largest extent wins (code
+generators guard the smaller loops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..expr import walk
+from ..loops import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    If,
+    Load,
+    Program,
+    Seq,
+    Stmt,
+    Store,
+    stmt_children,
+    walk_stmts,
+)
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+class GPUVerifyError(ValueError):
+    """A Program breaks a GPU limit; the message lists every problem found."""
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the verifier and the code generators need to know about one kernel.
+
+    Attributes
+    ----------
+    index : int
+        Position of the kernel among the top-level statements.
+    stmt : Stmt
+        The kernel's statement.
+    extents : dict
+        Thread tag -> largest extent of a loop bound to it.
+    grid, block : tuple of int
+        Launch dimensions (x, y, z); missing tags count 1.
+    outputs : tuple of str
+        Names of the buffers the kernel stores into (used to name the stage in messages).
+    """
+
+    index: int
+    stmt: Stmt
+    extents: dict
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    outputs: tuple[str, ...]
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def describe(self, program_name: str) -> str:
+        stage = ", ".join(self.outputs) or "nothing"
+        return f"kernel {program_name}_kernel{self.index} (stage writing {stage})"
+
+
+def kernel_stmts(program: Program) -> tuple[Stmt, ...]:
+    """The top-level statements of ``program``, one per GPU kernel."""
+    body = program.body
+    return body.stmts if isinstance(body, Seq) else (body,)
+
+
+def thread_extents(stmt: Stmt) -> dict:
+    """Thread tag -> the largest extent among the loops of ``stmt`` bound to it."""
+    out: dict = {}
+    for s in walk_stmts(stmt):
+        if isinstance(s, For) and s.kind == "thread":
+            out[s.thread_tag] = max(out.get(s.thread_tag, 0), s.extent)
+    return out
+
+
+def stored_buffers(stmt: Stmt) -> tuple[Buffer, ...]:
+    """The buffers ``stmt`` stores into, in first-store order, each once."""
+    seen: dict = {}
+    for s in walk_stmts(stmt):
+        if isinstance(s, Store):
+            seen.setdefault(id(s.buffer), s.buffer)
+    return tuple(seen.values())
+
+
+def stmt_exprs(s: Stmt) -> tuple:
+    """The expressions held directly by statement ``s`` (not by nested statements)."""
+    if isinstance(s, Store):
+        return (s.index, s.value)
+    if isinstance(s, If):
+        return (s.cond,)
+    return ()
+
+
+def loaded_buffers(stmt: Stmt) -> tuple[Buffer, ...]:
+    """The buffers read anywhere in ``stmt`` (indices and conditions included), each once."""
+    seen: dict = {}
+    for s in walk_stmts(stmt):
+        for e in stmt_exprs(s):
+            for node in walk(e):
+                if isinstance(node, Load):
+                    seen.setdefault(id(node.buffer), node.buffer)
+    return tuple(seen.values())
+
+
+def kernel_info(index: int, stmt: Stmt) -> KernelInfo:
+    """Launch dimensions and outputs of the kernel ``stmt`` (no validity checks)."""
+    ext = thread_extents(stmt)
+    grid = tuple(ext.get(t, 1) for t in BLOCK_TAGS)
+    block = tuple(ext.get(t, 1) for t in THREAD_TAGS)
+    outputs = tuple(b.name for b in stored_buffers(stmt))
+    return KernelInfo(index, stmt, ext, grid, block, outputs)
+
+
+def kernels(program: Program) -> tuple[KernelInfo, ...]:
+    """One :class:`KernelInfo` per top-level statement of ``program``."""
+    return tuple(kernel_info(i, s) for i, s in enumerate(kernel_stmts(program)))
+
+
+def has_barrier(stmt: Stmt) -> bool:
+    return any(isinstance(s, Barrier) for s in walk_stmts(stmt))
+
+
+def _alloc_bytes(stmt: Stmt, scope: str) -> int:
+    seen: dict = {}
+    for s in walk_stmts(stmt):
+        if isinstance(s, Allocate) and s.buffer.scope == scope:
+            seen.setdefault(id(s.buffer), s.buffer.nbytes)
+    return sum(seen.values())
+
+
+def _max_vthreads(stmt: Stmt, outer: int = 1) -> int:
+    """The largest product of nested vthread extents along any path (virtual threads per thread)."""
+    here = outer * stmt.extent if isinstance(stmt, For) and stmt.kind == "vthread" else outer
+    kids = stmt_children(stmt)
+    return max((_max_vthreads(k, here) for k in kids), default=here)
+
+
+def structural_errors(program: Program) -> list[str]:
+    """Problems that make ``program`` impossible to run on any GPU, whatever the limits."""
+    errors = []
+    for info in kernels(program):
+        where = info.describe(program.name)
+        if not info.extents:
+            errors.append(
+                f"stage {', '.join(info.outputs) or '?'} ({where}) is not bound to GPU threads; "
+                "bind its outer loops to blockIdx.x/threadIdx.x"
+            )
+        for s in walk_stmts(info.stmt):
+            if isinstance(s, For) and s.kind == "parallel":
+                errors.append(
+                    f"{where}: loop {s.var.name} is 'parallel', which only CPU targets run; "
+                    "bind it to blockIdx/threadIdx instead"
+                )
+            elif isinstance(s, Allocate) and s.buffer.scope == "global" and s is not info.stmt:
+                errors.append(
+                    f"{where}: buffer {s.buffer.name} is allocated in global memory inside the "
+                    "kernel; compute it at root (a workspace) or give it scope 'shared'/'local'"
+                )
+        if isinstance(info.stmt, Allocate) and info.stmt.buffer.scope == "global":
+            errors.append(
+                f"{where}: buffer {info.stmt.buffer.name} is allocated in global memory around "
+                "the kernel; compute it at root so it becomes a workspace"
+            )
+    return errors
+
+
+def gpu_program_errors(program: Program, limits: dict) -> list[str]:
+    """Every reason ``program`` cannot run on a GPU with ``limits``, as messages (empty: valid).
+
+    Parameters
+    ----------
+    program : Program
+        A lowered program; each top-level statement is one kernel.
+    limits : dict
+        Keys (all optional; a missing key is not checked): ``max_threads_per_block``,
+        ``max_shared_memory_per_block`` (bytes), ``max_local_memory_per_block`` (bytes of
+        ``local`` buffers per thread, as TVM counts them), ``max_vthread_extent`` (product of
+        nested vthread extents), ``max_thread_x``/``_y``/``_z`` (threadIdx extents), and
+        ``warp_size`` with ``enforce_warp_multiple`` (reject blocks whose thread count is not a
+        multiple of the warp size; off by default because odd shapes legitimately need such
+        blocks).
+    """
+    errors = structural_errors(program)
+    for info in kernels(program):
+        where = info.describe(program.name)
+        n = info.threads_per_block
+        cap = limits.get("max_threads_per_block")
+        if cap is not None and n > cap:
+            errors.append(
+                f"{where}: {n} threads per block (block={info.block}) exceed "
+                f"max_threads_per_block={cap}; use smaller threadIdx split factors"
+            )
+        for axis, tag in zip("xyz", THREAD_TAGS):
+            cap = limits.get(f"max_thread_{axis}")
+            ext = info.extents.get(tag, 1)
+            if cap is not None and ext > cap:
+                errors.append(
+                    f"{where}: {tag} extent {ext} exceeds max_thread_{axis}={cap}; "
+                    f"split the loop bound to {tag} further"
+                )
+        cap = limits.get("max_shared_memory_per_block")
+        used = _alloc_bytes(info.stmt, "shared")
+        if cap is not None and used > cap:
+            errors.append(
+                f"{where}: {used} bytes of shared memory exceed "
+                f"max_shared_memory_per_block={cap}; use smaller tiles for the shared cache stages"
+            )
+        cap = limits.get("max_local_memory_per_block")
+        used = _alloc_bytes(info.stmt, "local")
+        if cap is not None and used > cap:
+            errors.append(
+                f"{where}: {used} bytes of local memory exceed "
+                f"max_local_memory_per_block={cap}; use smaller register tiles for local stages"
+            )
+        cap = limits.get("max_vthread_extent")
+        vt = _max_vthreads(info.stmt)
+        if cap is not None and vt > cap:
+            errors.append(
+                f"{where}: {vt} virtual threads exceed max_vthread_extent={cap}; "
+                "use smaller vthread split factors"
+            )
+        warp = limits.get("warp_size")
+        if warp and limits.get("enforce_warp_multiple") and n % warp:
+            errors.append(
+                f"{where}: {n} threads per block is not a multiple of warp_size={warp}; "
+                "pick threadIdx extents whose product is a multiple of the warp size"
+            )
+    return errors
+
+
+def verify_gpu_program(program: Program, limits: dict) -> None:
+    """Raise :class:`GPUVerifyError` listing every problem :func:`gpu_program_errors` finds."""
+    errors = gpu_program_errors(program, limits)
+    if errors:
+        raise GPUVerifyError(
+            f"program {program.name} does not fit the GPU:\n  " + "\n  ".join(errors)
+        )

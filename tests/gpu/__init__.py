@@ -1,0 +1,1 @@
+"""GPU-only tests (CUDA via pycuda, OpenCL on a GPU platform); skipped without a GPU."""
