@@ -216,6 +216,57 @@ class State:
         sid = self.stage_id(stage)
         self._apply(st.PragmaStep(sid, self.iter_id(sid, iterator), pragma_type))
 
+    def storage_align(self, stage, iterator, factor, offset) -> None:
+        """Pad the output dimension of axis ``iterator`` so ``stride % factor == offset``."""
+        sid = self.stage_id(stage)
+        self._apply(st.StorageAlignStep(sid, self.iter_id(sid, iterator), factor, offset))
+
+    # ------------------------------------------------------------------ placement
+
+    def compute_at(self, stage, target_stage, target_iter) -> None:
+        """Compute ``stage`` inside loop ``target_iter`` of its consumer ``target_stage``."""
+        sid, tid = self.stage_id(stage), self.stage_id(target_stage)
+        self._apply(st.ComputeAtStep(sid, tid, self.iter_id(tid, target_iter)))
+
+    def compute_inline(self, stage) -> None:
+        """Inline an element-wise, non-output stage into its consumers."""
+        self._apply(st.ComputeInlineStep(self.stage_id(stage)))
+
+    def compute_root(self, stage) -> None:
+        """Compute ``stage`` at the root (undoes compute_at / compute_inline)."""
+        self._apply(st.ComputeRootStep(self.stage_id(stage)))
+
+    # ------------------------------------------------------------------ dataflow
+
+    def cache_read(self, stage, scope, reader_stages) -> Tensor:
+        """Add a stage ``<name>.<scope>`` copying ``stage`` for ``reader_stages``; returns its
+        tensor (the new stage is at ``stage_id + 1``)."""
+        sid = self.stage_id(stage)
+        if not isinstance(reader_stages, list | tuple):
+            reader_stages = [reader_stages]
+        readers = tuple(self.stage_id(r) for r in reader_stages)
+        self._apply(st.CacheReadStep(sid, scope, readers))
+        return self._tensor_of(self._stages[sid + 1].op)
+
+    def cache_write(self, stage, scope) -> Tensor:
+        """Compute ``stage`` into a new stage ``<name>.<scope>`` (at the same stage id; the
+        original becomes a copy at ``stage_id + 1``); returns the new tensor."""
+        sid = self.stage_id(stage)
+        self._apply(st.CacheWriteStep(sid, scope))
+        return self._tensor_of(self._stages[sid].op)
+
+    def rfactor(self, stage, iterator, factor_iter_id) -> Tensor:
+        """Factor the reduction over ``iterator`` into a new stage ``<name>.rf`` (at the same
+        stage id) with that iterator as spatial axis ``factor_iter_id``; returns its tensor."""
+        sid = self.stage_id(stage)
+        self._apply(st.RfactorStep(sid, self.iter_id(sid, iterator), factor_iter_id))
+        return self._tensor_of(self._stages[sid].op)
+
+    def attached_stages(self, stage) -> tuple[Stage, ...]:
+        """The stages attached (compute_at) to iterators of ``stage``, in stage order."""
+        name = self[stage].name
+        return tuple(s for s in self._stages if s.compute_at == "iter" and s.attach[0] == name)
+
     # ------------------------------------------------------------------ misc
 
     def copy(self) -> State:

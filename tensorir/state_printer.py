@@ -154,4 +154,39 @@ def _split_code(step, stage, new_stage, history, st) -> list[str]:
 
 
 def _dataflow_code(step, stage, before, after, st) -> list[str]:
-    raise NotImplementedError(type(step).__name__)
+    op = _clean(stage.name)
+    s = f"s[{op}]"
+    if isinstance(step, st.ComputeAtStep):
+        target = before[step.target_stage_id]
+        it = _clean(target.iters[step.target_iter_id].name, _clean(target.name))
+        return [f"{s}.compute_at(s[{_clean(target.name)}], {it})"]
+    if isinstance(step, st.ComputeInlineStep):
+        return [f"{s}.compute_inline()"]
+    if isinstance(step, st.ComputeRootStep):
+        return [f"{s}.compute_root()"]
+    if isinstance(step, st.StorageAlignStep):
+        it = _clean(stage.iters[step.iter_id].name, op)
+        return [f"{s}.storage_align({it}, {step.factor}, {step.offset})"]
+    if isinstance(step, st.CacheReadStep):
+        new = after[step.stage_id + 1]
+        readers = ", ".join(_clean(before[r].name) for r in step.reader_stage_ids)
+        return [
+            f'{_clean(new.name)} = s.cache_read({op}, "{step.scope_name}", [{readers}])',
+            _axes_line(new),
+        ]
+    if isinstance(step, st.CacheWriteStep):
+        new, orig = after[step.stage_id], after[step.stage_id + 1]
+        return [
+            f'{_clean(new.name)} = s.cache_write({op}, "{step.scope_name}")',
+            _axes_line(new),
+            _axes_line(orig),
+        ]
+    if isinstance(step, st.RfactorStep):
+        new, orig = after[step.stage_id], after[step.stage_id + 1]
+        it = _clean(stage.iters[step.iter_id].name, op)
+        return [
+            f"{_clean(new.name)} = s.rfactor({op}, {it}, {step.factor_iter_id})",
+            _axes_line(new),
+            _axes_line(orig),
+        ]
+    raise TypeError(f"print_python_code: unknown step {type(step).__name__}")

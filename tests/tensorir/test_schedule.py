@@ -180,3 +180,238 @@ def test_print_python_code_tiled_matmul():
         's[C].pragma(C_i_0_j_0_fused, "auto_unroll_max_step", 16)\n'
         's[C].pragma(C_i_0_j_0_fused, "unroll_explicit", True)\n'
     )
+
+
+# ----------------------------------------------------------------------------- more DAGs
+
+
+def conv2d_nhwc(n=1, h=8, w=8, ci=4, co=8, kh=3, kw=3, pad=1):
+    data = te.placeholder((n, h, w, ci), name="data")
+    kernel = te.placeholder((kh, kw, ci, co), name="kernel")
+    ph, pw = h + 2 * pad, w + 2 * pad
+    padded = te.compute(
+        (n, ph, pw, ci),
+        lambda b, y, x, c: te.if_then_else(
+            te.all(y >= pad, y < h + pad, x >= pad, x < w + pad),
+            data[b, y - pad, x - pad, c],
+            0.0,
+        ),
+        name="pad",
+    )
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    rc = te.reduce_axis((0, ci), name="rc")
+    conv = te.compute(
+        (n, h, w, co),
+        lambda b, y, x, f: te.sum(
+            padded[b, y + rh, x + rw, rc] * kernel[rh, rw, rc, f], axis=[rh, rw, rc]
+        ),
+        name="conv",
+    )
+    relu = te.compute((n, h, w, co), lambda b, y, x, f: te.max(conv[b, y, x, f], 0.0), "relu")
+    return ComputeDAG([data, kernel, relu])
+
+
+def softmax(m=4, n=16):
+    A = te.placeholder((m, n), name="A")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mx = te.compute((m,), lambda i: te.max(A[i, k1], axis=k1), name="mx")
+    ex = te.compute((m, n), lambda i, j: te.exp(A[i, j] - mx[i]), name="ex")
+    k2 = te.reduce_axis((0, n), name="k2")
+    sm = te.compute((m,), lambda i: te.sum(ex[i, k2], axis=k2), name="sm")
+    out = te.compute((m, n), lambda i, j: ex[i, j] / sm[i], name="out")
+    return ComputeDAG([A, out])
+
+
+def test_compute_at_makes_extents_unknown_and_follows_splits_and_fuses():
+    dag = softmax()
+    s = State(dag)
+    s.compute_at("ex", "out", "i")
+    assert s["ex"].attach == ("out", "i") and s["ex"].compute_at == "iter"
+    assert [it.extent for it in s["ex"].iters] == [None, None]
+    s.split("ex", "j", [4])
+    assert [it.extent for it in s["ex"].iters] == [None, None, None]
+    s.split("out", "i", [2])
+    assert s["ex"].attach == ("out", "i.1")  # moved to the innermost child
+    s.fuse("out", ["i.1", "j"])
+    assert s["ex"].attach == ("out", "i.1@j@")
+    s.reorder("out", ["i.1@j@", "i.0"])
+    assert s["ex"].attach == ("out", "i.1@j@")  # reorder keeps it by name
+    s.compute_root("ex")
+    assert s["ex"].attach is None
+    assert [(it.name, it.extent) for it in s["ex"].iters] == [("i", 4), ("j.0", 4), ("j.1", 4)]
+
+
+def test_softmax_schedule_prints_attached_stages_under_their_loop():
+    dag = softmax()
+    s = State(dag)
+    s.compute_at("ex", "out", "i")
+    s.compute_at("mx", "ex", "i")
+    s.compute_at("sm", "out", "i")
+    s.vectorize("out", "j")
+    assert str(s) == (
+        "Placeholder: A\n"
+        "for i (0,4)\n"
+        "  for i (None)\n"
+        "    for i (None)\n"
+        "      for k1 (None)\n"
+        "        mx = ...\n"
+        "    for j (None)\n"
+        "      ex = ...\n"
+        "  for i (None)\n"
+        "    for k2 (None)\n"
+        "      sm = ...\n"
+        "  vectorize j (0,16)\n"
+        "    out = ...\n"
+    )
+
+
+def test_compute_at_through_an_inlined_stage():
+    dag = conv2d_nhwc()
+    s = State(dag)
+    s.compute_inline("pad")
+    assert s["pad"].compute_at == "inline"
+    s.compute_at("conv", "relu", "x")
+    s.compute_at("conv", "relu", "y")  # re-attaching is allowed
+    assert s["conv"].attach == ("relu", "y")
+    assert "pad = ..." not in str(s)
+    s.compute_root("pad")
+    assert s["pad"].compute_at == "root"
+    assert [it.extent for it in s["pad"].iters] == [1, 10, 10, 4]
+
+
+def test_conv2d_tiling_iterators():
+    dag = conv2d_nhwc()
+    s = State(dag)
+    conv = s["conv"]
+    assert [(it.name, it.kind) for it in conv.iters] == [
+        ("b", "spatial"), ("y", "spatial"), ("x", "spatial"), ("f", "spatial"),
+        ("rh", "reduce"), ("rw", "reduce"), ("rc", "reduce"),
+    ]  # fmt: skip
+    y = s.split("conv", "y", [2, 2])
+    f = s.split("conv", "f", [4])
+    rc = s.split("conv", "rc", [2])
+    assert [it.extent for it in y + f + rc] == [2, 2, 2, 2, 4, 2, 2]
+    s.reorder("conv", ["b", "y.0", "x", "f.0", "rh", "rw", "rc.0", "y.1", "rc.1", "y.2", "f.1"])
+    s.compute_at("pad", "conv", "rc.0")
+    assert s["pad"].attach == ("conv", "rc.0")
+
+
+def test_cache_write_inserts_the_cache_stage_before_the_original():
+    dag = conv2d_nhwc()
+    s = State(dag)
+    out = s.cache_write("conv", "local")
+    assert out.name == "conv.local"
+    assert [st.name for st in s.stages] == [
+        "data", "pad", "kernel", "conv.local", "conv", "relu"
+    ]  # fmt: skip
+    assert s["conv.local"].scope == "local" and s["conv"].scope == "global"
+    assert [it.name for it in s["conv.local"].iters] == [
+        "b.c", "y.c", "x.c", "f.c", "rh", "rw", "rc"
+    ]  # fmt: skip
+    assert [it.name for it in s["conv"].iters] == ["b", "y", "x", "f"]
+    assert op_lines(s)[3:] == [
+        "conv.local[b.c, y.c, x.c, f.c] = sum(rh:3, rw:3, rc:4; "
+        "(pad[b.c, (y.c+rh), (x.c+rw), rc]*kernel[rh, rw, rc, f.c]))",
+        "conv[b, y, x, f] = conv.local[b, y, x, f]",
+        "relu[b, y, x, f] = max(conv[b, y, x, f], 0.0f)",
+    ]
+    # the consumer reads the new op, not the replaced one
+    assert s["relu"].op.input_tensors[0].op is s["conv"].op
+    assert s.tensors[3] is out
+
+
+def test_cache_write_keeps_the_spatial_structure_of_an_elementwise_stage():
+    dag = softmax()
+    s = State(dag)
+    s.split("out", "j", [4])
+    s.parallel("out", "i")
+    s.cache_write("out", "global")
+    assert [st.name for st in s.stages][-2:] == ["out.global", "out"]
+    assert [(it.name, it.annotation) for it in s["out"].iters] == [
+        ("i", "parallel"), ("j.0", "none"), ("j.1", "none")
+    ]  # fmt: skip
+
+
+def test_cache_read_only_redirects_the_given_readers():
+    dag = softmax()
+    s = State(dag)
+    t = s.cache_read("A", "shared", ["ex"])
+    assert t.name == "A.shared"
+    assert [st.name for st in s.stages] == ["A", "A.shared", "mx", "ex", "sm", "out"]
+    assert s["A.shared"].scope == "shared"
+    assert [it.name for it in s["A.shared"].iters] == ["ax0", "ax1"]
+    lines = op_lines(s)
+    assert lines[1] == "A.shared[ax0, ax1] = A[ax0, ax1]"
+    assert lines[2] == "mx[i] = max(k1:16; A[i, k1])"
+    assert lines[3] == "ex[i, j] = tir.exp((A.shared[i, j]-mx[i]))"
+    # a second cache of the same tensor gets a fresh name
+    s.cache_read("A", "shared", ["mx"])
+    assert [st.name for st in s.stages][:3] == ["A", "A.shared1", "A.shared"]
+
+
+def test_rfactor_of_a_split_reduction():
+    A = te.placeholder((8, 1000), name="A")
+    k = te.reduce_axis((0, 1000), name="k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = State(ComputeDAG([A, B]))
+    ko, ki = s.split(B, "k", [64])
+    rf = s.rfactor(B, ki, 1)
+    assert rf.name == "B.rf" and rf.shape == (8, 64)
+    assert [st.name for st in s.stages] == ["A", "B.rf", "B"]
+    assert op_lines(s)[1:] == [
+        "B.rf[i, k.1] = sum(k.0:16; A[i, ((k.0*64)+k.1)] if (((k.0*64)+k.1)<1000))",
+        "B[i] = sum(k.1.v:64; B.rf[i, k.1.v])",
+    ]
+    assert [(it.name, it.extent, it.kind) for it in s["B.rf"].iters] == [
+        ("i", 8, "spatial"), ("k.1", 64, "spatial"), ("k.0", 16, "reduce")
+    ]  # fmt: skip
+    assert [(it.name, it.kind) for it in s["B"].iters] == [("i", "spatial"), ("k.1.v", "reduce")]
+    s.vectorize("B.rf", "k.1")  # the factored axis is spatial now
+
+
+def test_rfactor_of_a_whole_reduce_axis_at_position_zero():
+    dag = softmax()
+    s = State(dag)
+    s.rfactor("sm", "k2", 0)
+    assert op_lines(s)[3:5] == [
+        "sm.rf[k2, i] = ex[i, k2]",
+        "sm[i] = sum(k2.v:16; sm.rf[k2.v, i])",
+    ]
+
+
+def test_follow_split_and_follow_fused_split():
+    dag = softmax(8, 64)
+    s = State(dag)
+    s.split("ex", "j", [4, 2, 2])  # step 0
+    parts = s.follow_split("out", "j", 0, 2)
+    assert [p.extent for p in parts] == [4, 4, 4]  # lengths [4, 2*2]
+    s.split("ex", "i", [2, 2])  # step 2
+    parts = s.follow_fused_split("sm", "i", [0, 2], 0, True)
+    assert [p.extent for p in parts] == [1, 8]  # one length: 4 * 2
+    parts = s.follow_fused_split("mx", "i", [0, 2], 1, False)
+    assert [p.extent for p in parts] == [4, 2]  # nparts 2 * 2
+
+
+def test_storage_align_records_the_dimension():
+    dag = softmax()
+    s = State(dag)
+    s.cache_read("A", "shared", ["ex"])
+    s.storage_align("A.shared", "ax0", 16, 1)
+    assert s["A.shared"].storage_align == ((0, 16, 1),)
+    assert "A.shared storage_offset: 1" in str(s)
+
+
+def test_state_tensors_follow_the_current_ops():
+    dag = softmax()
+    s = State(dag)
+    s.cache_write("sm", "local")
+    assert [t.name for t in s.tensors] == ["A", "mx", "ex", "sm.local", "sm", "out"]
+    assert all(t.op is st.op for t, st in zip(s.tensors, s.stages))
+    assert s.dag is dag and len(dag.ops) == 5
+
+
+def op_lines(state):
+    from tensorir.state_printer import op_str
+
+    return [op_str(op) for op in state.current_ops]
