@@ -436,6 +436,13 @@ def run_on_backend(backend, source: dict, inputs: dict) -> dict:
     return out
 
 
+def param_arrays(params, inputs: dict) -> list[np.ndarray]:
+    """One numpy array per ``(name, dtype, size)`` param: the input, or a zeroed output."""
+    from tensorir.dtype import to_numpy
+
+    return [inputs[n] if n in inputs else np.zeros(size, to_numpy(d)) for n, d, size in params]
+
+
 def check_outputs(case: Case, got: dict, inputs: dict) -> None:
     """Assert ``got`` matches the numpy reference of ``case`` (raises AssertionError)."""
     want = case.reference(inputs)

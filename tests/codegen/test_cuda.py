@@ -1,0 +1,176 @@
+"""CUDA code generation: the text's structure, and nvcc accepts it for sm_90 (no GPU needed)."""
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegen.cuda import build_cuda
+from tensorir.expr import Const, Var, const
+from tensorir.loops import Allocate, Buffer, For, Program, Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu.programs import (  # noqa: E402
+    add_case,
+    all_cases,
+    bind,
+    matmul_case,
+    two_stage_case,
+)
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+def test_nvcc_compiles_for_sm90(case, tmp_path):
+    src = tmp_path / f"{case.name}.cu"
+    src.write_text(build_cuda(case.program).code)
+    ptx = tmp_path / f"{case.name}.ptx"
+    r = subprocess.run(
+        [NVCC, "-arch=sm_90", "--ptx", "-O3", str(src), "-o", str(ptx)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    text = ptx.read_text()
+    assert f".entry {case.program.name}_kernel0(" in text  # extern "C": no name mangling
+
+
+def test_launches_params_and_signature():
+    src = build_cuda(add_case(1000, 128).program)
+    assert src.lang == "cuda"
+    assert [p.name for p in src.params] == ["A", "B", "C"]
+    assert [(p.dtype, p.size) for p in src.params] == [("float32", 1000)] * 3
+    (launch,) = src.launches
+    assert launch.name == "add_tail_kernel0"
+    assert launch.args == ("A", "B", "C")
+    assert launch.grid == (8, 1, 1) and launch.block == (128, 1, 1)
+    sig = next(line for line in src.code.splitlines() if "__global__" in line)
+    assert sig.startswith('extern "C" __global__ void __launch_bounds__(128) add_tail_kernel0(')
+    # inputs are const (read-only), the output is not; none alias
+    assert "const float* __restrict__ A" in sig and "const float* __restrict__ B" in sig
+    assert "float* __restrict__ C" in sig and "const float* __restrict__ C" not in sig
+    assert "int bx = blockIdx.x;" in src.code and "int tx = threadIdx.x;" in src.code
+    assert "if ((((bx * 128) + tx) < 1000))" in src.code
+
+
+def test_two_kernels_and_a_workspace():
+    src = build_cuda(two_stage_case().program)
+    assert [w.name for w in src.workspaces] == ["T"]
+    k0, k1 = src.launches
+    assert (k0.name, k0.args, k0.grid, k0.block) == ("two_stage_kernel0", ("A", "T"), (10, 1, 1),
+                                                       (32, 1, 1))  # fmt: skip
+    assert (k1.args, k1.grid, k1.block) == (("A", "B", "C", "T"), (3, 1, 1), (128, 1, 1))
+    assert "unsigned char* __restrict__ T" in src.code  # bools are stored as bytes
+
+
+def _enclosing_ifs(code: str, needle: str) -> list[list[str]]:
+    """For each line containing ``needle``, the `if (...)` headers of the blocks around it."""
+    stack, out = [], []
+    for line in code.splitlines():
+        s = line.strip()
+        if needle in s:
+            out.append([h for h in stack if h.startswith("if")])
+        if s.endswith("{"):
+            stack.append(s)
+        if s == "}":
+            stack.pop()
+    return out
+
+
+def test_matmul_shared_barriers_vthread_unroll():
+    code = build_cuda(matmul_case().program).code
+    assert "__shared__ float A_shared[128];" in code
+    assert "__shared__ float B_shared[128];" in code
+    assert "float C_local[8];" in code
+    assert code.count("__syncthreads();") == 2
+    assert "#pragma unroll" in code
+    assert "int by = blockIdx.y;" in code and "int ty = threadIdx.y;" in code
+    # shared buffers are declared once, at the kernel's top, before any statement
+    body = code.split("{", 1)[1].strip().splitlines()
+    assert body[0].strip().startswith("__shared__") and body[1].strip().startswith("__shared__")
+
+
+def test_guards_never_enclose_barriers():
+    # compute uses 4 threadIdx.x values, the cooperative fetch all 8: the compute is guarded,
+    # the fetch and both barriers are not.
+    code = build_cuda(matmul_case(tx_extent=4).program).code
+    assert "if (tx < 4)" in code
+    for ifs in _enclosing_ifs(code, "__syncthreads();"):
+        assert ifs == []
+    for ifs in _enclosing_ifs(code, "A_shared[(((A_fo * 32)"):
+        assert ifs == []
+    for ifs in _enclosing_ifs(code, "C[("):
+        assert ifs == ["if (tx < 4) {"]
+
+
+def test_constants_are_c_literals():
+    out = Buffer("O", (8,), "float32")
+    o64 = Buffer("L", (2,), "int64")
+    tx = Var("tx")
+    vals = [const(1.5), const(-2.0), const(math.inf), const(-math.inf), const(math.nan),
+            const(1e-7), const(3), const(-2**31)]  # fmt: skip
+    stores = [Store(out, const(k), v.astype("float32")) for k, v in enumerate(vals)]
+    stores += [Store(o64, const(0), Const(-5, "int64")), Store(o64, const(1), Const(7, "int64"))]
+    from tensorir.loops import seq
+
+    code = build_cuda(Program("c", (out, o64), (), bind([(tx, 1, "threadIdx.x")], seq(*stores))))
+    text = code.code
+    for lit in ("= 1.5f;", "= (-2.0f);", "= __int_as_float(0x7f800000);",
+                "= (-__int_as_float(0x7f800000));", "= __int_as_float(0x7fc00000);", "= 1e-07f;",
+                "((float)(3))", "((float)((-2147483647 - 1)))", "= (-5LL);", "= 7LL;"):  # fmt: skip
+        assert lit in text, lit
+
+
+def test_half_header_only_when_used():
+    assert "#include <cuda_fp16.h>" not in build_cuda(add_case().program).code
+    from gpu.programs import half_case
+
+    code = build_cuda(half_case().program).code
+    assert code.startswith("#include <cuda_fp16.h>")
+    assert "__float2half((float)(expf(__half2float(" in code  # half math goes through float
+
+
+def test_floor_division_helpers_only_where_signs_are_unknown():
+    from gpu.programs import box3x3_case, int_case
+
+    box = build_cuda(box3x3_case().program).code
+    assert "floordiv_i32" not in box  # loop-var indices are non-negative: plain / and %
+    assert re.search(r"\(\(bx \* 64\) \+ tx\) / 20\)", box)
+    ints = build_cuda(int_case().program).code
+    assert "floordiv_i32(A[" in ints and "floormod_i32(A[" in ints and "floordiv_i64(" in ints
+
+
+def test_unbound_stage_is_rejected():
+    a = Buffer("A", (4,), "float32")
+    i = Var("i")
+    with pytest.raises(ValueError, match="stage A .* is not bound to GPU threads; bind its outer"):
+        build_cuda(Program("p", (a,), (), For(i, 4, Store(a, i, const(0.0)))))
+
+
+def test_parallel_and_global_allocate_are_rejected():
+    a = Buffer("A", (4,), "float32")
+    t = Buffer("T", (4,), "float32")
+    tx, j = Var("tx"), Var("j")
+    par = bind([(tx, 4, "threadIdx.x")], For(j, 1, Store(a, tx, const(0.0)), "parallel"))
+    with pytest.raises(ValueError, match="loop j is 'parallel'"):
+        build_cuda(Program("p", (a,), (), par))
+    glob = bind([(tx, 4, "threadIdx.x")], Allocate(t, Store(a, tx, const(0.0))))
+    with pytest.raises(ValueError, match="buffer T is allocated in global memory"):
+        build_cuda(Program("g", (a,), (), glob))
+
+
+def test_unknown_buffer_is_rejected():
+    a, t = Buffer("A", (4,), "float32"), Buffer("T", (4,), "float32")
+    tx = Var("tx")
+    from gpu.programs import ld
+
+    body = bind([(tx, 4, "threadIdx.x")], Store(a, tx, ld(t, tx)))
+    with pytest.raises(ValueError, match=r"uses buffers \['T'\]"):
+        build_cuda(Program("u", (a,), (), body))
