@@ -1,0 +1,561 @@
+"""Bound inference: the loop structure of every stage and the regions of attached stages.
+
+:func:`analyze` is the analysis half of lowering. For every non-inlined compute stage it
+fixes the leaf loops (fresh Vars with C-identifier names, concrete extents), expresses each
+root axis as an expression of those loops (split strides, fuse div/mod), collects the tail
+guards of non-divisible splits, and for a stage attached with ``compute_at`` infers the
+region of its output that the loops inside the attach point read (TVM's InferBound):
+
+- consumers are processed before producers; inlined stages are substituted into their
+  consumers first, so reads through them count;
+- for each access of the producer, every loop var inside the attach point is relaxed to its
+  range and the loops at or outside it stay symbolic (thread-bound loops are relaxed too
+  when the buffer is shared by those threads: shared scope relaxes threadIdx/vthread, global
+  relaxes every thread loop, as TVM's ``NeedRelax``);
+- the per-dimension interval ``[lo, hi]`` (symbolic in the outer loops) gives the region
+  minimum; the extent is a constant (the largest width), clamped to the tensor's shape.
+
+:func:`infer_bound` returns the stages with every extent filled in, for printing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from .dtype import is_int
+from .expr import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    IfThenElse,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    walk,
+)
+from .loops import Buffer
+from .passes.simplify_loops import build_linear, const_bound, linear_diff, simplify_expr
+from .stage import FuseRel, Iterator, SplitRel, Stage, initial_stage
+from .transform import rewrite
+
+__all__ = ["Analysis", "LowerError", "StageInfo", "analyze", "infer_bound", "stages_of"]
+
+INF = math.inf
+THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
+SCOPE_RANK = {"global": 0, "shared": 1, "local": 3}
+_C_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "int", "long", "register", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned",
+    "void", "volatile", "while", "bool", "inline", "half", "main", "kernel", "global", "local",
+    "shared", "in", "is", "and", "or", "not", "lambda", "def", "class", "pass", "None",
+    "True", "False", "range", "min", "max", "abs",
+}  # fmt: skip
+
+
+class LowerError(ValueError):
+    """A loop state cannot be lowered (bad attachment, unsupported construct)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    """One emitted loop: its Var, extent, For kind and thread tag."""
+
+    var: Var
+    extent: int
+    kind: str
+    tag: str | None
+    iterator: Iterator
+
+
+@dataclass(eq=False)
+class StageInfo:
+    """What lowering needs to emit one non-inlined compute stage."""
+
+    stage: Stage
+    body: Expr  # te-level body with inlined producers substituted
+    root_ext: dict  # root iterator name -> extent
+    leaf_ext: dict  # leaf iterator name -> extent
+    loops: list  # own leaf Loops, outermost first
+    enclosing: list  # Loops outside this stage's nest (attach path), outermost first
+    local_root: dict  # root iterator name -> value relative to the region (leaf vars)
+    region_min: list  # per output dimension: Expr (0 for root stages)
+    guards: list  # tail conditions over the leaf vars
+    buffer: Buffer | None = None
+    strides: tuple = ()
+    attached: dict = field(default_factory=dict)  # leaf index -> [stage names]
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    def root_value(self, name: str) -> Expr:
+        """The global value of root iterator ``name`` (region offset and dom_min added)."""
+        return self._global[name]
+
+
+@dataclass
+class Analysis:
+    stages: tuple
+    infos: dict  # name -> StageInfo (non-inlined compute stages)
+    output_names: tuple
+    input_names: tuple
+    param_order: tuple  # tensor names in dag.tensors order
+    extents: dict  # Var -> extent of every loop var
+
+
+def stages_of(obj):
+    """``(stages, dag)`` from a State, a ComputeDAG or ``(stages, dag)``."""
+    if hasattr(obj, "stages") and hasattr(obj, "dag"):
+        return tuple(obj.stages), obj.dag
+    if hasattr(obj, "ops") and hasattr(obj, "tensors"):
+        return tuple(initial_stage(op) for op in obj.ops), obj
+    if isinstance(obj, tuple) and len(obj) == 2 and hasattr(obj[1], "tensors"):
+        return tuple(obj[0]), obj[1]
+    raise LowerError(
+        f"cannot lower {type(obj).__name__}: give a State, a ComputeDAG or (stages, dag)"
+    )
+
+
+# ----------------------------------------------------------------------------- names
+
+
+class Namer:
+    """Unique C-identifier names within one Program."""
+
+    def __init__(self, reserved=()):
+        self.used = set(_C_KEYWORDS) | set(reserved)
+
+    def __call__(self, raw: str, qualifier: str = "") -> str:
+        base = sanitize(raw)
+        cands = [base]
+        if qualifier:
+            cands.append(f"{base}_{sanitize(qualifier)}")
+        for c in cands:
+            if c not in self.used:
+                self.used.add(c)
+                return c
+        k = 1
+        while f"{cands[-1]}_{k}" in self.used:
+            k += 1
+        name = f"{cands[-1]}_{k}"
+        self.used.add(name)
+        return name
+
+
+def sanitize(raw: str) -> str:
+    """``i.0`` -> ``i_0``, ``a@b@`` -> ``a_b_f``: a valid C identifier."""
+    s = re.sub(r"@(?=\.|$)", "_f", raw).replace("@", "_")
+    s = re.sub(r"[^0-9A-Za-z_]", "_", s)
+    if not s or s[0].isdigit():
+        s = "v" + s
+    return s
+
+
+# ----------------------------------------------------------------------------- inlining
+
+
+def expand_inlined(stages) -> dict:
+    """name -> body with every read of an inlined stage replaced by its (expanded) body."""
+    by_name = {s.name: s for s in stages}
+    out: dict = {}
+    for s in stages:
+        if s.is_placeholder:
+            continue
+        if s.compute_at == "inline" and isinstance(s.op.body, Reduce):
+            raise LowerError(
+                f"stage {s.name!r} is a reduction and cannot be inlined; compute it at root "
+                "or attach it with compute_at"
+            )
+
+        def fn(node, _name=s.name):
+            if not isinstance(node, TensorRead):
+                return None
+            prod = by_name.get(node.tensor.name)
+            if prod is None or prod.compute_at != "inline":
+                return None
+            if node.tensor.name not in out:
+                raise LowerError(
+                    f"stage {_name!r} reads inlined stage {node.tensor.name!r} that comes "
+                    "after it in stage order"
+                )
+            idx = [rewrite(i, fn) for i in node.indices]
+            mapping = {ax.var: i for ax, i in zip(prod.op.axes, idx, strict=True)}
+            from .expr import substitute
+
+            return substitute(out[node.tensor.name], mapping)
+
+        out[s.name] = rewrite(s.op.body, fn)
+    return out
+
+
+def reads_of(body: Expr, name: str) -> list:
+    return [n for n in walk(body) if isinstance(n, TensorRead) and n.tensor.name == name]
+
+
+# ----------------------------------------------------------------------------- loop structure
+
+
+def leaf_extents(stage: Stage, root_ext: dict) -> dict:
+    """Extents of every iterator (root, intermediate, leaf) from the root extents."""
+    ext = dict(root_ext)
+    for rel in stage.relations:
+        if isinstance(rel, SplitRel):
+            if any(x is None for x in rel.lengths):
+                raise LowerError(
+                    f"stage {stage.name!r}: split of {rel.parent!r} has undefined lengths "
+                    f"{list(rel.lengths)}; fill the tile sizes before lowering"
+                )
+            inner = math.prod(rel.lengths)
+            ext[rel.children[0]] = -(-ext[rel.parent] // inner)
+            for child, ln in zip(rel.children[1:], rel.lengths, strict=True):
+                ext[child] = int(ln)
+        else:
+            ext[rel.child] = math.prod(ext[p] for p in rel.parents)
+    return ext
+
+
+def root_values(stage: Stage, leaf_vals: dict, ext: dict):
+    """Root iterator values from leaf values, and tail guards ``value < extent``."""
+    val = dict(leaf_vals)
+    guards = []
+    for rel in reversed(stage.relations):
+        if isinstance(rel, SplitRel):
+            exts = [ext[c] for c in rel.children]
+            total: Expr | None = None
+            stride = 1
+            for c, e in zip(reversed(rel.children), reversed(exts), strict=True):
+                term = val[c] if stride == 1 else val[c] * stride
+                total = term if total is None else term + total
+                stride *= e
+            val[rel.parent] = total
+            if stride > ext[rel.parent]:
+                guards.append(total < ext[rel.parent])
+        else:
+            fused = val[rel.child]
+            stride = 1
+            parts = {}
+            for p in reversed(rel.parents):
+                e = ext[p]
+                x = fused if stride == 1 else fused // stride
+                parts[p] = x if p == rel.parents[0] else x % e
+                stride *= e
+            val.update(parts)
+    return val, guards
+
+
+def loop_kind(it: Iterator) -> tuple[str, str | None]:
+    ann = it.annotation
+    if ann in ("none", None):
+        return "serial", None
+    if ann == "parallel":
+        return "parallel", None
+    if ann == "vectorize":
+        return "vectorized", None
+    if ann == "unroll":
+        return "unrolled", None
+    if ann == "vthread":
+        return "vthread", None
+    if ann.startswith("blockIdx") or ann.startswith("threadIdx"):
+        return "thread", ann
+    raise LowerError(f"unknown iterator annotation {ann!r} on {it.name!r}")
+
+
+# ----------------------------------------------------------------------------- intervals
+
+
+def _has_any(e: Expr, vars_: dict) -> bool:
+    return any(isinstance(n, Var) and n in vars_ for n in walk(e))
+
+
+def sym_interval(e: Expr, relaxed: dict, ranges: dict):
+    """``(lo, hi, width)`` of ``e`` when the Vars in ``relaxed`` range over their intervals.
+
+    ``lo``/``hi`` are expressions in the other (fixed) variables; ``width`` bounds ``hi - lo``
+    (an int, or None when unknown). ``ranges`` holds the ranges of every variable (for the
+    constant fallback).
+    """
+    if not _has_any(e, relaxed):
+        return e, e, 0
+    if isinstance(e, Var):
+        lo, hi = relaxed[e]
+        return Const(lo, "int32"), Const(hi, "int32"), hi - lo
+    if isinstance(e, Binary) and is_int(e.dtype):
+        op = e.op
+        if op in ("+", "-"):
+            a = sym_interval(e.a, relaxed, ranges)
+            b = sym_interval(e.b, relaxed, ranges)
+            w = None if a[2] is None or b[2] is None else a[2] + b[2]
+            if op == "+":
+                return a[0] + b[0], a[1] + b[1], w
+            return a[0] - b[1], a[1] - b[0], w
+        if op == "*":
+            for x, y in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(y, Const):
+                    c = int(y.value)
+                    a = sym_interval(x, relaxed, ranges)
+                    w = None if a[2] is None else a[2] * abs(c)
+                    if c >= 0:
+                        return a[0] * c, a[1] * c, w
+                    return a[1] * c, a[0] * c, w
+        if op in ("floordiv", "floormod") and isinstance(e.b, Const) and int(e.b.value) > 0:
+            c = int(e.b.value)
+            a = sym_interval(e.a, relaxed, ranges)
+            if op == "floordiv":
+                w = None if a[2] is None else -(-a[2] // c)
+                return a[0] // c, a[1] // c, w
+            if a[2] is not None and linear_diff(a[1], a[0]) is not None:
+                pass  # fall through to the constant bound below
+        if op in ("min", "max"):
+            a = sym_interval(e.a, relaxed, ranges)
+            b = sym_interval(e.b, relaxed, ranges)
+            w = None if a[2] is None or b[2] is None else max(a[2], b[2])
+            f = _min if op == "min" else _max
+            return f(a[0], b[0]), f(a[1], b[1]), w
+    if isinstance(e, Select | IfThenElse):
+        t = sym_interval(e.t, relaxed, ranges)
+        f = sym_interval(e.f, relaxed, ranges)
+        return _min(t[0], f[0]), _max(t[1], f[1]), None
+    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
+        return sym_interval(e.value, relaxed, ranges)
+    lo, hi = const_bound(e, {**ranges, **relaxed})
+    if lo == -INF or hi == INF:
+        raise LowerError(f"cannot bound the index expression {e}")
+    return Const(int(lo), "int32"), Const(int(hi), "int32"), int(hi - lo)
+
+
+def _min(a: Expr, b: Expr) -> Expr:
+    d = linear_diff(a, b)
+    if d is not None:
+        return a if d <= 0 else b
+    return Binary("min", a, b, "int32")
+
+
+def _max(a: Expr, b: Expr) -> Expr:
+    d = linear_diff(a, b)
+    if d is not None:
+        return a if d >= 0 else b
+    return Binary("max", a, b, "int32")
+
+
+def _width(lo: Expr, hi: Expr, w, ranges: dict) -> int:
+    d = linear_diff(hi, lo)
+    if d is not None:
+        return d
+    cands = [] if w is None else [w]
+    b = const_bound(simplify_expr(hi - lo, ranges), ranges)
+    if b[1] != INF:
+        cands.append(int(b[1]))
+    if not cands:
+        raise LowerError(f"cannot bound the width of the region [{lo}, {hi}]")
+    return min(cands)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def analyze(obj) -> Analysis:
+    """Loop structure and bounds of every stage of a State / ComputeDAG (see module doc)."""
+    stages, dag = stages_of(obj)
+    by_name = {s.name: s for s in stages}
+    param_order = tuple(t.name for t in dag.tensors)
+    input_names = tuple(t.name for t in dag.input_tensors)
+    output_names = tuple(t.name for t in dag.output_tensors)
+    for n in output_names:
+        if n not in by_name:
+            raise LowerError(f"output {n!r} has no stage; stages are {list(by_name)}")
+        if by_name[n].compute_at == "inline":
+            raise LowerError(f"output stage {n!r} cannot be inlined")
+    bodies = expand_inlined(stages)
+    live = [s for s in stages if not s.is_placeholder and s.compute_at != "inline"]
+
+    # Names: in stage order so the first loop called i keeps the plain name.
+    namer = Namer(reserved=param_order)
+    leaf_vars: dict = {}
+    for s in live:
+        leaf_vars[s.name] = {it.name: Var(namer(it.name, s.name)) for it in s.iters}
+
+    consumers: dict = {s.name: [] for s in stages}
+    for s in live:
+        for t in {n.tensor.name for n in walk(bodies[s.name]) if isinstance(n, TensorRead)}:
+            if t in consumers:
+                consumers[t].append(s.name)
+
+    infos: dict = {}
+    extents: dict = {}
+    visiting: set = set()
+
+    def process(s: Stage) -> None:
+        if s.name in infos:
+            return
+        if s.name in visiting:
+            raise LowerError(f"stage {s.name!r}: cyclic compute_at / consumer relation")
+        visiting.add(s.name)
+        deps = list(consumers[s.name])
+        if s.compute_at == "iter":
+            if s.attach is None or s.attach[0] not in by_name:
+                raise LowerError(f"stage {s.name!r} is attached to an unknown stage {s.attach}")
+            deps.append(s.attach[0])
+        for d in deps:
+            if by_name[d].compute_at != "inline":
+                process(by_name[d])
+        infos[s.name] = _process_stage(s, bodies[s.name], leaf_vars[s.name], infos, extents,
+                                       consumers[s.name], by_name)  # fmt: skip
+        visiting.discard(s.name)
+
+    for s in live:
+        process(s)
+    for s in live:
+        if s.compute_at == "iter":
+            tgt, it = s.attach
+            k = by_name[tgt].iter_index(it)
+            infos[tgt].attached.setdefault(k, []).append(s.name)
+    return Analysis(stages, infos, output_names, input_names, param_order, extents)
+
+
+def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> StageInfo:
+    op = s.op
+    axes = {ax.name: ax for ax in op.axes}
+    raxes = {ax.name: ax for ax in op.reduce_axes}
+    for it in s.root_iters:
+        if it.name not in axes and it.name not in raxes:
+            raise LowerError(f"stage {s.name!r}: root iterator {it.name!r} is not an op axis")
+
+    if s.compute_at == "iter":
+        tgt_name, it_name = s.attach
+        tgt = infos[tgt_name]
+        try:
+            k = tgt.stage.iter_index(it_name)
+        except KeyError:
+            raise LowerError(
+                f"stage {s.name!r} is attached at {tgt_name}.{it_name}, which is not a loop "
+                f"of {tgt_name!r} ({[it.name for it in tgt.stage.iters]})"
+            ) from None
+        enclosing = list(tgt.enclosing) + list(tgt.loops[: k + 1])
+        region_min, region_ext = _infer_region(s, enclosing, cons, infos, extents)
+    else:
+        enclosing = []
+        region_min = [Const(0, "int32") for _ in op.axes]
+        region_ext = list(op.shape)
+
+    root_ext = {}
+    for d, ax in enumerate(op.axes):
+        root_ext[ax.name] = region_ext[d]
+    for ax in op.reduce_axes:
+        root_ext[ax.name] = ax.extent
+    ext = leaf_extents(s, root_ext)
+    loops = []
+    for it in s.iters:
+        kind, tag = loop_kind(it)
+        v = vars_[it.name]
+        loops.append(Loop(v, ext[it.name], kind, tag, it))
+        extents[v] = ext[it.name]
+    vals, guards = root_values(s, {it.name: vars_[it.name] for it in s.iters}, ext)
+    local_root = {it.name: vals[it.name] for it in s.root_iters}
+    glob = {}
+    for d, ax in enumerate(op.axes):
+        glob[ax.name] = region_min[d] + local_root[ax.name]
+    for ax in op.reduce_axes:
+        glob[ax.name] = local_root[ax.name] + ax.dom_min if ax.dom_min else local_root[ax.name]
+    info = StageInfo(s, body, root_ext, ext, loops, enclosing, local_root, region_min, guards)
+    info._global = glob
+    return info
+
+
+def _relaxed_thread(loop: Loop, scope: str) -> bool:
+    if loop.kind == "vthread":
+        rank = THREAD_RANK["vthread"]
+    elif loop.kind == "thread":
+        rank = THREAD_RANK[loop.tag.split(".")[0]]
+    else:
+        return False
+    return SCOPE_RANK.get(scope, 0) <= rank
+
+
+def _infer_region(s: Stage, enclosing, cons, infos, extents):
+    """Region (min exprs, const extents) of ``s``'s output read under its attach point."""
+    attach_var = enclosing[-1].var
+    fixed = {lp.var for lp in enclosing if not _relaxed_thread(lp, s.scope)}
+    ranges = {v: (0, e - 1) for v, e in extents.items()}
+    shape = s.op.shape
+    los: list = [None] * len(shape)
+    his: list = [None] * len(shape)
+    ws: list = [0] * len(shape)
+    found = False
+    for cname in cons:
+        c = infos[cname]
+        cvars = [lp.var for lp in c.enclosing] + [lp.var for lp in c.loops]
+        if attach_var not in cvars:
+            raise LowerError(
+                f"stage {s.name!r} is attached at {s.attach[0]}.{s.attach[1]} but its consumer "
+                f"{cname!r} is not computed inside that loop; attach {s.name!r} where all its "
+                "consumers run, or compute it at root"
+            )
+        relaxed = {v: (0, extents[v] - 1) for v in cvars if v not in fixed}
+        mapping = {}
+        for ax in c.stage.op.axes:
+            mapping[ax.var] = c.root_value(ax.name)
+        for ax in c.stage.op.reduce_axes:
+            mapping[ax.var] = c.root_value(ax.name)
+        from .expr import substitute
+
+        for read in reads_of(c.body, s.name):
+            found = True
+            for d, idx in enumerate(read.indices):
+                e = simplify_expr(substitute(idx, mapping), ranges)
+                lo, hi, w = sym_interval(e, relaxed, ranges)
+                lo, hi = simplify_expr(lo, ranges), simplify_expr(hi, ranges)
+                if los[d] is None:
+                    los[d], his[d], ws[d] = lo, hi, w
+                else:
+                    same = (
+                        linear_diff(lo, los[d]) is not None and linear_diff(hi, his[d]) is not None
+                    )
+                    nlo, nhi = _min(los[d], lo), _max(his[d], hi)
+                    if same:
+                        ws[d] = linear_diff(nhi, nlo)
+                    else:
+                        ws[d] = None
+                    los[d], his[d] = nlo, nhi
+    if not found:
+        raise LowerError(
+            f"stage {s.name!r} is attached at {s.attach[0]}.{s.attach[1]} but nothing inside "
+            "that loop reads it"
+        )
+    mins, exts = [], []
+    for d, n in enumerate(shape):
+        width = _width(los[d], his[d], ws[d], ranges)
+        e = min(width + 1, n)
+        lo = los[d]
+        b = const_bound(lo, ranges)
+        if b[0] < 0:
+            lo = _max(lo, Const(0, "int32"))
+        if b[1] > n - e:
+            lo = _min(lo, Const(n - e, "int32"))
+        mins.append(simplify_expr(lo, ranges))
+        exts.append(e)
+    return mins, exts
+
+
+def infer_bound(state) -> tuple[Stage, ...]:
+    """The stages of ``state`` with every iterator extent filled in (as TVM's InferBound)."""
+    an = analyze(state)
+    out = []
+    for s in an.stages:
+        info = an.infos.get(s.name)
+        if info is None:
+            out.append(s)
+            continue
+        roots = tuple(it.__class__(it.name, info.leaf_ext[it.name], it.kind, it.annotation)
+                      for it in s.root_iters)  # fmt: skip
+        iters = tuple(it.__class__(it.name, info.leaf_ext[it.name], it.kind, it.annotation)
+                      for it in s.iters)  # fmt: skip
+        out.append(s.with_(root_iters=roots, iters=iters))
+    return tuple(out)
+
+
+_ = (FuseRel, build_linear)  # re-exported helpers used by lower.py

@@ -1,0 +1,331 @@
+"""Lowering a loop state to loop IR (:mod:`tensorir.loops`).
+
+``lower(state)`` emits, for each non-inlined compute stage at the root, one loop nest over
+its leaf iterators (outermost first, stages in stage order); stages attached with
+``compute_at`` are emitted inside their target's nest right inside the attach loop, with
+their buffer allocated there (region-sized, see :mod:`tensorir.bounds`); inlined stages are
+substituted into their consumers. Reductions get an init nest right before the outermost
+reduce loop. Shared-scope stages are fenced by barriers. Index expressions are simplified
+with the loop ranges, then :func:`tensorir.passes.unroll.unroll_loops` applies
+``auto_unroll_max_step``.
+
+Example
+-------
+>>> prog = lower(state)          # or lower(dag) for the unscheduled program
+>>> print(prog)
+"""
+
+from __future__ import annotations
+
+from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound
+from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, substitute, walk
+from .loops import Allocate, Barrier, Buffer, For, If, Load, Program, Stmt, Store, seq
+from .passes.simplify_loops import simplify_program
+from .passes.unroll import unroll_loops
+from .tensor import reduce_identity
+from .transform import rewrite
+
+__all__ = ["LowerError", "infer_bound", "lower", "lower_unscheduled"]
+
+
+def lower(state_or_stages, name: str = "main") -> Program:
+    """Lower a State (or a ComputeDAG: its initial state) to a loop-IR Program.
+
+    Parameters
+    ----------
+    state_or_stages : State, ComputeDAG or (stages, dag)
+        What to lower; a State contributes ``.stages`` and ``.dag``.
+    name : str
+        The Program's name (the kernel / function name backends emit).
+
+    Returns
+    -------
+    Program
+        ``params`` are the DAG's tensors (inputs then outputs), ``workspaces`` the global
+        intermediates computed at the root.
+    """
+    an = analyze(state_or_stages)
+    return _Lowerer(an).program(name)
+
+
+def lower_unscheduled(dag, name: str = "main") -> Program:
+    """The naive lowering of ``dag`` (every stage at the root, loops in axis order)."""
+    return lower(dag, name)
+
+
+class _Lowerer:
+    def __init__(self, an: Analysis):
+        self.an = an
+        self.namer = Namer(reserved=an.param_order)
+        for v in an.extents:
+            self.namer.used.add(v.name)
+        by_name = {s.name: s for s in an.stages}
+        self.params: dict = {}
+        for pname in an.param_order:
+            s = by_name[pname]
+            shape = tuple(s.op.shape)
+            self.params[pname] = Buffer(pname, shape, s.op.dtype, "global")
+        self.workspaces: list = []
+        self.root_allocs: list = []
+        for s in an.stages:
+            info = an.infos.get(s.name)
+            if info is None:
+                continue
+            if s.name in self.params:
+                info.buffer = self.params[s.name]
+                info.strides = _row_major(info.buffer.shape)
+                continue
+            shape = tuple(info.root_ext[ax.name] for ax in s.op.axes)
+            strides, alloc_shape = _aligned_strides(shape, s.storage_align, s.name)
+            scope = s.scope if s.scope in ("global", "shared", "local") else "global"
+            info.buffer = Buffer(self.namer(s.name), alloc_shape, s.op.dtype, scope)
+            info.strides = strides
+            if s.compute_at == "root":
+                (self.workspaces if scope == "global" else self.root_allocs).append(info.buffer)
+
+    # ------------------------------------------------------------------ expressions
+
+    def flat(self, info: StageInfo, idx) -> Expr:
+        out: Expr | None = None
+        for i, st in zip(idx, info.strides, strict=True):
+            term = i if st == 1 else i * st
+            out = term if out is None else out + term
+        return Const(0, "int32") if out is None else out
+
+    def access(self, node: TensorRead) -> Expr | None:
+        name = node.tensor.name
+        info = self.an.infos.get(name)
+        if info is None:
+            buf = self.params.get(name)
+            if buf is None:
+                raise LowerError(f"tensor {name!r} is read but has neither a stage nor a param")
+            idx = [self.te_to_loop(i) for i in node.indices]
+            return Load(buf, self.flat_param(buf, idx), node.dtype)
+        idx = [self.te_to_loop(i) for i in node.indices]
+        rel = [i - m if not _is_zero(m) else i for i, m in zip(idx, info.region_min, strict=True)]
+        return Load(info.buffer, self.flat(info, rel), node.dtype)
+
+    def flat_param(self, buf: Buffer, idx) -> Expr:
+        out: Expr | None = None
+        for i, st in zip(idx, _row_major(buf.shape), strict=True):
+            term = i if st == 1 else i * st
+            out = term if out is None else out + term
+        return Const(0, "int32") if out is None else out
+
+    def te_to_loop(self, e: Expr) -> Expr:
+        return rewrite(e, lambda n: self.access(n) if isinstance(n, TensorRead) else None)
+
+    # ------------------------------------------------------------------ statements
+
+    def program(self, name: str) -> Program:
+        parts = []
+        for s in self.an.stages:
+            info = self.an.infos.get(s.name)
+            if info is not None and s.compute_at == "root":
+                parts.append(self.emit(info))
+        body: Stmt = seq(*parts) if parts else seq()
+        for buf in reversed(self.root_allocs):
+            body = Allocate(buf, body)
+        params = tuple(self.params[n] for n in self.an.param_order)
+        prog = Program(name, params, tuple(self.workspaces), body)
+        return unroll_loops(simplify_program(prog))
+
+    def emit(self, info: StageInfo) -> Stmt:
+        s = info.stage
+        op = s.op
+        loops: list[Loop] = info.loops
+        n = len(loops)
+        mapping = {}
+        for ax in op.axes:
+            mapping[ax.var] = info.root_value(ax.name)
+        for ax in op.reduce_axes:
+            mapping[ax.var] = info.root_value(ax.name)
+        store_idx = self.flat(info, [info.local_root[ax.name] for ax in op.axes])
+        body = info.body
+        vars_pos = {lp.var: k for k, lp in enumerate(loops)}
+
+        # Attached stages, per leaf level.
+        attached: dict = {}
+        allocs: dict = {}
+        for k, names in sorted(info.attached.items()):
+            stmts = []
+            for nm in names:
+                sub = self.an.infos[nm]
+                st = self.emit(sub)
+                if sub.stage.scope == "shared":
+                    st = seq(Barrier(), st, Barrier())
+                stmts.append(st)
+                allocs.setdefault(k, []).append(sub.buffer)
+            attached[k] = stmts
+        barrier_below = [False] * n
+        for k in range(n):
+            barrier_below[k] = any(
+                isinstance(x, Barrier)
+                for j, stmts in attached.items()
+                if j > k
+                for st in stmts
+                for x in _walk(st)
+            )
+
+        # Guards: just inside the innermost loop they depend on (not around barriers).
+        guards_at: dict = {}
+        core_guards = []
+        for g in info.guards:
+            lv = max((vars_pos[v] for v in _vars(g) if v in vars_pos), default=-1)
+            if lv >= 0 and barrier_below[lv]:
+                core_guards.append(g)
+            else:
+                guards_at.setdefault(lv, []).append(g)
+
+        init_nest = None
+        red_pos = [k for k, lp in enumerate(loops) if lp.iterator.kind in ("reduce", "mixed")]
+        if isinstance(body, Reduce):
+            src = self.te_to_loop(substitute(body.source, mapping))
+            load = Load(info.buffer, store_idx, body.dtype)
+            update: Stmt = Store(info.buffer, store_idx, _combine(body.combiner, load, src))
+            if body.condition is not None:
+                update = If(self.te_to_loop(substitute(body.condition, mapping)), update)
+            ident = reduce_identity(body.combiner, body.dtype)
+            has_mixed = any(loops[k].iterator.kind == "mixed" for k in red_pos)
+            if not red_pos:
+                core = seq(Store(info.buffer, store_idx, ident), update)
+            elif has_mixed:
+                first = None
+                for ax in op.reduce_axes:
+                    c = equal(info.local_root[ax.name], 0)
+                    first = c if first is None else first & c
+                core = seq(If(first, Store(info.buffer, store_idx, ident)), update)
+            else:
+                core = update
+                init_nest = self.init_nest(info, red_pos[0], store_idx, ident, core_guards)
+        else:
+            value = self.te_to_loop(substitute(body, mapping))
+            core = Store(info.buffer, store_idx, value)
+        if core_guards:
+            core = If(_and(core_guards), core)
+
+        stmt = core
+        for k in range(n - 1, -1, -1):
+            if guards_at.get(k):
+                stmt = If(_and(guards_at[k]), stmt)
+            stmt = seq(*attached.get(k, []), stmt)
+            for buf in reversed(allocs.get(k, [])):
+                stmt = Allocate(buf, stmt)
+            lp = loops[k]
+            ann = ()
+            if k == 0 and s.auto_unroll_max_step > 0:
+                ann = (("auto_unroll_max_step", int(s.auto_unroll_max_step)),)
+            stmt = For(lp.var, lp.extent, stmt, lp.kind, lp.tag, ann)
+            if init_nest is not None and red_pos and k == red_pos[0]:
+                stmt = seq(init_nest, stmt)
+        if guards_at.get(-1):
+            stmt = If(_and(guards_at[-1]), stmt)
+        return stmt
+
+    def init_nest(self, info: StageInfo, r: int, store_idx, ident, core_guards) -> Stmt:
+        """The init store over the spatial leaf loops inside the outermost reduce loop."""
+        loops = info.loops
+        inner = [lp for lp in loops[r + 1 :] if lp.iterator.kind == "spatial"]
+        inner_vars = {lp.var for lp in inner}
+        red_vars = {lp.var for lp in loops if lp.iterator.kind != "spatial"}
+        fresh = {lp.var: Var(self.namer(lp.var.name + "_init")) for lp in inner}
+        idx = substitute(store_idx, fresh)
+        guards = [
+            substitute(g, fresh)
+            for g in info.guards
+            if not (_vars(g) & red_vars) and (_vars(g) & inner_vars or g in core_guards)
+        ]
+        stmt: Stmt = Store(info.buffer, idx, ident)
+        pos = {fresh[lp.var]: k for k, lp in enumerate(inner)}
+        at: dict = {}
+        for g in guards:
+            lv = max((pos[v] for v in _vars(g) if v in pos), default=len(inner) - 1)
+            at.setdefault(lv, []).append(g)
+        if at.get(len(inner) - 1) and not inner:
+            stmt = If(_and(at[-1]), stmt)
+        for k in range(len(inner) - 1, -1, -1):
+            if at.get(k):
+                stmt = If(_and(at[k]), stmt)
+            lp = inner[k]
+            stmt = For(fresh[lp.var], lp.extent, stmt, lp.kind, lp.tag)
+        return stmt
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _walk(s: Stmt):
+    from .loops import walk_stmts
+
+    return walk_stmts(s)
+
+
+def _vars(e: Expr) -> set:
+    return {n for n in walk(e) if isinstance(n, Var)}
+
+
+def _and(conds) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def _combine(combiner: str, acc: Expr, src: Expr) -> Expr:
+    if combiner == "sum":
+        return acc + src
+    if combiner == "max":
+        return Binary("max", acc, src, acc.dtype)
+    if combiner == "min":
+        return Binary("min", acc, src, acc.dtype)
+    raise LowerError(f"unknown reduction combiner {combiner!r}")
+
+
+def _row_major(shape) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def _aligned_strides(shape, aligns, name: str):
+    """Row-major strides with ``storage_align`` padding; returns (strides, allocation shape)."""
+    nd = len(shape)
+    align = {}
+    for axis, factor, offset in aligns:
+        if not 0 <= axis < nd:
+            raise LowerError(f"stage {name!r}: storage_align axis {axis} out of range ({nd} dims)")
+        if factor <= 0:
+            raise LowerError(f"stage {name!r}: storage_align factor must be positive")
+        align[axis] = (factor, offset % factor)
+    strides = [1] * nd
+    acc = 1
+    for d in range(nd - 1, -1, -1):
+        st = acc
+        if d in align and d != nd - 1:
+            f, o = align[d]
+            while st % f != o:
+                st += 1
+        strides[d] = st
+        acc = st * shape[d]
+    if not align:
+        return tuple(strides), tuple(shape)
+    alloc = [shape[0]] if nd else []
+    ok = True
+    for d in range(1, nd):
+        if strides[d - 1] % strides[d]:
+            ok = False
+            break
+        alloc.append(strides[d - 1] // strides[d])
+    if not ok:
+        alloc = [acc]
+    return tuple(strides), tuple(alloc)
+
+
+_ = (Allocate, Program)

@@ -1,0 +1,1 @@
+"""Loop-IR passes: simplification of index arithmetic and explicit unrolling."""

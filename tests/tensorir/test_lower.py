@@ -1,0 +1,434 @@
+"""Lowering: each step kind alone and combined, checked by running loop_interp vs the reference."""
+
+import numpy as np
+import pytest
+
+from tensorir import te
+from tensorir.dag import ComputeDAG
+from tensorir.dtype import to_numpy
+from tensorir.loop_interp import run_program
+from tensorir.loops import Allocate, Barrier, For, If, Seq, walk_stmts
+from tensorir.lower import LowerError, infer_bound, lower, lower_unscheduled
+from tensorir.passes.unroll import unroll_loops
+from tensorir.schedule import State
+
+
+def matmul_relu(n=16, m=12, k=10):
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    D = te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    return ComputeDAG([A, B, D])
+
+
+def matmul(n=16, m=12, k=10):
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return ComputeDAG([A, B, C])
+
+
+def elementwise(n=1000):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    return ComputeDAG([A, B])
+
+
+def elementwise_chain(n=10, m=6):
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((n, m), lambda i, j: B[i, j] * 3.0, name="C")
+    D = te.compute((n, m), lambda i, j: te.exp(C[i, j] * 0.1), name="D")
+    return ComputeDAG([A, D])
+
+
+def conv2d_nhwc(n=1, h=6, w=6, ci=3, co=4, kh=3, kw=3, pad=1, stride=1):
+    X = te.placeholder((n, h, w, ci), name="X")
+    W = te.placeholder((kh, kw, ci, co), name="W")
+    hp, wp = h + 2 * pad, w + 2 * pad
+    P = te.compute(
+        (n, hp, wp, ci),
+        lambda b, y, x, c: te.if_then_else(
+            te.all(y >= pad, y < h + pad, x >= pad, x < w + pad),
+            X[b, y - pad, x - pad, c],
+            0.0,
+        ),
+        name="pad",
+    )
+    oh, ow = (hp - kh) // stride + 1, (wp - kw) // stride + 1
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, ci), name="rc")
+    Y = te.compute(
+        (n, oh, ow, co),
+        lambda b, y, x, f: te.sum(
+            P[b, y * stride + ry, x * stride + rx, rc] * W[ry, rx, rc, f], axis=[ry, rx, rc]
+        ),
+        name="conv",
+    )
+    return ComputeDAG([X, W, Y])
+
+
+def softmax(n=4, m=10):
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    mx = te.compute((n,), lambda i: te.max(A[i, k], axis=k), name="mx")
+    e = te.compute((n, m), lambda i, j: te.exp(A[i, j] - mx[i]), name="e")
+    k2 = te.reduce_axis((0, m), name="k2")
+    s = te.compute((n,), lambda i: te.sum(e[i, k2], axis=k2), name="s")
+    out = te.compute((n, m), lambda i, j: e[i, j] / s[i], name="out")
+    return ComputeDAG([A, out])
+
+
+def random_inputs(dag, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(t.shape).astype(to_numpy(t.dtype)) for t in dag.input_tensors]
+
+
+def reference(dag, inputs):
+    """eval_dag when available, else the unscheduled lowering (itself checked vs numpy)."""
+    try:
+        from tensorir.interp import eval_dag
+    except ImportError:  # pragma: no cover - until the numpy reference lands
+        eval_dag = None
+    if eval_dag is not None:
+        return [np.asarray(o) for o in eval_dag(dag, inputs)]
+    return run_lowered(lower(dag), dag, inputs)
+
+
+def run_lowered(prog, dag, inputs):
+    outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in dag.output_tensors]
+    run_program(prog, [*[np.array(x) for x in inputs], *outs])
+    return outs
+
+
+def check(state, dag=None, seed=0, rtol=1e-4, atol=1e-4):
+    """Lower ``state``, run it on random inputs and compare with the reference; returns the
+    Program."""
+    dag = dag if dag is not None else getattr(state, "dag", state)
+    prog = lower(state)
+    inputs = random_inputs(dag, seed)
+    got = run_lowered(prog, dag, inputs)
+    want = reference(dag, inputs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=str(prog))
+    return prog
+
+
+# ----------------------------------------------------------------------------- root stages
+
+
+def test_unscheduled_matmul_matches_numpy_and_prints():
+    dag = matmul()
+    a, b = random_inputs(dag)
+    (c,) = run_lowered(lower_unscheduled(dag), dag, [a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+    text = str(lower(dag))
+    assert "for k in range(10)" in text and "C[((i*12)+j)] = 0.0f" in text
+
+
+@pytest.mark.parametrize("make", [matmul_relu, elementwise_chain, conv2d_nhwc, softmax])
+def test_unscheduled_workloads(make):
+    dag = make()
+    prog = check(dag)
+    # intermediates at root become global workspaces
+    inter = {op.name for op in dag.compute_ops} - {t.name for t in dag.output_tensors}
+    assert {b.name for b in prog.workspaces} == inter
+
+
+def test_non_divisible_split_1000_by_64_is_guarded():
+    dag = elementwise(1000)
+    s = State(dag)
+    s.split("B", "i", [64])
+    prog = check(s)
+    fors = _fors(prog)
+    assert [f.extent for f in fors] == [16, 64]
+    guards = [x for x in walk_stmts(prog.body) if isinstance(x, If)]
+    assert len(guards) == 1 and "<1000" in str(guards[0].cond)
+
+
+def test_divisible_split_has_no_guard_and_three_way_split():
+    dag = elementwise(96)
+    s = State(dag)
+    s.split("B", "i", [4, 8])
+    prog = check(s)
+    assert [f.extent for f in _fors(prog)] == [3, 4, 8]
+    assert not [x for x in walk_stmts(prog.body) if isinstance(x, If)]
+
+
+def test_split_10_by_3_both_spatial_and_reduce():
+    dag = matmul(10, 10, 10)
+    s = State(dag)
+    s.split("C", "i", [3])
+    s.split("C", "k", [3])
+    prog = check(s)
+    assert "3" in str(prog)
+
+
+def test_reorder_reduce_outermost_puts_init_nest_first():
+    dag = matmul()
+    s = State(dag)
+    s.reorder("C", ["k", "i", "j"])
+    prog = check(s)
+    top = prog.body.stmts if isinstance(prog.body, Seq) else (prog.body,)
+    # init nest (over i, j) comes before the k loop
+    assert isinstance(top[0], For) and top[1].var.name == "k"
+
+
+def test_split_reorder_tiles_matmul():
+    dag = matmul_relu()
+    s = State(dag)
+    io, ii = s.split("C", "i", [4])
+    jo, ji = s.split("C", "j", [5])
+    ko, ki = s.split("C", "k", [3])
+    s.reorder("C", [io, jo, ko, ii, ki, ji])
+    check(s)
+
+
+def test_fuse_and_split_fused():
+    dag = matmul_relu()
+    s = State(dag)
+    f = s.fuse("D", ["i", "j"])
+    s.split("D", f, [7])
+    prog = check(s)
+    assert "i_j_f" in str(prog)
+
+
+def test_fuse_spatial_with_reduce_gives_correct_init():
+    dag = matmul(6, 5, 4)
+    s = State(dag)
+    s.reorder("C", ["i", "k", "j"])
+    s.fuse("C", ["k", "j"])
+    check(s)
+
+
+def test_annotations_map_to_loop_kinds():
+    dag = matmul_relu()
+    s = State(dag)
+    io, ii = s.split("D", "i", [4])
+    jo, ji = s.split("D", "j", [4])
+    s.reorder("D", [io, jo, ii, ji])
+    s.parallel("D", io)
+    s.unroll("D", ii)
+    s.vectorize("D", ji)
+    prog = check(s)
+    kinds = {f.var.name: f.kind for f in _fors(prog)}
+    assert kinds["i_0"] == "parallel" and kinds["i_1"] == "unrolled"
+    assert kinds["j_1"] == "vectorized" and kinds["j_0"] == "serial"
+
+
+def test_bind_runs_serially_with_thread_tags():
+    dag = matmul_relu()
+    s = State(dag)
+    f = s.fuse("D", ["i", "j"])
+    bo, bi = s.split("D", f, [32])
+    s.bind("D", bo, "blockIdx.x")
+    s.bind("D", bi, "threadIdx.x")
+    prog = check(s)
+    tags = [(f.kind, f.thread_tag) for f in _fors(prog) if f.kind == "thread"]
+    assert tags == [("thread", "blockIdx.x"), ("thread", "threadIdx.x")]
+
+
+def test_vthread_kind():
+    dag = elementwise(64)
+    s = State(dag)
+    o, i = s.split("B", "i", [8])
+    s.bind("B", o, "vthread")
+    prog = check(s)
+    assert _fors(prog)[0].kind == "vthread"
+
+
+def test_pragma_auto_unroll_marks_small_subtrees():
+    dag = matmul()
+    s = State(dag)
+    io, ii = s.split("C", "i", [4])
+    ko, ki = s.split("C", "k", [2])
+    s.reorder("C", [io, "j", ko, ii, ki])
+    s.pragma("C", io, "auto_unroll_max_step$8")
+    prog = check(s)
+    fors = {f.var.name: f for f in _fors(prog)}
+    assert fors["i_0"].annotations == (("auto_unroll_max_step", 8),)
+    # ii*ki = 8 <= 8 -> both unrolled; ko (5*8 = 40) stays serial
+    assert fors["i_1"].kind == "unrolled" and fors["k_1"].kind == "unrolled"
+    assert fors["k_0"].kind == "serial" and fors["j"].kind == "serial"
+
+
+def test_unroll_pass_leaves_programs_without_pragma_alone():
+    prog = lower(matmul())
+    assert unroll_loops(prog) is prog
+
+
+# ----------------------------------------------------------------------------- compute_at
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_compute_at_each_level_of_tiled_consumer(level):
+    dag = matmul_relu()
+    s = State(dag)
+    io, ii = s.split("D", "i", [4])
+    jo, ji = s.split("D", "j", [5])
+    s.reorder("D", [io, jo, ii, ji])
+    target = [io, jo, ii][level]
+    s.compute_at("C", "D", target)
+    prog = check(s)
+    allocs = [x for x in walk_stmts(prog.body) if isinstance(x, Allocate)]
+    assert len(allocs) == 1
+    assert allocs[0].buffer.size == [4 * 12, 4 * 5, 5][level]
+    assert not prog.workspaces
+
+
+def test_compute_at_with_tiled_producer_and_tail():
+    dag = matmul_relu(10, 12, 10)
+    s = State(dag)
+    io, ii = s.split("D", "i", [3])  # non-divisible consumer tiles
+    s.compute_at("C", "D", io)
+    s.split("C", "k", [4])  # non-divisible producer reduce split
+    s.split("C", "j", [5])
+    check(s)
+    bounds = {x.name: x for x in infer_bound(s)}
+    assert [it.extent for it in bounds["C"].root_iters] == [3, 12, 10]
+
+
+def test_compute_at_chain_elementwise():
+    dag = elementwise_chain()
+    s = State(dag)
+    io, ii = s.split("D", "i", [4])
+    s.compute_at("C", "D", io)
+    s.compute_at("B", "C", "j")
+    prog = check(s)
+    sizes = sorted(x.buffer.size for x in walk_stmts(prog.body) if isinstance(x, Allocate))
+    assert sizes == [1, 24]
+
+
+def test_infer_bound_fills_extents_of_attached_stages():
+    dag = matmul_relu()
+    s = State(dag)
+    io, ii = s.split("D", "i", [4])
+    s.compute_at("C", "D", io)
+    stages = {x.name: x for x in infer_bound(s)}
+    assert [it.extent for it in stages["C"].iters] == [4, 12, 10]
+    assert all(it.extent is not None for st in stages.values() for it in st.iters)
+
+
+def test_attach_outside_a_consumer_is_an_error():
+    dag = elementwise_chain()
+    s = State(dag)
+    # B is read by C only; attaching B to D's loop while C runs at the root is invalid.
+    stages = list(s.stages)
+    k = [x.name for x in stages].index("B")
+    stages[k] = stages[k].with_(compute_at="iter", attach=("D", "i"))
+    with pytest.raises(LowerError, match="consumer 'C'"):
+        lower((tuple(stages), dag))
+
+
+# ----------------------------------------------------------------------------- inline
+
+
+def test_inline_padding_of_conv2d():
+    dag = conv2d_nhwc()
+    s = State(dag)
+    s.compute_inline("pad")
+    prog = check(s)
+    assert not prog.workspaces
+    assert "pad" not in str(prog)
+
+
+def test_inline_chain_and_compute_root():
+    dag = elementwise_chain()
+    s = State(dag)
+    s.compute_inline("B")
+    s.compute_inline("C")
+    prog = check(s)
+    assert len(_fors(prog)) == 2
+    s.compute_root("C")
+    prog = check(s)
+    assert [b.name for b in prog.workspaces] == ["C"]
+
+
+def test_conv2d_tiled_with_pad_attached():
+    dag = conv2d_nhwc(h=7, w=7)
+    s = State(dag)
+    b, y, x, f = s["conv"].iters[:4]
+    yo, yi = s.split("conv", y, [3])
+    xo, xi = s.split("conv", x, [2])
+    s.reorder("conv", [b, yo, xo, f, yi, xi, "ry", "rx", "rc"])
+    s.compute_at("pad", "conv", xo)
+    prog = check(s)
+    alloc = next(x for x in walk_stmts(prog.body) if isinstance(x, Allocate))
+    assert alloc.buffer.shape == (1, 5, 4, 3)  # (3-1)+3 rows, (2-1)+3 cols
+
+
+def test_softmax_scheduled():
+    dag = softmax()
+    s = State(dag)
+    s.compute_inline("e")
+    s.compute_at("mx", "out", "i")
+    s.compute_at("s", "out", "i")
+    s.split("out", "j", [4])
+    prog = check(s)
+    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Allocate)]) == 2
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+def test_storage_align_pads_the_row_stride():
+    dag = matmul_relu()
+    s = State(dag)
+    io, ii = s.split("D", "i", [4])
+    s.compute_at("C", "D", io)
+    s.storage_align("C", "i", 16, 3)
+    prog = check(s)
+    alloc = next(x for x in walk_stmts(prog.body) if isinstance(x, Allocate))
+    assert alloc.buffer.shape == (4, 19)
+    assert "*19" in str(prog)
+
+
+def test_cache_write_local_and_cache_read_shared_gpu_style():
+    dag = matmul(8, 8, 8)
+    s = State(dag)
+    s.cache_write("C", "local")
+    s.cache_read("A", "shared", ["C.local"])
+    i, j = s["C"].iters
+    io, ii = s.split("C", i, [4])
+    jo, ji = s.split("C", j, [4])
+    s.reorder("C", [io, jo, ii, ji])
+    s.bind("C", io, "blockIdx.x")
+    s.bind("C", ii, "threadIdx.x")
+    s.compute_at("C.local", "C", ii)
+    s.compute_at("A.shared", "C.local", "k")
+    f = s.fuse("A.shared", s["A.shared"].iters)
+    fo, fi = s.split("A.shared", f, [4])
+    s.bind("A.shared", fi, "threadIdx.x")
+    prog = check(s)
+    allocs = {x.buffer.scope: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
+    assert allocs["local"].size == 4
+    # shared region spans all threadIdx of the block: 4 rows of A, one k column
+    assert allocs["shared"].size == 4
+    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]) == 2
+
+
+def test_cache_read_local_at_root_and_attached():
+    dag = matmul_relu()
+    s = State(dag)
+    s.cache_read("B", "local", ["C"])
+    io, ii = s.split("C", "i", [4])
+    s.compute_at("B.local", "C", "k")
+    check(s)
+
+
+def test_rfactor():
+    dag = matmul(4, 3, 12)
+    s = State(dag)
+    ko, ki = s.split("C", "k", [4])
+    s.rfactor("C", ki, 2)
+    check(s)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _fors(prog):
+    return [x for x in walk_stmts(prog.body) if isinstance(x, For)]
