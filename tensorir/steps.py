@@ -770,6 +770,13 @@ class RfactorStep:
                 f"{where}: factor_iter_id {self.factor_iter_id!r} must be in [0, {n_axes}]"
             )
         extents = derive_extents(stage, {r.name: r.extent for r in stage.root_iters})
+        unknown = sorted(n for n in dag_rewrite.touched(stage.relations, it.name)
+                         if extents[n] is None)  # fmt: skip
+        if unknown:
+            raise ScheduleError(
+                f"{where}: the extents of {unknown} are undefined (split lengths None); "
+                "rfactor needs concrete split lengths"
+            )
         name = unique_name(stages, f"{stage.name}.rf")
         ops = tuple(s.op for s in stages)
         new_ops, rf_op, new_op = dag_rewrite.rfactor(
