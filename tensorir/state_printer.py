@@ -7,6 +7,8 @@ use this string, so it must be deterministic. ``print_python_code`` mirrors
 
 from __future__ import annotations
 
+import re
+
 from .printer import expr_str
 from .stage import Stage
 from .tensor import ComputeOp
@@ -66,10 +68,8 @@ def op_str(op) -> str:
 
 def _clean(name: str, prefix: str = "") -> str:
     """TVM's CleanName: a valid Python identifier for a stage or iterator name."""
-    fused = name.endswith("@")
-    out = name.rstrip("@").replace(".", "_").replace("@", "_")
-    if fused:
-        out += "_fused"
+    # "a@b@" -> "a_b_fused", "a@b@.0" -> "a_b_fused_0" (TE's "a.b.fused", "a.b.fused.o")
+    out = re.sub(r"@(?=\.|$)", "@fused", name).replace(".", "_").replace("@", "_")
     return f"{prefix}_{out}" if prefix else out
 
 

@@ -415,3 +415,60 @@ def op_lines(state):
     from tensorir.state_printer import op_str
 
     return [op_str(op) for op in state.current_ops]
+
+
+def test_print_python_code_gpu_sketch_with_cache_stages():
+    dag, A, B, C = matmul(16, 16, 16)
+    s = State(dag)
+    CL = s.cache_write(C, "local")
+    s.split(CL, "i.c", [2, 2])  # step 1
+    s.split(CL, "j.c", [2, 2])  # step 2
+    s.reorder(CL, ["i.c.0", "j.c.0", "k", "i.c.1", "j.c.1", "i.c.2", "j.c.2"])
+    s.follow_split(C, "i", 1, 1)
+    s.compute_at(CL, C, "i.0")
+    AS = s.cache_read(A, "shared", [CL])
+    s.compute_at(AS, CL, "k")
+    s.follow_fused_split(AS, s.fuse(AS, ["ax0", "ax1"]), [1, 2], 1, True)
+    s.bind(AS, "ax0@ax1@.1", "threadIdx.x")
+    s.bind(C, "i.0", "blockIdx.x")
+    assert print_python_code(s) == (
+        "C_i, C_j, C_k = tuple(C.op.axis) + tuple(C.op.reduce_axis)\n"
+        'C_local = s.cache_write(C, "local")\n'
+        "C_local_i_c, C_local_j_c, C_local_k = tuple(C_local.op.axis) + "
+        "tuple(C_local.op.reduce_axis)\n"
+        "C_i, C_j = tuple(C.op.axis) + tuple(C.op.reduce_axis)\n"
+        "C_local_i_c_1, C_local_i_c_2 = s[C_local].split(C_local_i_c, factor=2)\n"
+        "C_local_i_c_0, C_local_i_c_1 = s[C_local].split(C_local_i_c_1, factor=2)\n"
+        "C_local_j_c_1, C_local_j_c_2 = s[C_local].split(C_local_j_c, factor=2)\n"
+        "C_local_j_c_0, C_local_j_c_1 = s[C_local].split(C_local_j_c_1, factor=2)\n"
+        "s[C_local].reorder(C_local_i_c_0, C_local_j_c_0, C_local_k, C_local_i_c_1, "
+        "C_local_j_c_1, C_local_i_c_2, C_local_j_c_2)\n"
+        "C_i_0, C_i_1 = s[C].split(C_i, factor=4)\n"
+        "s[C_local].compute_at(s[C], C_i_0)\n"
+        'A_shared = s.cache_read(A, "shared", [C_local])\n'
+        "A_shared_ax0, A_shared_ax1 = tuple(A_shared.op.axis) + tuple(A_shared.op.reduce_axis)\n"
+        "s[A_shared].compute_at(s[C_local], C_local_k)\n"
+        "A_shared_ax0_ax1_fused = s[A_shared].fuse(A_shared_ax0, A_shared_ax1)\n"
+        "A_shared_ax0_ax1_fused_0, A_shared_ax0_ax1_fused_1 = "
+        "s[A_shared].split(A_shared_ax0_ax1_fused, factor=4)\n"
+        's[A_shared].bind(A_shared_ax0_ax1_fused_1, te.thread_axis("threadIdx.x"))\n'
+        's[C].bind(C_i_0, te.thread_axis("blockIdx.x"))\n'
+    )
+    assert str(s) == (
+        "Placeholder: A, B\n"
+        "blockIdx.x i.0 (0,4)\n"
+        "  for i.c.0 (None)\n"
+        "    for j.c.0 (None)\n"
+        "      for k (None)\n"
+        "        for ax0@ax1@.0 (None)\n"
+        "          threadIdx.x ax0@ax1@.1 (None)\n"
+        "            A.shared = ...\n"
+        "        for i.c.1 (None)\n"
+        "          for j.c.1 (None)\n"
+        "            for i.c.2 (None)\n"
+        "              for j.c.2 (None)\n"
+        "                C.local = ...\n"
+        "  for i.1 (0,4)\n"
+        "    for j (0,16)\n"
+        "      C = ...\n"
+    )
