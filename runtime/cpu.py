@@ -249,6 +249,8 @@ class CPUBackend:
                 raise CompileError(f"kernel {name!r} is not defined in the LLVM module") from err
             nargs[name] = len(list(fn.arguments))
         tm = _target_machine()
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
         pb.getModulePassManager().run(mod, pb)
         try:

@@ -1,0 +1,403 @@
+"""Loop IR to LLVM IR for the CPU (through llvmlite.ir).
+
+``build_llvm(program)`` returns a :class:`codegen.source.Source` of lang "llvm" whose code
+defines ``i32 <entry>(ptr, ...)``: one pointer per param then per workspace, returning 0.
+runtime/cpu.py compiles it (O3 for the host CPU) and provides the parallel launcher.
+
+How loop kinds are emitted:
+
+- serial / thread / vthread: a loop of basic blocks over an i64 induction variable (thread
+  loops run serially so that GPU schedules can be tested on the CPU);
+- unrolled: the body is emitted ``extent`` times with the variable bound to constants, unless
+  that would emit too much code (then ``llvm.loop.unroll.full`` metadata);
+- vectorized: explicit vector code when :func:`codegen.llvm_vector.vectorizable` accepts the
+  body (contiguous loads/stores become vector loads/stores, uniform values are splatted, other
+  loads are gathered lane by lane), else a scalar loop with ``llvm.loop.vectorize.enable``;
+- parallel (outermost only; nested ones run serially): the body becomes
+  ``void <entry>_parallel_<n>(ptr closure, i32 task_id, i32 num_tasks)`` which runs its
+  contiguous chunk of the iterations; the closure holds the captured buffer pointers and loop
+  variables; ``autosched_parallel_launch(task, closure, extent)`` (runtime/cpu.py) runs it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from tensorir.dtype import itemsize
+from tensorir.expr import Var
+from tensorir.loops import Allocate, Barrier, For, If, Program, Seq, Stmt, Store, walk_stmts
+
+from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
+from .llvm_vector import emitted_size, referenced, stride, vectorizable
+from .source import BufferSpec, Launch, Source
+
+PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
+MAX_STACK_BYTES = 64 * 1024  # larger Allocates use malloc/free
+MAX_UNROLL_STMTS = 1024  # explicit unrolling emits at most this many statements per loop
+MAX_VECTOR_LANES = 64  # longer vectorized loops run in chunks of VECTOR_CHUNK lanes
+VECTOR_CHUNK = 32
+_RESERVED = {"main", "malloc", "free", "exp", "log", "sqrt", "tanh", "erf", "pow", "sin", "cos"}
+
+
+@dataclass
+class _Fn:
+    """State of the LLVM function being emitted."""
+
+    func: ir.Function
+    builder: ir.IRBuilder
+    allocas: ir.IRBuilder  # positioned in the entry block, which only holds allocas
+    vars: dict = field(default_factory=dict)  # Var -> i64 value or VecVar
+    bufs: dict = field(default_factory=dict)  # Buffer -> pointer
+    in_parallel: bool = False
+    vec_var: Var | None = None
+    lanes: int = 0
+    stack: dict = field(default_factory=dict)  # Buffer -> alloca (reused by unrolled copies)
+
+
+def entry_name(program: Program) -> str:
+    """The LLVM symbol of a program's entry function."""
+    name = re.sub(r"\W", "_", program.name) or "program"
+    if name[0].isdigit() or name in _RESERVED:
+        name = "f_" + name
+    return name
+
+
+def build_llvm(program: Program) -> Source:
+    """Compile a loop-IR Program to LLVM IR text for the CPU.
+
+    Parameters
+    ----------
+    program : tensorir.loops.Program
+
+    Returns
+    -------
+    codegen.source.Source
+        lang "llvm", one Launch of the entry function with args = params then workspaces.
+
+    Raises
+    ------
+    ValueError
+        For constructs the CPU cannot run (a Barrier together with thread loops, unbound
+        variables, buffers used outside their Allocate, unsupported dtypes).
+    """
+    gen = _Generator(program)
+    code = gen.run()
+    specs = lambda bufs: tuple(BufferSpec(b.name, b.dtype, b.size) for b in bufs)  # noqa: E731
+    args = tuple(b.name for b in (*program.params, *program.workspaces))
+    return Source(
+        lang="llvm",
+        code=code,
+        params=specs(program.params),
+        workspaces=specs(program.workspaces),
+        launches=(Launch(gen.entry, args),),
+    )
+
+
+class _Generator(ExprEmitter):
+    def __init__(self, program: Program):
+        self.program = program
+        self.module = ir.Module(name=program.name)
+        self.entry = entry_name(program)
+        self.fn: _Fn | None = None
+        self.n_parallel = 0
+        self.n_blocks = 0
+        self._has_var_memo: dict = {}
+        self._keep_alive: list = []
+        self.has_threads = any(
+            isinstance(s, For) and s.kind == "thread" for s in walk_stmts(program.body)
+        )
+
+    # ------------------------------------------------------------------ functions
+    def _new_fn(self, name: str, ret: ir.Type, args: list, internal: bool) -> _Fn:
+        func = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        func.attributes.add("nounwind")
+        if internal:
+            func.linkage = "internal"
+        entry = func.append_basic_block("entry")
+        start = func.append_basic_block("start")
+        allocas = ir.IRBuilder(entry)
+        return _Fn(func=func, builder=ir.IRBuilder(start), allocas=allocas)
+
+    @staticmethod
+    def _close_fn(fn: _Fn) -> None:
+        fn.allocas.branch(fn.func.blocks[1])
+
+    def run(self) -> str:
+        p = self.program
+        bufs = [*p.params, *p.workspaces]
+        names = [b.name for b in bufs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"params and workspaces of program {p.name!r} need unique names")
+        self.fn = self._new_fn(self.entry, I32, [PTR] * len(bufs), internal=False)
+        for arg, buf in zip(self.fn.func.args, bufs):
+            arg.name = re.sub(r"\W", "_", buf.name)
+            arg.add_attribute("noalias")
+            self.fn.bufs[buf] = arg
+        self.stmt(p.body)
+        self.b.ret(ir.Constant(I32, 0))
+        self._close_fn(self.fn)
+        return str(self.module)
+
+    def block(self, hint: str) -> ir.Block:
+        self.n_blocks += 1
+        return self.fn.func.append_basic_block(f"{hint}{self.n_blocks}")
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, For):
+            self.for_(s)
+        elif isinstance(s, If):
+            self.if_(s)
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        elif isinstance(s, Barrier):
+            if self.has_threads:
+                raise ValueError(
+                    "barrier requires a GPU target: this program binds loops to GPU threads "
+                    "and synchronizes them; build it for 'cuda' or 'opencl'"
+                )
+        else:
+            raise ValueError(f"the LLVM backend cannot compile statement {type(s).__name__}")
+
+    def store(self, s: Store) -> None:
+        buf, mt = s.buffer, mem_type(s.buffer.dtype)
+        value = self.expr(s.value)
+        if buf.dtype == "bool":
+            value = self.b.zext(
+                value, ir.VectorType(mt, lanes_of(value)) if lanes_of(value) else mt
+            )
+        align = itemsize(buf.dtype)
+        if self.fn.vec_var is None or self.is_uniform(s.index):
+            if lanes_of(value):
+                raise ValueError(f"store to {buf.name} of a vector value at a uniform index")
+            self.b.store(value, self.address(buf, self.expr(s.index, True)), align=align)
+            return
+        if stride(s.index, self.fn.vec_var) != 1:
+            raise ValueError(f"store to {buf.name} is not contiguous in the vectorized loop")
+        value = self.splat(value, self.fn.lanes)
+        self.b.store(value, self.address(buf, self.lane0_index(s.index)), align=align)
+
+    def if_(self, s: If) -> None:
+        cond = self.expr(s.cond)
+        if lanes_of(cond):
+            raise ValueError(f"If condition {s.cond} varies inside a vectorized loop")
+        then_bb, end_bb = self.block("if_then"), self.block("if_end")
+        else_bb = self.block("if_else") if s.else_ is not None else end_bb
+        self.b.cbranch(cond, then_bb, else_bb)
+        self.b.position_at_end(then_bb)
+        self.stmt(s.then)
+        self.b.branch(end_bb)
+        if s.else_ is not None:
+            self.b.position_at_end(else_bb)
+            self.stmt(s.else_)
+            self.b.branch(end_bb)
+        self.b.position_at_end(end_bb)
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        mt = mem_type(buf.dtype)
+        heap = buf.nbytes > MAX_STACK_BYTES
+        if heap:
+            malloc = self.intrinsic("malloc", PTR, [I64])
+            ptr = self.b.call(malloc, [ir.Constant(I64, buf.nbytes)])
+        else:
+            ptr = self.fn.stack.get(buf)
+            if ptr is None:
+                ptr = self.fn.allocas.alloca(ir.ArrayType(mt, max(1, buf.size)), name=buf.name)
+                ptr.align = 64
+                ptr.type = PTR  # llvmlite types allocas as typed pointers; we use opaque ones
+                self.fn.stack[buf] = ptr
+        saved = self.fn.bufs.get(buf)
+        self.fn.bufs[buf] = ptr
+        self.stmt(s.body)
+        if saved is None:
+            del self.fn.bufs[buf]
+        else:
+            self.fn.bufs[buf] = saved
+        if heap:
+            self.b.call(self.intrinsic("free", ir.VoidType(), [PTR]), [ptr])
+
+    # ------------------------------------------------------------------ loops
+    def bind(self, var: Var, value):
+        """Bind ``var``; returns a restore function."""
+        had = var in self.fn.vars
+        old = self.fn.vars.get(var)
+
+        def restore():
+            if had:
+                self.fn.vars[var] = old
+            else:
+                self.fn.vars.pop(var, None)
+
+        self.fn.vars[var] = value
+        return restore
+
+    def loop(self, begin, end, body, hint: str = "for", metadata=None) -> None:
+        """``for i in range(begin, end): body(i)`` with i64 ``i`` (begin/end ints or i64 values)."""
+        if isinstance(begin, int):
+            begin = ir.Constant(I64, begin)
+        if isinstance(end, int):
+            end = ir.Constant(I64, end)
+        bld = self.b
+        pre = bld.block
+        head, body_bb, exit_bb = (
+            self.block(hint),
+            self.block(hint + "_body"),
+            self.block(hint + "_end"),
+        )
+        bld.branch(head)
+        bld.position_at_end(head)
+        i = bld.phi(I64, name=hint)
+        i.add_incoming(begin, pre)
+        bld.cbranch(bld.icmp_signed("<", i, end), body_bb, exit_bb)
+        bld.position_at_end(body_bb)
+        body(i)
+        nxt = self.b.add(i, ir.Constant(I64, 1), flags=("nuw", "nsw"))
+        back = self.b.branch(head)
+        if metadata:
+            back.set_metadata("llvm.loop", self.loop_metadata(metadata))
+        i.add_incoming(nxt, self.b.block)
+        self.b.position_at_end(exit_bb)
+
+    def loop_metadata(self, options: list) -> ir.MDValue:
+        ops = []
+        for opt in options:
+            key, *vals = opt
+            ops.append(self.module.add_metadata([ir.MetaDataString(self.module, key), *vals]))
+        md = self.module.add_metadata(ops)
+        md.operands = (md, *md.operands)  # loop IDs refer to themselves
+        return md
+
+    def for_(self, s: For) -> None:
+        if s.extent <= 0:
+            return
+        if s.extent == 1:
+            restore = self.bind(s.var, ir.Constant(I64, 0))
+            self.stmt(s.body)
+            restore()
+            return
+        if s.kind == "parallel" and not self.fn.in_parallel:
+            self.parallel(s)
+        elif s.kind == "unrolled":
+            if emitted_size(s) <= MAX_UNROLL_STMTS:
+                for k in range(s.extent):
+                    restore = self.bind(s.var, ir.Constant(I64, k))
+                    self.stmt(s.body)
+                    restore()
+            else:
+                self.serial(s, [("llvm.loop.unroll.full",)])
+        elif s.kind == "vectorized":
+            if self.fn.vec_var is None and vectorizable(s.body, s.var):
+                self.vectorized(s)
+            else:
+                on = ir.Constant(ir.IntType(1), 1)
+                self.serial(s, [("llvm.loop.vectorize.enable", on)])
+        else:
+            self.serial(s)
+
+    def serial(self, s: For, metadata=None) -> None:
+        def body(i):
+            restore = self.bind(s.var, i)
+            self.stmt(s.body)
+            restore()
+
+        self.loop(0, s.extent, body, hint=re.sub(r"\W", "_", s.var.name), metadata=metadata)
+
+    def vectorized(self, s: For) -> None:
+        def chunk(base, lanes):
+            saved = (self.fn.vec_var, self.fn.lanes)
+            restore = self.bind(s.var, VecVar(base, lanes))
+            self.fn.vec_var, self.fn.lanes = s.var, lanes
+            self.stmt(s.body)
+            self.fn.vec_var, self.fn.lanes = saved
+            restore()
+
+        if s.extent <= MAX_VECTOR_LANES:
+            chunk(ir.Constant(I64, 0), s.extent)
+            return
+        full, tail = divmod(s.extent, VECTOR_CHUNK)
+        self.loop(
+            0,
+            full,
+            lambda c: chunk(self.b.mul(c, ir.Constant(I64, VECTOR_CHUNK)), VECTOR_CHUNK),
+            hint="vchunk",
+        )
+        if tail:
+            chunk(ir.Constant(I64, full * VECTOR_CHUNK), tail)
+
+    # ------------------------------------------------------------------ parallel
+    def parallel(self, s: For) -> None:
+        used_vars, used_bufs = referenced(s.body)
+        cap_bufs = [b for b in self.fn.bufs if b in used_bufs]
+        cap_vars = [v for v in self.fn.vars if v in used_vars and v is not s.var]
+        fields = [PTR] * len(cap_bufs) + [I64] * len(cap_vars)
+        struct = ir.LiteralStructType(fields or [I64])
+        self.n_parallel += 1
+        base = f"{self.entry}_parallel_{self.n_parallel}"
+
+        # The body function takes the captures as real arguments so that buffer pointers keep
+        # their noalias attribute (it is inlined into the task function by O3).
+        outer = self.fn
+        body_fn = self._new_fn(base + "_body", ir.VoidType(), [*fields, I64, I64], internal=True)
+        body_fn.in_parallel = True
+        args = list(body_fn.func.args)
+        for arg, buf in zip(args, cap_bufs):
+            arg.add_attribute("noalias")
+            body_fn.bufs[buf] = arg
+        for arg, var in zip(args[len(cap_bufs) :], cap_vars):
+            body_fn.vars[var] = arg
+        self.fn = body_fn
+        self.serial_range(s, args[-2], args[-1])
+        self.b.ret_void()
+        self._close_fn(body_fn)
+
+        task = self._new_fn(base, ir.VoidType(), [PTR, I32, I32], internal=True)
+        self.fn = task
+        clo, tid, ntasks = task.func.args
+        loaded = [
+            self.b.load(
+                self.b.gep(
+                    clo,
+                    [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                    inbounds=True,
+                    source_etype=struct,
+                ),
+                typ=t,
+            )  # fmt: skip
+            for k, t in enumerate(fields)
+        ]
+        ext = ir.Constant(I64, s.extent)
+        t64, n64 = self.b.sext(tid, I64), self.b.sext(ntasks, I64)
+        begin = self.b.sdiv(self.b.mul(t64, ext), n64)
+        end = self.b.sdiv(self.b.mul(self.b.add(t64, ir.Constant(I64, 1)), ext), n64)
+        self.b.call(body_fn.func, [*loaded, begin, end])
+        self.b.ret_void()
+        self._close_fn(task)
+
+        self.fn = outer
+        closure = self.fn.allocas.alloca(struct, name="closure")
+        closure.type = PTR
+        values = [self.fn.bufs[b] for b in cap_bufs] + [self.fn.vars[v] for v in cap_vars]
+        for k, v in enumerate(values):
+            ptr = self.b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                             inbounds=True, source_etype=struct)  # fmt: skip
+            self.b.store(v, ptr)
+        launch = self.intrinsic(PARALLEL_LAUNCH_SYMBOL, ir.VoidType(), [PTR, PTR, I32])
+        max_tasks = ir.Constant(I32, min(s.extent, 2**31 - 1))
+        self.b.call(launch, [task.func, closure, max_tasks])
+
+    def serial_range(self, s: For, begin, end) -> None:
+        def body(i):
+            restore = self.bind(s.var, i)
+            self.stmt(s.body)
+            restore()
+
+        self.loop(begin, end, body, hint=re.sub(r"\W", "_", s.var.name))

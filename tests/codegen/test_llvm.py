@@ -1,0 +1,477 @@
+"""codegen.llvm: hand-built loop-IR Programs compiled for the CPU and compared with numpy.
+
+Run as a script (``python tests/codegen/test_llvm.py [size]``) to print the GFLOP/s of a tiled
+matmul against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen.llvm import build_llvm
+from tensorir.expr import (
+    Call,
+    Cast,
+    Var,
+    call,
+    cast,
+    const,
+    equal,
+    floordiv,
+    floormod,
+    if_then_else,
+    max_,
+    min_,
+    select,
+    substitute,
+)
+from tensorir.loop_interp import run_program
+from tensorir.loops import Allocate, Barrier, Buffer, For, If, Load, Program, Seq, Store
+
+RNG = np.random.default_rng(1234)
+
+
+def compile_program(p: Program):
+    return runtime.load_module(**build_llvm(p).as_dict(), device=runtime.device("cpu"))
+
+
+def run(p: Program, *arrays):
+    compile_program(p)(*arrays)
+
+
+def ld(buf: Buffer, index):
+    return Load(buf, index, buf.dtype)
+
+
+def rand(shape, dtype="float32", lo=-100, hi=100):
+    if np.dtype(dtype).kind == "f":
+        return RNG.standard_normal(shape).astype(dtype)
+    return RNG.integers(lo, hi, shape).astype(dtype)
+
+
+# --------------------------------------------------------------------------- programs
+
+
+def elementwise_add(n: int, kind: str = "serial", dtype="float32") -> Program:
+    a, b, c = (Buffer(x, (n,), dtype) for x in "ABC")
+    i = Var("i")
+    return Program("add", (a, b, c), (), For(i, n, Store(c, i, ld(a, i) + ld(b, i)), kind))
+
+
+def matmul_naive(m: int, n: int, k: int) -> Program:
+    a, b, c = (
+        Buffer("A", (m, k), "float32"),
+        Buffer("B", (k, n), "float32"),
+        Buffer("C", (m, n), "float32"),
+    )
+    i, j, r = Var("i"), Var("j"), Var("k")
+    body = Seq((
+        Store(c, i * n + j, const(0.0)),
+        For(r, k, Store(c, i * n + j, ld(c, i * n + j) + ld(a, i * k + r) * ld(b, r * n + j))),
+    ))  # fmt: skip
+    return Program("matmul", (a, b, c), (), For(i, m, For(j, n, body)))
+
+
+def matmul_tiled(m: int, n: int, k: int, mi: int = 8, nj: int = 32) -> Program:
+    """Fused i.o/j.o parallel; k; i.i unrolled; j.i vectorized; accumulators in a local buffer."""
+    a, b, c = (
+        Buffer("A", (m, k), "float32"),
+        Buffer("B", (k, n), "float32"),
+        Buffer("C", (m, n), "float32"),
+    )
+    acc = Buffer("C_local", (mi, nj), "float32", "local")
+    f, r = Var("i_o_j_o_fused"), Var("k")
+    io, jo = floordiv(f, n // nj), floormod(f, n // nj)
+    ii = [Var(f"i_i{t}") for t in range(3)]
+    ji = [Var(f"j_i{t}") for t in range(3)]
+
+    def tile(t, store):
+        return For(ii[t], mi, For(ji[t], nj, store(ii[t], ji[t]), "vectorized"), "unrolled")
+
+    init = tile(0, lambda x, y: Store(acc, x * nj + y, const(0.0)))
+    update = For(r, k, tile(1, lambda x, y: Store(
+        acc, x * nj + y,
+        ld(acc, x * nj + y) + ld(a, (io * mi + x) * k + r) * ld(b, r * n + jo * nj + y),
+    )))  # fmt: skip
+    out = tile(2, lambda x, y: Store(c, (io * mi + x) * n + jo * nj + y, ld(acc, x * nj + y)))
+    body = For(f, (m // mi) * (n // nj), Allocate(acc, Seq((init, update, out))), "parallel")
+    return Program("matmul_tiled", (a, b, c), (), body)
+
+
+# --------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized", "parallel", "unrolled", "thread"])
+def test_elementwise_add(kind):
+    n = 100
+    a, b, c = rand(n), rand(n), np.zeros(n, "float32")
+    run(elementwise_add(n, kind), a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+def test_source_layout():
+    src = build_llvm(elementwise_add(8))
+    assert src.lang == "llvm" and src.launches[0].name == "add"
+    assert src.launches[0].args == ("A", "B", "C")
+    assert src.params[2].name == "C" and src.params[2].size == 8
+    assert 'define i32 @"add"' in src.code and "noalias" in src.code
+
+
+def test_matmul_with_reduction():
+    m, n, k = 13, 17, 19
+    a, b, c = rand((m, k)), rand((k, n)), np.zeros((m, n), "float32")
+    run(matmul_naive(m, n, k), a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tiled_matmul_parallel_vectorized_unrolled():
+    m, n, k = 64, 128, 48
+    p = matmul_tiled(m, n, k, mi=4, nj=32)
+    mod = compile_program(p)
+    a, b, c = rand((m, k)), rand((k, n)), np.zeros((m, n), "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    ir = mod._compiled.ir  # after O3
+    assert "_parallel_1" in ir and "autosched_parallel_launch" in ir
+    assert "x float>" in ir  # explicit vector code survived optimisation
+    assert any(
+        op in line and "x float>" in line for line in ir.splitlines() for op in ("fmul", "fma")
+    )
+
+
+def test_non_divisible_tail_guarded_by_if():
+    n, vec = 100, 8
+    a, b, c = (Buffer(x, (n,), "float32") for x in "ABC")
+    o, i = Var("o"), Var("i")
+    idx = o * vec + i
+    body = If(idx < n, Store(c, idx, ld(a, idx) * ld(b, idx) + const(1.0)))
+    p = Program("tail", (a, b, c), (), For(o, -(-n // vec), For(i, vec, body, "vectorized")))
+    x, y, z = rand(n), rand(n), np.zeros(n, "float32")
+    run(p, x, y, z)
+    np.testing.assert_allclose(z, x * y + 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_if_then_else_guards_out_of_bounds_read(kind):
+    # Padding: B[i, j] = A[i-1, j-1] inside, 0 on the border; the index is out of bounds on the
+    # border, so only the taken branch may be evaluated (A is put at the end of a page-sized
+    # allocation region by numpy, an unguarded read would read garbage or crash).
+    h, w = 7, 40
+    a, b = Buffer("A", (h, w), "float32"), Buffer("B", (h + 2, w + 2), "float32")
+    i, j = Var("i"), Var("j")
+    inside = (i >= 1) & (i <= h) & (j >= 1) & (j <= w)
+    row_inside = (i >= 1) & (i <= h)
+    val = if_then_else(inside, ld(a, (i - 1) * w + (j - 1)), 0.0)
+    # A second, lane-uniform guard: explicit vector code with a branch and a vector phi.
+    val2 = if_then_else(row_inside, ld(a, (i - 1) * w + min_(max_(j - 1, 0), w - 1)), -1.0)
+    j2 = Var("j2")
+    val2 = val2.__class__(val2.cond, substitute(val2.t, {j: j2}), val2.f, val2.dtype)
+    idx, idx2 = i * (w + 2) + j, i * (w + 2) + j2
+    body = Seq((
+        For(j, w + 2, Store(b, idx, val), kind),
+        For(j2, w + 2, Store(b, idx2, ld(b, idx2) + val2), kind),
+    ))  # fmt: skip
+    p = Program("pad", (a, b), (), For(i, h + 2, body))
+    if kind == "vectorized":  # the lane-uniform guard became a branch merging vectors
+        assert "phi  <42 x float>" in build_llvm(p).code
+    x, y = rand((h, w)), np.zeros((h + 2, w + 2), "float32")
+    run(p, x, y)
+    ref = np.pad(x, 1)
+    ref2 = np.full((h + 2, w + 2), -1.0, "float32")
+    ref2[1:-1] = x[:, np.clip(np.arange(w + 2) - 1, 0, w - 1)]
+    np.testing.assert_allclose(y, ref + ref2, rtol=1e-6)
+
+
+MATH = {
+    "exp": (np.exp, (-5, 5)),
+    "log": (np.log, (0.1, 10)),
+    "sqrt": (np.sqrt, (0.1, 10)),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), (0.1, 10)),
+    "tanh": (np.tanh, (-4, 4)),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
+    "erf": (None, (-3, 3)),
+    "fabs": (np.abs, (-5, 5)),
+    "floor": (np.floor, (-5, 5)),
+    "ceil": (np.ceil, (-5, 5)),
+    "round": (lambda x: np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5)), (-5, 5)),
+    "sin": (np.sin, (-5, 5)),
+    "cos": (np.cos, (-5, 5)),
+}
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+@pytest.mark.parametrize("name", [*MATH, "pow"])
+def test_math_calls_match_numpy(name, kind):
+    n = 67
+    a, b, c = (Buffer(x, (n,), "float32") for x in "ABC")
+    i = Var("i")
+    args = (ld(a, i), ld(b, i)) if name == "pow" else (ld(a, i),)
+    p = Program("m_" + name, (a, b, c), (), For(i, n, Store(c, i, call(name, *args)), kind))
+    lo, hi = MATH.get(name, (None, (0.5, 3)))[1]
+    x = RNG.uniform(lo, hi, n).astype("float32")
+    y = RNG.uniform(-2, 2, n).astype("float32")
+    z = np.zeros(n, "float32")
+    run(p, x, y, z)
+    if name == "pow":
+        ref = np.power(x.astype("float64"), y)
+    elif name == "erf":
+        import math
+
+        ref = np.array([math.erf(v) for v in x.astype("float64")])
+    else:
+        ref = MATH[name][0](x.astype("float64"))
+    np.testing.assert_allclose(z, ref, rtol=2e-5, atol=2e-6)
+
+
+def test_float16_math_and_arithmetic():
+    n = 40
+    a, b, c = (Buffer(x, (n,), "float16") for x in "ABC")
+    i = Var("i")
+    val = call("exp", ld(a, i)) * ld(b, i) + call("tanh", ld(b, i)) - const(0.5, "float16")
+    p = Program("half", (a, b, c), (), For(i, n, Store(c, i, val), "vectorized"))
+    x = RNG.uniform(-2, 2, n).astype("float16")
+    y = RNG.uniform(-2, 2, n).astype("float16")
+    z = np.zeros(n, "float16")
+    run(p, x, y, z)
+    ref = np.exp(x.astype("float32")) * y + np.tanh(y.astype("float32")) - 0.5
+    np.testing.assert_allclose(z.astype("float32"), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "int16"])
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_integer_arithmetic_with_floor_semantics(dtype, kind):
+    n = 50
+    a, b = Buffer("A", (n,), dtype), Buffer("B", (n,), dtype)
+    outs = [Buffer(f"O{t}", (n,), dtype) for t in range(6)]
+    i = Var("i")
+    x, y = ld(a, i), ld(b, i)
+    three = const(3, dtype)
+    exprs = [x + y * three, x - y, floordiv(x, y), floormod(x, y), floordiv(x, three),
+             min_(x, y) + max_(floormod(x, three), y)]  # fmt: skip
+    body = Seq(tuple(Store(o, i, e) for o, e in zip(outs, exprs)))
+    p = Program("ints_" + dtype, (a, b, *outs), (), For(i, n, body, kind))
+    signed = np.dtype(dtype).kind == "i"
+    xa = rand(n, dtype, -100 if signed else 0, 100)
+    ya = rand(n, dtype, -9 if signed else 1, 10)
+    ya[ya == 0] = 3
+    res = [np.zeros(n, dtype) for _ in outs]
+    run(p, xa, ya, *res)
+    with np.errstate(over="ignore"):
+        t = np.dtype(dtype).type
+        refs = [xa + ya * t(3), xa - ya, xa // ya, xa % ya, xa // t(3),
+                np.minimum(xa, ya) + np.maximum(xa % t(3), ya)]  # fmt: skip
+    for got, ref in zip(res, refs):
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_index_floordiv_floormod_of_negative_offsets_and_casts():
+    # B[i] = A[(i - 7) mod 10] + float(floordiv(i - 7, 3)) with negative intermediate indices.
+    n = 30
+    a, b = Buffer("A", (10,), "float32"), Buffer("B", (n,), "float32")
+    c = Buffer("C", (n,), "int8")
+    d = Buffer("D", (n,), "bool")
+    i = Var("i")
+    val = ld(a, floormod(i - 7, 10)) + cast("float32", floordiv(i - 7, 3))
+    body = Seq((
+        Store(b, i, val),
+        Store(c, i, cast("int8", ld(b, i) * const(3.0))),
+        Store(d, i, (ld(b, i) > 0.0) & ~equal(floormod(i, 4), 0)),
+    ))  # fmt: skip
+    p = Program("negidx", (a, b, c, d), (), For(i, n, body))
+    x = rand(10)
+    y, z, w = np.zeros(n, "float32"), np.zeros(n, "int8"), np.zeros(n, "bool")
+    run(p, x, y, z, w)
+    k = np.arange(n) - 7
+    ref = x[k % 10] + (k // 3)
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+    np.testing.assert_array_equal(z, (ref.astype("float32") * 3).astype("int8"))
+    np.testing.assert_array_equal(w, (ref > 0) & (np.arange(n) % 4 != 0))
+
+
+def test_select_bool_buffers_and_strided_gather():
+    n = 48
+    a, m, c = (
+        Buffer("A", (2 * n,), "float32"),
+        Buffer("M", (n,), "bool"),
+        Buffer("C", (n,), "float32"),
+    )
+    i = Var("i")
+    val = select(ld(m, i), ld(a, i * 2), ld(a, n * 2 - 1 - i) * const(2.0))
+    p = Program("sel", (a, m, c), (), For(i, n, Store(c, i, val), "vectorized"))
+    x, mk, z = rand(2 * n), RNG.random(n) > 0.5, np.zeros(n, "float32")
+    run(p, x, mk, z)
+    np.testing.assert_allclose(z, np.where(mk, x[::2], x[::-1][:n] * 2), rtol=1e-6)
+
+
+def test_vectorized_fallbacks_and_long_loops():
+    # A reduction into one element inside a vectorized loop (store stride 0: scalar loop with
+    # vectorize metadata), and a long vectorized loop (chunks + tail).
+    n = 150
+    a, s, c = (
+        Buffer("A", (n,), "float32"),
+        Buffer("S", (1,), "float32"),
+        Buffer("C", (n,), "float32"),
+    )
+    i, j = Var("i"), Var("j")
+    p = Program("fallback", (a, s, c), (), Seq((
+        Store(s, 0, const(0.0)),
+        For(i, n, Store(s, 0, ld(s, 0) + ld(a, i)), "vectorized"),
+        For(j, n, Store(c, j, ld(a, j) * ld(s, 0)), "vectorized"),
+    )))  # fmt: skip
+    src = build_llvm(p).code
+    assert "llvm.loop.vectorize.enable" in src and "<32 x float>" in src
+    x, y, z = rand(n), np.zeros(1, "float32"), np.zeros(n, "float32")
+    run(p, x, y, z)
+    np.testing.assert_allclose(y[0], x.sum(dtype="float64"), rtol=1e-4)
+    np.testing.assert_allclose(z, x * y[0], rtol=1e-5)
+
+
+def test_allocate_inside_parallel_loop_is_private_and_large_allocate_uses_heap():
+    rows, w, big = 64, 16, 20000  # big * 4 bytes > 64 KiB: malloc/free
+    a, b = Buffer("A", (rows, w), "float32"), Buffer("B", (rows, w), "float32")
+    t, h = Buffer("T", (w,), "float32", "local"), Buffer("H", (big,), "float32", "global")
+    i, j, j2, q = Var("i"), Var("j"), Var("j2"), Var("q")
+    body = Allocate(t, Allocate(h, Seq((
+        For(j, w, Store(t, j, ld(a, i * w + j) * const(2.0))),
+        For(q, big, Store(h, q, cast("float32", q))),
+        For(j2, w, Store(b, i * w + j2, ld(t, w - 1 - j2) + ld(h, big - 1 - i))),
+    ))))  # fmt: skip
+    p = Program("private", (a, b), (), For(i, rows, body, "parallel"))
+    assert "malloc" in build_llvm(p).code
+    x, y = rand((rows, w)), np.zeros((rows, w), "float32")
+    run(p, x, y)
+    ref = x[:, ::-1] * 2 + (big - 1 - np.arange(rows))[:, None]
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+def test_nested_parallel_and_parallel_inside_serial():
+    n, m = 6, 10
+    a, b = Buffer("A", (n, m), "float32"), Buffer("B", (n, m), "float32")
+    i, j = Var("i"), Var("j")
+    inner = For(j, m, Store(b, i * m + j, ld(a, i * m + j) + cast("float32", i)), "parallel")
+    for outer_kind in ("parallel", "serial"):
+        p = Program("nested", (a, b), (), For(i, n, inner, outer_kind))
+        x, y = rand((n, m)), np.zeros((n, m), "float32")
+        run(p, x, y)
+        np.testing.assert_allclose(y, x + np.arange(n)[:, None], rtol=1e-6)
+
+
+def test_large_unroll_uses_metadata_and_matches_interpreter():
+    n = 2000
+    a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32")
+    i = Var("i")
+    p = Program("unroll", (a, b), (), For(i, n, Store(b, i, ld(a, i) * ld(a, i)), "unrolled"))
+    assert "llvm.loop.unroll.full" in build_llvm(p).code
+    x, y, ref = rand(n), np.zeros(n, "float32"), np.zeros(n, "float32")
+    run(p, x, y)
+    run_program(p, [x, ref])
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+def test_thread_loops_run_serially_and_barrier_rules():
+    n = 32
+    a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32")
+    sh = Buffer("S", (n,), "float32", "shared")
+    tx, t2 = Var("tx"), Var("tx2")
+    body = Allocate(sh, Seq((
+        For(tx, n, Store(sh, tx, ld(a, tx)), "thread", "threadIdx.x"),
+        Barrier(),
+        For(t2, n, Store(b, t2, ld(sh, n - 1 - t2)), "thread", "threadIdx.x"),
+    )))  # fmt: skip
+    with pytest.raises(ValueError, match="barrier requires a GPU target"):
+        build_llvm(Program("gpu_only", (a, b), (), body))
+    no_threads = Allocate(sh, Seq((
+        For(tx, n, Store(sh, tx, ld(a, tx))),
+        Barrier(),
+        For(t2, n, Store(b, t2, ld(sh, n - 1 - t2))),
+    )))  # fmt: skip
+    x, y = rand(n), np.zeros(n, "float32")
+    run(Program("barrier_noop", (a, b), (), no_threads), x, y)
+    np.testing.assert_array_equal(y, x[::-1])
+
+
+def test_codegen_errors_name_the_problem():
+    a = Buffer("A", (4,), "float32")
+    stray = Var("stray")
+    with pytest.raises(ValueError, match="'stray' is used outside"):
+        build_llvm(Program("bad", (a,), (), Store(a, stray, const(1.0))))
+    t = Buffer("T", (4,), "float32", "local")
+    i = Var("i")
+    with pytest.raises(ValueError, match="'T' is accessed outside its Allocate"):
+        build_llvm(Program("bad2", (a,), (), For(i, 4, Store(a, i, ld(t, i)))))
+
+
+def test_random_elementwise_programs_match_interpreter():
+    # A few random expression trees over int32/float32 (seeded), vs the loop-IR interpreter.
+    n = 24
+    a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "int32")
+    out_f, out_i = Buffer("F", (n,), "float32"), Buffer("I", (n,), "int32")
+    i = Var("i")
+    rng = np.random.default_rng(7)
+
+    def fexpr(depth):
+        if depth == 0:
+            return [ld(a, i), const(float(rng.uniform(-2, 2))), Cast("float32", ld(b, i))][
+                rng.integers(3)
+            ]
+        op = rng.integers(6)
+        x, y = fexpr(depth - 1), fexpr(depth - 1)
+        return [
+            x + y,
+            x - y,
+            x * y,
+            max_(x, y),
+            select(x < y, x, y),
+            Call("fabs", (x,), "float32"),
+        ][op]
+
+    def iexpr(depth):
+        if depth == 0:
+            return [ld(b, i), i, const(int(rng.integers(-5, 6)) or 2)][rng.integers(3)]
+        x, y = iexpr(depth - 1), iexpr(depth - 1)
+        return [x + y, x * y, floordiv(x, const(3)), floormod(x, const(-4)), min_(x, y)][
+            rng.integers(5)
+        ]
+
+    for trial in range(4):
+        fe, ie = fexpr(3), iexpr(3)
+        kind = ("serial", "vectorized")[trial % 2]
+        body = Seq((Store(out_f, i, fe), Store(out_i, i, ie)))
+        p = Program(f"rand{trial}", (a, b, out_f, out_i), (), For(i, n, body, kind))
+        x, y = rand(n), rand(n, "int32", -50, 50)
+        got = [np.zeros(n, "float32"), np.zeros(n, "int32")]
+        ref = [np.zeros(n, "float32"), np.zeros(n, "int32")]
+        run(p, x, y, *got)
+        run_program(p, [x, y, *ref])
+        np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got[1], ref[1])
+
+
+# --------------------------------------------------------------------------- benchmark script
+
+
+def _bench(size: int = 1024) -> None:
+    import time
+
+    a, b, c = rand((size, size)), rand((size, size)), np.zeros((size, size), "float32")
+    for mi, nj in ((4, 32), (6, 32), (8, 32), (4, 64)):
+        mod = compile_program(matmul_tiled(size, size, size, mi, nj))
+        mod(a, b, c)
+        err = np.abs(c - a @ b).max()
+        t = mod.time_evaluator(number=3, repeat=5)(a, b, c).median
+        print(f"tiled matmul {size}^3 mi={mi} nj={nj}: {2 * size**3 / t / 1e9:6.1f} GFLOP/s "
+              f"(max err {err:.1e})")  # fmt: skip
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        np.matmul(a, b, out=c)
+        times.append(time.perf_counter() - start)
+    print(f"numpy matmul {size}^3: {2 * size**3 / np.median(times) / 1e9:6.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    import sys
+
+    _bench(int(sys.argv[1]) if len(sys.argv) > 1 else 1024)
