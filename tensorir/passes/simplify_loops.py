@@ -237,6 +237,11 @@ def _bool(v: bool) -> Const:
 
 
 def _local(e: Expr, r: Ranges) -> Expr:
+    if isinstance(e, Var):
+        b = r.get(e)
+        if b is not None and b[0] == b[1] and is_int(e.dtype):
+            return Const(int(b[0]), e.dtype)  # a loop of extent 1
+        return e
     if isinstance(e, Binary):
         return _binary(e, r)
     if isinstance(e, Not):
