@@ -844,3 +844,9 @@ def check_attachments(stages) -> None:
                 f"stage {s.name!r} is attached to {target}.{it}, which no longer exists after "
                 "this step; compute_root the stage (or re-attach it) first"
             )
+        if not _reads_through_inlined(stages, t, s.name):
+            raise ScheduleError(
+                f"stage {s.name!r} is attached to {target}.{it}, but after this step "
+                f"{target!r} no longer consumes {s.name!r}; compute_root it (or re-attach it "
+                "to a consumer) first"
+            )

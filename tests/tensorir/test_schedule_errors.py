@@ -258,3 +258,14 @@ def test_split_of_an_annotated_iterator(st):
 def test_follow_split_of_a_non_split_step(st):
     st.fuse("ex", ["i", "j"])
     fails(st, "follow_split", "out", "j", 0, 1, match=r"source step 0 is a FuseStep")
+
+
+def test_cache_write_that_would_strand_an_attached_producer(st):
+    st.compute_at("mx", "ex", "i")
+    fails(st, "cache_write", "ex", "local", match=r"'ex' no longer consumes 'mx'; compute_root")
+
+
+def test_un_inlining_that_would_strand_an_attached_producer(st):
+    st.compute_inline("ex")
+    st.compute_at("mx", "out", "i")  # out reads mx through the inlined ex
+    fails(st, "compute_root", "ex", match=r"'out' no longer consumes 'mx'")
