@@ -142,11 +142,26 @@ class State:
     # ------------------------------------------------------------------ loop steps
 
     def split(self, stage, iterator, lengths, inner_to_outer=True) -> list[Iterator]:
-        """Split ``iterator`` into ``len(lengths) + 1`` parts named ``<it>.0`` (outermost)...
+        """Split ``iterator`` into ``len(lengths) + 1`` parts ``<it>.0`` (outermost) ... ``<it>.n``.
 
-        With ``inner_to_outer`` (default) ``lengths`` are the extents of the inner parts; else
-        they are the part counts from outer to inner. None lengths are undefined (sketches).
-        Returns the new iterators, outermost first.
+        Parameters
+        ----------
+        stage : Tensor, str or int
+            The stage (its output tensor, its op name or its stage id).
+        iterator : Iterator, str or int
+            One of ``state[stage].iters`` (or its name or index).
+        lengths : list of int or None
+            With ``inner_to_outer`` (default), the extents of parts 1..n; the outermost extent
+            is ``ceil(extent / prod(lengths))`` (non-divisible splits are guarded when
+            lowered). Otherwise the part counts from outer to inner, the innermost derived.
+            None marks an undefined length (sketches; the state is then not ``concrete``).
+        inner_to_outer : bool
+            Which of the two meanings ``lengths`` has.
+
+        Returns
+        -------
+        list of Iterator
+            The new iterators, outermost first.
         """
         sid, iid = self.stage_id(stage), self.iter_id(stage, iterator)
         try:
@@ -224,7 +239,13 @@ class State:
     # ------------------------------------------------------------------ placement
 
     def compute_at(self, stage, target_stage, target_iter) -> None:
-        """Compute ``stage`` inside loop ``target_iter`` of its consumer ``target_stage``."""
+        """Compute ``stage`` inside loop ``target_iter`` of its consumer ``target_stage``.
+
+        The target must read ``stage`` directly or through inlined stages. The stage's
+        iterator extents become unknown (None) until bound inference (lowering). The
+        attachment follows the target iterator: a split moves it to the innermost part, a
+        fuse to the fused iterator.
+        """
         sid, tid = self.stage_id(stage), self.stage_id(target_stage)
         self._apply(st.ComputeAtStep(sid, tid, self.iter_id(tid, target_iter)))
 
@@ -239,8 +260,22 @@ class State:
     # ------------------------------------------------------------------ dataflow
 
     def cache_read(self, stage, scope, reader_stages) -> Tensor:
-        """Add a stage ``<name>.<scope>`` copying ``stage`` for ``reader_stages``; returns its
-        tensor (the new stage is at ``stage_id + 1``)."""
+        """Add a stage ``<name>.<scope>`` copying ``stage`` for ``reader_stages``.
+
+        Parameters
+        ----------
+        stage : Tensor, str or int
+            The stage to cache (often a placeholder).
+        scope : str
+            "shared", "local" or "global"; recorded as the new stage's ``scope``.
+        reader_stages : list
+            Stages that read ``stage``; their bodies read the copy instead.
+
+        Returns
+        -------
+        Tensor
+            The cache tensor; its stage is inserted at ``stage_id + 1`` with axes ``ax0``...
+        """
         sid = self.stage_id(stage)
         if not isinstance(reader_stages, list | tuple):
             reader_stages = [reader_stages]

@@ -412,7 +412,7 @@ class AnnotationStep:
 
     @classmethod
     def from_json(cls, rec) -> AnnotationStep:
-        code = rec[3]
+        code = ANNOTATION_CODES.get(rec[3], rec[3])  # names are accepted too
         if code not in ANNOTATION_NAMES:
             raise ScheduleError(f"AN record {rec}: unknown annotation code {code!r}")
         return cls(rec[1], rec[2], ANNOTATION_NAMES[code])
