@@ -128,7 +128,7 @@ class _Lowerer:
             body = Allocate(buf, body)
         params = tuple(self.params[n] for n in self.an.param_order)
         prog = Program(name, params, tuple(self.workspaces), body)
-        return unroll_loops(simplify_program(prog))
+        return simplify_program(unroll_loops(prog))
 
     def emit(self, info: StageInfo) -> Stmt:
         s = info.stage

@@ -365,7 +365,8 @@ def _compare(e: Binary, r: Ranges) -> Expr:
 
 
 def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
-    """Simplify every expression of ``s``; Ifs whose condition is decided are folded.
+    """Simplify every expression of ``s``; Ifs whose condition is decided are folded and
+    loops of extent 1 (other than thread-bound ones) are removed.
 
     Returns None when nothing remains (e.g. an If that never runs).
     """
@@ -377,8 +378,12 @@ def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
         r2 = dict(r)
         r2[s.var] = (0, s.extent - 1)
         body = _stmt(s.body, r2)
-        if body is None:
+        if body is None or s.extent <= 0:
             return None
+        if s.extent == 1 and s.kind != "thread":
+            # A loop of one iteration is no loop (as TVM's MakeLoopNest): the simplifier
+            # already replaced its var by 0; annotations move to the loops just inside.
+            return _push_annotations(body, s.annotations)
         return For(s.var, s.extent, body, s.kind, s.thread_tag, s.annotations)
     if isinstance(s, Store):
         return Store(s.buffer, simplify_expr(s.index, r), simplify_expr(s.value, r))
@@ -404,6 +409,24 @@ def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
     if isinstance(s, Barrier):
         return s
     raise TypeError(f"simplify_stmt: unknown statement {type(s).__name__}")
+
+
+def _push_annotations(s: Stmt, ann: tuple) -> Stmt:
+    if not ann:
+        return s
+    if isinstance(s, For):
+        merged = dict(s.annotations)
+        for k, v in ann:
+            merged.setdefault(k, v)
+        return For(s.var, s.extent, s.body, s.kind, s.thread_tag, tuple(merged.items()))
+    if isinstance(s, Seq):
+        return Seq(tuple(_push_annotations(x, ann) for x in s.stmts))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _push_annotations(s.body, ann))
+    if isinstance(s, If):
+        els = None if s.else_ is None else _push_annotations(s.else_, ann)
+        return If(s.cond, _push_annotations(s.then, ann), els)
+    return s
 
 
 def simplify_program(p: Program) -> Program:

@@ -255,6 +255,17 @@ def test_pragma_auto_unroll_marks_small_subtrees():
     assert fors["k_0"].kind == "serial" and fors["j"].kind == "serial"
 
 
+def test_extent_one_loops_vanish_and_pass_on_their_pragma():
+    dag = elementwise(8)
+    s = State(dag)
+    o, m, i = s.split("B", "i", [1, 8])  # o and m have extent 1
+    s.pragma("B", o, "auto_unroll_max_step$4")
+    prog = check(s)
+    (loop,) = _fors(prog)
+    assert loop.var.name == "i_2" and loop.annotations == (("auto_unroll_max_step", 4),)
+    assert loop.kind == "serial"  # 8 iterations > 4
+
+
 def test_unroll_pass_leaves_programs_without_pragma_alone():
     prog = lower(matmul())
     assert unroll_loops(prog) is prog
