@@ -2,7 +2,8 @@
 
 Each example builds a tiny DAG, applies a random sequence of steps through the State API
 (splits with random, often non-divisible factors; reorders; fuses of adjacent loops;
-annotations; compute_at of a producer into a random loop of its consumer; inline; root),
+annotations; compute_at of a producer into a random loop of its consumer; inline; root;
+cache_read / cache_write / rfactor),
 skipping steps the State rejects, then lowers it and runs it with loop_interp against the
 reference.
 """
@@ -60,17 +61,8 @@ def _stencil():
 
 
 DAGS = [_matmul_relu, _chain, _reduce_elementwise, _stencil]
-KINDS = [
-    "split",
-    "split",
-    "reorder",
-    "fuse",
-    "annotate",
-    "compute_at",
-    "compute_at",
-    "inline",
-    "root",
-]
+KINDS = ["split", "split", "reorder", "fuse", "annotate", "compute_at", "compute_at", "inline",
+         "root", "cache_read", "cache_write", "rfactor"]  # fmt: skip
 ANNS = ["parallel", "vectorize", "unroll", "vthread", "blockIdx.x", "threadIdx.x"]
 
 
@@ -104,9 +96,13 @@ def _consumers(state, name):
 def _apply_random_step(state, data):
     kind = data.draw(st.sampled_from(KINDS))
     names = [s.name for s in state.stages if not s.is_placeholder and s.compute_at != "inline"]
+    if kind == "cache_read":
+        names += [s.name for s in state.stages if s.is_placeholder]
     name = data.draw(st.sampled_from(names))
     stage = state[name]
     iters = list(stage.iters)
+    if not iters and kind != "cache_read":
+        return
     if kind == "split":
         it = data.draw(st.sampled_from(iters))
         nparts = data.draw(st.integers(1, 2))
@@ -136,6 +132,18 @@ def _apply_random_step(state, data):
         state.compute_at(name, target.name, it)
     elif kind == "inline":
         state.compute_inline(name)
+    elif kind == "cache_write":
+        if stage.compute_at == "root" and not state.attached_stages(name):
+            state.cache_write(name, data.draw(st.sampled_from(["local", "global"])))
+    elif kind == "cache_read":
+        cons = _consumers(state, name)
+        if cons:
+            state.cache_read(name, data.draw(st.sampled_from(["local", "shared"])), cons[:1])
+    elif kind == "rfactor":
+        red = [k for k, it in enumerate(iters) if it.kind == "reduce"]
+        if red:
+            k = data.draw(st.sampled_from(red))
+            state.rfactor(name, iters[k], data.draw(st.integers(0, len(stage.op.axes))))
     else:
         state.compute_root(name)
 
