@@ -1,8 +1,39 @@
-"""ComputeDAG: the ops of a computation in topological order, and what is known about them."""
+"""ComputeDAG: the ops of a computation in topological order, and what is known about them.
+
+Besides the op list this module holds the static facts the search needs (Ansor notes 1.2-1.5):
+the printed form (``str(dag)``, TVM's ``PrintDAG``), the FLOP estimate, the workload key and
+the access analysis (``is_simple_access``, ``is_strictly_inlinable``,
+``needs_multi_level_tiling``, ``is_output``, read maps, common outer iterators, elementwise
+matches). Analyses are computed lazily on first use and cached in the instance.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+
+from .expr import (
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    IfThenElse,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    walk,
+)
+from .printer import expr_str
 from .tensor import ComputeOp, PlaceholderOp, Tensor, TensorError
+
+SIMPLIFY_CONST_TENSOR_INDICES = "auto_scheduler_simplify_const_tensor_indices"
+MAX_LINE_WIDTH = 256  # str(dag) shortens longer lines like TVM's Python printer
+
+_COMBINER_SIGN = {"sum": " += ", "max": " max= ", "min": " min= "}
 
 
 class ComputeDAG:
@@ -10,6 +41,8 @@ class ComputeDAG:
 
     ``ops`` lists every op reachable from the outputs, producers before consumers,
     placeholders included; stage ids in schedules index this list.
+
+    Analysis methods take an op, its Tensor or its name (op names are unique in a DAG).
     """
 
     def __init__(self, tensors):
@@ -39,6 +72,8 @@ class ComputeDAG:
                 f"ComputeDAG: placeholders {missing} are read but not listed in the tensors; "
                 "pass every input tensor"
             )
+        self._flop_ct: float | None = None
+        self._analysis: _Analysis | None = None
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
@@ -69,6 +104,150 @@ class ComputeDAG:
                     return t
         raise KeyError(op.name)
 
+    def get_init_state(self):
+        """A State with one stage per op and no steps."""
+        from .schedule import State  # schedule imports dag: import here, not at module level
+
+        return State(self)
+
+    # ------------------------------------------------------------------------- printing
+
+    def print_dag(self, simple_mode: bool = False) -> str:
+        """TVM's ``PrintDAG``: one line per op (newline-terminated), nothing shortened.
+
+        In simple mode placeholders omit their shape and a body that is a call prints as its
+        callee only (``Op(tir.exp)``); the workload key hashes this form.
+        """
+        lines = []
+        for op in self.ops:
+            if isinstance(op, PlaceholderOp):
+                shape = "" if simple_mode else _shape_str(op.shape)
+                lines.append(f"{op.name} = PLACEHOLDER {shape}")
+                continue
+            head = f"{op.name}({', '.join(ax.name for ax in op.axes)})"
+            body = op.body
+            if isinstance(body, Reduce):
+                line = head + _COMBINER_SIGN[body.combiner] + dag_expr_str(body.source)
+                if body.condition is not None:  # TVM drops it; keep keys distinct
+                    line += f" where {dag_expr_str(body.condition)}"
+            elif simple_mode and isinstance(body, Call | IfThenElse):
+                callee = "if_then_else" if isinstance(body, IfThenElse) else body.name
+                line = f"{head} = Op(tir.{callee})"
+            else:
+                line = f"{head} = {dag_expr_str(body)}"
+            lines.append(line)
+        return "".join(line + "\n" for line in lines)
+
+    def __str__(self) -> str:
+        out = []
+        for line in self.print_dag().split("\n"):
+            if len(line) > MAX_LINE_WIDTH:
+                half = MAX_LINE_WIDTH // 2
+                line = line[:half] + " ..(OMITTED).. " + line[-half:]
+            out.append(line)
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return f"ComputeDAG({[op.name for op in self.ops]})"
+
+    # ------------------------------------------------------------------------- flops, key
+
+    def flop_count(self) -> float:
+        """Estimated floating-point operations of one run (notes 1.3); -1.0 if unknown."""
+        if self._flop_ct is None:
+            self._flop_ct = _flop_count(self.compute_ops)
+        return self._flop_ct
+
+    @property
+    def flop_ct(self) -> float:
+        return self.flop_count()
+
+    @property
+    def workload_key(self) -> str:
+        """``["<md5 of the simple-mode print>", shape0, shape1, ...]`` as a JSON string."""
+        digest = hashlib.md5(self.print_dag(simple_mode=True).encode("utf-8")).hexdigest()
+        return json.dumps([digest] + [list(t.shape) for t in self.tensors])
+
+    # ------------------------------------------------------------------------- access analysis
+
+    @property
+    def _an(self) -> _Analysis:
+        if self._analysis is None:
+            self._analysis = _Analysis(self)
+        return self._analysis
+
+    def _op(self, op) -> PlaceholderOp | ComputeOp:
+        if isinstance(op, str):
+            return self.ops[self.op_index(op)]
+        if isinstance(op, Tensor):
+            op = op.op
+        if isinstance(op, PlaceholderOp | ComputeOp) and any(o is op for o in self.ops):
+            return op
+        raise KeyError(f"{op!r} is not an op of this DAG; pass one of {[o.name for o in self.ops]}")
+
+    def read_from(self, op) -> dict[str, list[tuple[Expr, ...]]]:
+        """Producer name -> the index tuples with which ``op`` reads it (textual order)."""
+        return {p.name: list(v) for p, v in self._an.read_from[self._op(op)].items()}
+
+    def read_by(self, op) -> dict[str, list[tuple[Expr, ...]]]:
+        """Consumer name -> the index tuples with which it reads ``op`` (consumers in op order)."""
+        return {c.name: list(v) for c, v in self._an.read_by[self._op(op)].items()}
+
+    def producers(self, op, inlined=()) -> tuple:
+        """The ops ``op`` reads, in op order; looks through the ops named in ``inlined``
+        (op names or ops: stages currently inlined in a state) to their producers."""
+        return self._an.follow(self._op(op), self._an.read_from, self._inlined(inlined))
+
+    def consumers(self, op, inlined=()) -> tuple:
+        """The ops reading ``op``, in op order; looks through ``inlined`` ops transitively."""
+        return self._an.follow(self._op(op), self._an.read_by, self._inlined(inlined))
+
+    def _inlined(self, inlined) -> frozenset:
+        return frozenset(id(self._op(x)) for x in inlined)
+
+    def is_simple_access(self, op) -> bool:
+        """Every read index is a constant or ``spatial_axis (+/- const)`` of ``op``."""
+        return self._an.simple[self._op(op)]
+
+    def is_strictly_inlinable(self, op) -> bool:
+        """Simple access, no transposed/duplicated axes, no exp, no branch (or reads nothing)."""
+        return self._an.strict_inline[self._op(op)]
+
+    is_strictly_inlineable = is_strictly_inlinable  # TVM's spelling
+
+    def needs_multi_level_tiling(self, op) -> bool:
+        """True for data-reuse ops (matmul, conv2d...): see notes 1.2."""
+        return self._an.tiling[self._op(op)]
+
+    def is_output(self, op) -> bool:
+        """A compute op that no other op reads (placeholders: False)."""
+        return self._an.output[self._op(op)]
+
+    def has_branch(self, op) -> bool:
+        """The body contains ``select`` or ``if_then_else``."""
+        return self._an.branch[self._op(op)]
+
+    def num_common_outer_iterators(self, op, other) -> int:
+        """How many outer loops ``op`` and ``other`` can share (notes 1.2).
+
+        Along every consumer path between them (either direction) the pairwise counts are
+        minimised; 0 if neither reaches the other. An op shares all its dims with itself.
+        """
+        a, b = self._op(op), self._op(other)
+        n = self._an.common_along_paths(a, b)
+        if n is None:
+            n = self._an.common_along_paths(b, a)
+        return 0 if n is None else n
+
+    def elementwise_match(self, op, target) -> bool:
+        """The single-consumer chain from ``op`` reaches ``target`` through same-shape,
+        same-order, elementwise reads only."""
+        return self._an.elementwise_match(self._op(op), self._op(target))
+
+
+def _shape_str(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
 
 def _topo_order(tensors) -> tuple:
     """DFS post-order from the outputs: producers before consumers, deterministic."""
@@ -89,3 +268,290 @@ def _topo_order(tensors) -> tuple:
     for t in tensors:  # unused inputs still get a stage so errors can name them
         visit(t.op)
     return tuple(order)
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+_TVM_INFIX = {
+    "+": " + ", "-": " - ", "*": "*", "/": "/", "<": " < ", "<=": " <= ", ">": " > ",
+    ">=": " >= ", "==": " == ", "!=": " != ", "&&": " && ", "||": " || ",
+}  # fmt: skip
+
+
+def dag_expr_str(e: Expr) -> str:
+    """Print ``e`` exactly like TVM's legacy printer (the form in the seed DAG printouts).
+
+    Differs from :func:`tensorir.printer.expr_str` in spacing (``(i + 1)``, ``(i >= 1)``) and
+    constants (``0f``, ``-3.40282e+38f``, ``(bool)1``, ``(int64)5``); other nodes (loop-IR
+    ones) fall back to ``expr_str``.
+    """
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return _const_str(e)
+    if isinstance(e, Binary):
+        a, b = dag_expr_str(e.a), dag_expr_str(e.b)
+        if e.op in _TVM_INFIX:
+            return f"({a}{_TVM_INFIX[e.op]}{b})"
+        return f"{e.op}({a}, {b})"
+    if isinstance(e, Not):
+        return f"!{dag_expr_str(e.a)}"
+    if isinstance(e, Select):
+        return f"select({dag_expr_str(e.cond)}, {dag_expr_str(e.t)}, {dag_expr_str(e.f)})"
+    if isinstance(e, IfThenElse):
+        parts = ", ".join(dag_expr_str(x) for x in (e.cond, e.t, e.f))
+        return f"tir.if_then_else({parts})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({dag_expr_str(e.value)})"
+    if isinstance(e, Call):
+        return f"tir.{e.name}({', '.join(dag_expr_str(a) for a in e.args)})"
+    if isinstance(e, TensorRead):
+        return f"{e.tensor.name}[{', '.join(dag_expr_str(i) for i in e.indices)}]"
+    if isinstance(e, Reduce):
+        return dag_expr_str(e.source)
+    return expr_str(e)
+
+
+def _const_str(e: Const) -> str:
+    if e.dtype == "int32":
+        return str(int(e.value))
+    if e.dtype == "float32":
+        return f"{float(e.value):g}f"  # C++ ostream default: 6 significant digits
+    if e.dtype == "float64":
+        return f"{float(e.value):g}"
+    if e.dtype == "float16":
+        return f"{float(e.value):g}h"
+    return f"({e.dtype}){int(e.value)}"
+
+
+# ----------------------------------------------------------------------------- flops
+
+
+class _FlopFail(Exception):
+    pass
+
+
+def _type_code(dtype: str) -> str:
+    from .dtype import DTYPES
+
+    return DTYPES[dtype][0]
+
+
+def _flop_count(ops) -> float:
+    total = 0.0
+    try:
+        for op in ops:
+            if "FLOP" in op.attrs:
+                total += float(op.attrs["FLOP"])
+                continue
+            code = _type_code(op.dtype)
+            total += math.prod(op.shape) * _flops(op.body, code)
+    except _FlopFail:
+        return -1.0
+    return total
+
+
+def _flops(e: Expr, code: str) -> float:
+    """FLOPs of one evaluation of ``e`` in an op whose output type code is ``code``."""
+    if isinstance(e, Var | Const | TensorRead):
+        return 0.0
+    if isinstance(e, Binary):
+        # Integer index arithmetic inside a float op does not count (TVM's FlopEstimator).
+        base = 0.0 if (_type_code(e.a.dtype) != code and _type_code(e.b.dtype) != code) else 1.0
+        return base + _flops(e.a, code) + _flops(e.b, code)
+    if isinstance(e, Not):
+        return (1.0 if _type_code(e.dtype) == code else 0.0) + _flops(e.a, code)
+    if isinstance(e, Select):
+        return _flops(e.cond, code) + max(_flops(e.t, code), _flops(e.f, code))
+    if isinstance(e, Cast):
+        return _flops(e.value, code)
+    if isinstance(e, IfThenElse):  # a call in TVM: its arguments count, the call does not
+        return _flops(e.cond, code) + _flops(e.t, code) + _flops(e.f, code)
+    if isinstance(e, Call):
+        return sum(_flops(a, code) for a in e.args)
+    if isinstance(e, Reduce):
+        n_iter = math.prod(ax.extent for ax in e.axes)
+        combiner = 1.0 if _type_code(e.dtype) == code else 0.0  # x + y, max(x, y), min(x, y)
+        return n_iter * (combiner + _flops(e.source, code))
+    raise _FlopFail(type(e).__name__)
+
+
+# ----------------------------------------------------------------------------- access analysis
+
+
+def _var_shift(e: Expr) -> Var | None:
+    """``v`` if ``e`` is ``v``, ``v + c``, ``c + v`` or ``v - c`` with an int constant c."""
+    if isinstance(e, Var):
+        return e
+    if isinstance(e, Binary) and e.op in ("+", "-"):
+        if isinstance(e.a, Var) and isinstance(e.b, Const):
+            return e.a
+        if e.op == "+" and isinstance(e.b, Var) and isinstance(e.a, Const):
+            return e.b
+    return None
+
+
+def _simple_access(op: ComputeOp, indices) -> tuple[bool, bool, bool, bool]:
+    """TVM's IsSimpleAccess: (simple, axis_missing, axis_duplicated, same_order)."""
+    axes = [ax.var for ax in op.axes]
+    order: list[int] = []
+    count = [0] * len(axes)
+    for ix in indices:
+        if isinstance(ix, Const):
+            continue
+        v = _var_shift(ix)
+        pos = next((k for k, a in enumerate(axes) if a is v), None) if v is not None else None
+        if pos is None:
+            return False, False, False, False
+        order.append(pos)
+        count[pos] += 1
+    missing = any(c == 0 for c in count)
+    duplicated = any(c > 1 for c in count)
+    same_order = all(order[k] >= order[k - 1] for k in range(1, len(order)))
+    return True, missing, duplicated, same_order
+
+
+class _Analysis:
+    """All per-op facts of one DAG, computed once (TVM's AccessAnalyzer)."""
+
+    def __init__(self, dag: ComputeDAG):
+        self.dag = dag
+        ops = dag.ops
+        self.index = {id(op): k for k, op in enumerate(ops)}
+        self.read_from: dict = {op: {} for op in ops}
+        self.read_by: dict = {op: {} for op in ops}
+        self.branch: dict = {}
+        for op in ops:
+            self.branch[op] = False
+            if isinstance(op, PlaceholderOp):
+                continue
+            for node in walk(op.body):
+                if isinstance(node, TensorRead):
+                    self.read_from[op].setdefault(node.tensor.op, []).append(node.indices)
+                elif isinstance(node, Select | IfThenElse):
+                    self.branch[op] = True
+        for op in ops:  # consumers in op order
+            for prod, accesses in self.read_from[op].items():
+                self.read_by[prod][op] = accesses
+
+        self.simple: dict = {}
+        self.strict_inline: dict = {}
+        self.tiling: dict = {}
+        self.output: dict = {}
+        for op in ops:
+            if isinstance(op, PlaceholderOp):
+                self.simple[op], self.strict_inline[op] = True, False
+                self.tiling[op], self.output[op] = False, False
+            else:
+                self._classify(op)
+
+        self.common: dict = {}
+        for op in ops:
+            for prod, accesses in self.read_from[op].items():
+                n = self._common_outer(op, prod, accesses)
+                self.common[(id(op), id(prod))] = n
+                self.common[(id(prod), id(op))] = n
+
+    def _classify(self, op: ComputeOp) -> None:
+        simple, strict = True, True
+        for accesses in self.read_from[op].values():
+            for acc in accesses:
+                ok, _, duplicated, same_order = _simple_access(op, acc)
+                if not ok:
+                    simple = strict = False
+                    break
+                if not same_order or duplicated:
+                    strict = False  # do not strictly inline transposes
+            if not simple:
+                break
+        has_exp = any(isinstance(n, Call) and n.name == "exp" for n in walk(op.body))
+        if has_exp or self.branch[op]:
+            strict = False
+        if not self.read_from[op]:
+            strict = True  # constant tensors (Winograd matrices) are always inlinable
+        self.simple[op], self.strict_inline[op] = simple, strict
+
+        tiling = False
+        n_missing = 0
+        for accesses in self.read_from[op].values():
+            used = {id(v) for acc in accesses for ix in acc for v in walk(ix) if isinstance(v, Var)}
+            if any(ax.extent > 1 and id(ax.var) not in used for ax in op.axes):
+                n_missing += 1
+            if n_missing >= 2 or (n_missing >= 1 and op.reduce_axes):
+                tiling = True
+                break
+        if SIMPLIFY_CONST_TENSOR_INDICES in op.attrs:
+            tiling = False  # "fake reductions" over constant matrices
+        self.tiling[op] = tiling
+        self.output[op] = not self.read_by[op]
+
+    @staticmethod
+    def _common_outer(op: ComputeOp, prod, accesses) -> int:
+        """Leading dims of equal extent that every access reads as ``axis (+/- const)``."""
+        limit = min(len(op.shape), len(prod.shape))
+        n = 0
+        while n < limit and op.shape[n] == prod.shape[n]:
+            var = op.axes[n].var
+            if not all(_var_shift(acc[n]) is var for acc in accesses):
+                break
+            n += 1
+        return n
+
+    def follow(self, op, edges: dict, inlined: frozenset) -> tuple:
+        found: dict[int, object] = {}
+        seen: set[int] = set()
+
+        def collect(cur) -> None:
+            for nxt in edges[cur]:
+                if id(nxt) in inlined:
+                    if id(nxt) not in seen:
+                        seen.add(id(nxt))
+                        collect(nxt)
+                else:
+                    found[id(nxt)] = nxt
+
+        collect(op)
+        return tuple(sorted(found.values(), key=lambda o: self.index[id(o)]))
+
+    def common_along_paths(self, src, dst) -> int | None:
+        """Min over consumer paths src -> dst of the smallest pairwise count; None if no path."""
+        memo: dict[int, int | None] = {}
+
+        def best(cur) -> int | None:
+            if cur is dst:
+                return len(dst.shape)
+            if id(cur) in memo:
+                return memo[id(cur)]
+            out = None
+            for nxt in self.read_by[cur]:
+                sub = best(nxt)
+                if sub is None:
+                    continue
+                val = min(self.common[(id(cur), id(nxt))], sub)
+                out = val if out is None else min(out, val)
+            memo[id(cur)] = out
+            return out
+
+        if src is dst:
+            return len(src.shape)
+        res = best(src)
+        return None if res is None else min(res, len(src.shape))
+
+    def elementwise_match(self, op, target) -> bool:
+        cur = op
+        while cur is not target:
+            consumers = self.read_by[cur]
+            if len(consumers) != 1:
+                return False
+            (nxt,) = consumers
+            if not (isinstance(cur, ComputeOp) and isinstance(nxt, ComputeOp)):
+                return False
+            if tuple(cur.shape) != tuple(nxt.shape):
+                return False
+            for acc in consumers[nxt]:
+                ok, missing, duplicated, same_order = _simple_access(nxt, acc)
+                if not ok or missing or duplicated or not same_order:
+                    return False
+            cur = nxt
+        return True
