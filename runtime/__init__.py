@@ -3,7 +3,8 @@
 Drivers (llvmlite.binding, pycuda, pyopencl) are imported lazily by the backend modules.
 """
 
-from .device import Device, cpu, cuda, device, opencl
+# No cpu()/cuda()/opencl() helpers here: those names are the backend submodules.
+from .device import Device, device
 from .errors import CompileError, LaunchError
 from .module import Module, load_module
 from .ndarray import NDArray, array, empty
@@ -17,10 +18,7 @@ __all__ = [
     "NDArray",
     "TimingResult",
     "array",
-    "cpu",
-    "cuda",
     "device",
     "empty",
     "load_module",
-    "opencl",
 ]

@@ -1,0 +1,118 @@
+"""runtime.cpu: the llvmlite backend, its parallel launcher, threads and timing."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import runtime
+import runtime.cpu as cpu
+from codegen.llvm import build_llvm
+from tensorir.expr import Call, Var
+from tensorir.loops import Buffer, For, Load, Program, Store
+
+RNG = np.random.default_rng(99)
+
+
+def heavy_parallel(n: int, inner: int) -> Program:
+    """``inner`` times B[i] = tanh(B[i] + A[i]) with a parallel outer loop: a dependent chain
+    (nothing to hoist or vectorize), compute bound, no shared data."""
+    a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32")
+    i, j = Var("i"), Var("j")
+    term = Call("tanh", (Load(b, i, "float32") + Load(a, i, "float32"),), "float32")
+    body = For(j, inner, Store(b, i, term))
+    return Program("heavy", (a, b), (), For(i, n, body, "parallel"))
+
+
+@pytest.fixture
+def restore_threads():
+    before = cpu.get_num_threads()
+    yield
+    cpu.set_num_threads(before)
+
+
+def test_backend_properties_and_launcher():
+    props = runtime.device("cpu").properties
+    assert props["num_cores"] == cpu.get_num_threads() >= 1
+    assert props["vector_bits"] in (128, 256, 512) and props["name"]
+    assert cpu.parallel_launcher() in ("openmp", "threadpool")
+
+
+def test_default_threads_from_environment(monkeypatch):
+    monkeypatch.setenv("AUTOSCHED_NUM_THREADS", "3")
+    assert cpu.default_num_threads() == 3
+    monkeypatch.setenv("AUTOSCHED_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="AUTOSCHED_NUM_THREADS"):
+        cpu.default_num_threads()
+    monkeypatch.delenv("AUTOSCHED_NUM_THREADS")
+    assert cpu.default_num_threads() >= 1
+    with pytest.raises(ValueError, match="positive int"):
+        cpu.set_num_threads(0)
+
+
+def test_alloc_alignment_and_copies():
+    be = runtime.device("cpu").backend
+    h = be.alloc(100)
+    assert h.ctypes.data % cpu.ALIGNMENT == 0 and h.nbytes == 100
+    x = RNG.standard_normal(25).astype("float32")
+    be.copy_to_device(h, x)
+    y = np.empty(25, "float32")
+    be.copy_to_host(h, y)
+    np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_parallel_results_do_not_depend_on_thread_count(threads, restore_threads):
+    cpu.set_num_threads(threads)
+    mod = runtime.load_module(**build_llvm(heavy_parallel(37, 3)).as_dict())
+    a, b = RNG.standard_normal(37).astype("float32"), np.zeros(37, "float32")
+    mod(a, b)
+    ref = np.zeros(37)
+    for _ in range(3):
+        ref = np.tanh(ref + a)
+    np.testing.assert_allclose(b, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_python_threadpool_launcher_runs_every_task(restore_threads):
+    # The fallback used when libgomp is missing: call it directly with a ctypes task.
+    cpu.set_num_threads(3)
+    seen = []
+    task = cpu._TASK(lambda closure, tid, n: seen.append((tid, n)))
+    cpu._python_launch(ctypes.cast(task, ctypes.c_void_p).value, None, 0)
+    assert sorted(seen) == [(0, 3), (1, 3), (2, 3)]
+    seen.clear()
+    cpu._python_launch(ctypes.cast(task, ctypes.c_void_p).value, None, 2)  # capped by max_tasks
+    assert sorted(seen) == [(0, 2), (1, 2)]
+
+
+def test_time_evaluator_positive_and_min_repeat_ms():
+    mod = runtime.load_module(**build_llvm(heavy_parallel(8, 2)).as_dict())
+    a, b = RNG.standard_normal(8).astype("float32"), np.zeros(8, "float32")
+    res = mod.time_evaluator(number=1, repeat=2, min_repeat_ms=5)(a, b)
+    assert len(res.results) == 2 and all(t > 0 for t in res.results)
+    assert res.mean == pytest.approx(sum(res.results) / 2)
+
+
+def test_two_threads_speed_up_a_parallel_loop(restore_threads):
+    # Prints the speedup (the 2-core CI machine is shared, so no ratio is asserted).
+    mod = runtime.load_module(**build_llvm(heavy_parallel(64, 2000)).as_dict())
+    a, b = RNG.standard_normal(64).astype("float32"), np.zeros(64, "float32")
+    times = {}
+    for n in (1, 2):
+        cpu.set_num_threads(n)
+        times[n] = mod.time_evaluator(number=3, repeat=3)(a, b).median
+    print(f"parallel loop: 1 thread {times[1] * 1e3:.2f} ms, 2 threads {times[2] * 1e3:.2f} ms, "
+          f"speedup {times[1] / times[2]:.2f}x ({cpu.parallel_launcher()})")  # fmt: skip
+    assert times[1] > 0 and times[2] > 0
+
+
+def test_compiled_code_is_freed_with_its_module():
+    mod = runtime.load_module(**build_llvm(heavy_parallel(4, 1)).as_dict())
+    ref = weakref.ref(mod._compiled)
+    del mod
+    gc.collect()
+    assert ref() is None  # the execution engine (and its machine code) went with it
