@@ -438,6 +438,92 @@ def test_rfactor():
     check(s)
 
 
+def test_thread_guard_never_wraps_a_barrier():
+    dag = matmul(10, 8, 8)
+    s = State(dag)
+    s.cache_read("A", "shared", ["C"])
+    io, ii = s.split("C", "i", [4])  # 10 rows in tiles of 4: tail guard on threadIdx
+    s.reorder("C", [io, "j", ii, "k"])
+    s.bind("C", io, "blockIdx.x")
+    s.bind("C", ii, "threadIdx.x")
+    s.compute_at("A.shared", "C", "k")
+    f = s.fuse("A.shared", s["A.shared"].iters)
+    s.bind("A.shared", s.split("A.shared", f, [4])[1], "threadIdx.x")
+    prog = check(s)
+    for node in walk_stmts(prog.body):
+        if isinstance(node, If):
+            assert not any(isinstance(x, Barrier) for x in walk_stmts(node))
+    assert any(isinstance(x, Barrier) for x in walk_stmts(prog.body))
+
+
+# ----------------------------------------------------------------------------- te corners
+
+
+def test_reduce_with_condition_and_offset_axis():
+    A = te.placeholder((6, 8), name="A")
+    k = te.reduce_axis((2, 7), name="k")
+    B = te.compute((6,), lambda i: te.sum(A[i, k], axis=k, where=A[i, k] > 0.0), name="B")
+    dag = ComputeDAG([A, B])
+    s = State(dag)
+    s.split("B", "k", [2])
+    check(s)
+    a = random_inputs(dag)[0]
+    (b,) = run_lowered(lower(dag), dag, [a])
+    sub = a[:, 2:7]
+    np.testing.assert_allclose(b, np.where(sub > 0, sub, 0).sum(1), rtol=1e-5)
+
+
+def test_max_reduction_and_int_dtype():
+    A = te.placeholder((5, 7), dtype="int32", name="A")
+    k = te.reduce_axis((0, 7), name="k")
+    B = te.compute((5,), lambda i: te.max(A[i, k] * 3 // 2, axis=k), name="B")
+    dag = ComputeDAG([A, B])
+    a = np.random.default_rng(1).integers(-50, 50, (5, 7)).astype("int32")
+    s = State(dag)
+    s.split("B", "k", [3])
+    (b,) = run_lowered(lower(s), dag, [a])
+    np.testing.assert_array_equal(b, (a * 3 // 2).max(1))
+
+
+def test_two_outputs_keep_dag_param_order():
+    A = te.placeholder((6,), name="A")
+    B = te.compute((6,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((6,), lambda i: B[i] * 2.0, name="C")
+    dag = ComputeDAG([A, B, C])
+    prog = check(State(dag))
+    assert [b.name for b in prog.params] == ["A", "B", "C"] and not prog.workspaces
+
+
+def test_stencil_compute_at_unions_accesses():
+    A = te.placeholder((9,), name="A")
+    B = te.compute((9,), lambda i: A[i] * 3.0, name="B")
+    C = te.compute(
+        (9,),
+        lambda i: (
+            te.if_then_else(i >= 1, B[i - 1], 0.0) + B[i] + te.if_then_else(i < 8, B[i + 1], 0.0)
+        ),
+        name="C",
+    )
+    dag = ComputeDAG([A, C])
+    s = State(dag)
+    o, _ = s.split("C", "i", [4])
+    s.compute_at("B", "C", o)
+    prog = check(s)
+    alloc = next(x for x in walk_stmts(prog.body) if isinstance(x, Allocate))
+    assert alloc.buffer.shape == (6,)  # 4 + halo of 1 on each side
+
+
+def test_names_are_unique_c_identifiers():
+    dag = matmul_relu()
+    s = State(dag)
+    s.fuse("D", ["i", "j"])
+    s.split("C", "i", [2, 2])
+    prog = lower(s)
+    names = [f.var.name for f in _fors(prog)]
+    assert len(names) == len(set(names))
+    assert all(n.isidentifier() for n in names)
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
