@@ -35,11 +35,12 @@ from .expr import (
     Select,
     TensorRead,
     Var,
+    substitute,
     walk,
 )
 from .loops import Buffer
-from .passes.simplify_loops import build_linear, const_bound, linear_diff, simplify_expr
-from .stage import FuseRel, Iterator, SplitRel, Stage, initial_stage
+from .passes.simplify_loops import const_bound, linear_diff, simplify_expr
+from .stage import Iterator, SplitRel, Stage, initial_stage
 from .transform import rewrite
 
 __all__ = ["Analysis", "LowerError", "StageInfo", "analyze", "infer_bound", "stages_of"]
@@ -88,6 +89,7 @@ class StageInfo:
     buffer: Buffer | None = None
     strides: tuple = ()
     attached: dict = field(default_factory=dict)  # leaf index -> [stage names]
+    global_root: dict = field(default_factory=dict)  # root name -> value incl. region offset
 
     @property
     def name(self) -> str:
@@ -95,7 +97,7 @@ class StageInfo:
 
     def root_value(self, name: str) -> Expr:
         """The global value of root iterator ``name`` (region offset and dom_min added)."""
-        return self._global[name]
+        return self.global_root[name]
 
 
 @dataclass
@@ -185,8 +187,6 @@ def expand_inlined(stages) -> dict:
                 )
             idx = [rewrite(i, fn) for i in node.indices]
             mapping = {ax.var: i for ax, i in zip(prod.op.axes, idx, strict=True)}
-            from .expr import substitute
-
             return substitute(out[node.tensor.name], mapping)
 
         out[s.name] = rewrite(s.op.body, fn)
@@ -308,8 +308,7 @@ def sym_interval(e: Expr, relaxed: dict, ranges: dict):
             if op == "floordiv":
                 w = None if a[2] is None else -(-a[2] // c)
                 return a[0] // c, a[1] // c, w
-            if a[2] is not None and linear_diff(a[1], a[0]) is not None:
-                pass  # fall through to the constant bound below
+            # floormod: the constant bound below ([0, c) or tighter) is all we use
         if op in ("min", "max"):
             a = sym_interval(e.a, relaxed, ranges)
             b = sym_interval(e.b, relaxed, ranges)
@@ -461,9 +460,9 @@ def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> Stag
         glob[ax.name] = region_min[d] + local_root[ax.name]
     for ax in op.reduce_axes:
         glob[ax.name] = local_root[ax.name] + ax.dom_min if ax.dom_min else local_root[ax.name]
-    info = StageInfo(s, body, root_ext, ext, loops, enclosing, local_root, region_min, guards)
-    info._global = glob
-    return info
+    return StageInfo(
+        s, body, root_ext, ext, loops, enclosing, local_root, region_min, guards, global_root=glob
+    )
 
 
 def _relaxed_thread(loop: Loop, scope: str) -> bool:
@@ -501,8 +500,6 @@ def _infer_region(s: Stage, enclosing, cons, infos, extents):
             mapping[ax.var] = c.root_value(ax.name)
         for ax in c.stage.op.reduce_axes:
             mapping[ax.var] = c.root_value(ax.name)
-        from .expr import substitute
-
         for read in reads_of(c.body, s.name):
             found = True
             for d, idx in enumerate(read.indices):
@@ -556,6 +553,3 @@ def infer_bound(state) -> tuple[Stage, ...]:
                       for it in s.iters)  # fmt: skip
         out.append(s.with_(root_iters=roots, iters=iters))
     return tuple(out)
-
-
-_ = (FuseRel, build_linear)  # re-exported helpers used by lower.py

@@ -326,6 +326,3 @@ def _aligned_strides(shape, aligns, name: str):
     if not ok:
         alloc = [acc]
     return tuple(strides), tuple(alloc)
-
-
-_ = (Allocate, Program)
