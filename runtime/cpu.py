@@ -38,8 +38,12 @@ _LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int3
 _state: dict = {}
 _init_lock = threading.Lock()
 
+# After fork() libgomp's thread pool is gone in the child and its next parallel region hangs;
+# the child then routes parallel loops to the Python thread pool through @autosched_fallback.
 _LAUNCHER_IR = r"""
 @autosched_num_threads = global i32 1
+@autosched_fallback = global ptr null
+@autosched_gomp_used = global i32 0
 
 declare void @GOMP_parallel(ptr, ptr, i32, i32)
 declare i32 @omp_get_thread_num()
@@ -68,6 +72,14 @@ serial:
   call void %fn(ptr %closure, i32 0, i32 1)
   ret void
 parallel:
+  %fb = load ptr, ptr @autosched_fallback
+  %has_fb = icmp ne ptr %fb, null
+  br i1 %has_fb, label %fallback, label %gomp
+fallback:
+  call void %fb(ptr %fn, ptr %closure, i32 %n)
+  ret void
+gomp:
+  store i32 1, ptr @autosched_gomp_used
   %pack = alloca [2 x ptr]
   store ptr %fn, ptr %pack
   %cp = getelementptr inbounds ptr, ptr %pack, i64 1
@@ -127,8 +139,13 @@ def _init_parallel() -> None:
             engine = llvm.create_mcjit_compiler(mod, _target_machine())
             engine.finalize_object()
             addr = engine.get_function_address(PARALLEL_LAUNCH_SYMBOL)
-            nthreads = engine.get_global_value_address("autosched_num_threads")
-            _state.update(engine=engine, nthreads_ptr=ctypes.c_int32.from_address(nthreads))
+            glob = engine.get_global_value_address
+            _state.update(
+                engine=engine,
+                nthreads_ptr=ctypes.c_int32.from_address(glob("autosched_num_threads")),
+                fallback_ptr=ctypes.c_void_p.from_address(glob("autosched_fallback")),
+                gomp_used=ctypes.c_int32.from_address(glob("autosched_gomp_used")),
+            )
             _state["launcher"] = "openmp"
         except Exception:  # no libgomp: fall back to a thread pool driven from Python
             cb = _LAUNCH(_python_launch)
@@ -137,6 +154,16 @@ def _init_parallel() -> None:
             _state["launcher"] = "threadpool"
         llvm.add_symbol(PARALLEL_LAUNCH_SYMBOL, addr)
         _state["nthreads_ptr"].value = default_num_threads()
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _after_fork_in_child() -> None:
+    """Threads do not survive fork(): drop the pool; leave libgomp if the parent used it."""
+    _state.pop("pool", None)
+    if _state.get("launcher") == "openmp" and _state["gomp_used"].value:
+        cb = _state["callback"] = _LAUNCH(_python_launch)
+        _state["fallback_ptr"].value = ctypes.cast(cb, ctypes.c_void_p).value
+        _state["launcher"] = "threadpool"
 
 
 def _python_launch(fn, closure, max_tasks) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
+import signal
+import time
 import weakref
 
 import numpy as np
@@ -116,3 +119,30 @@ def test_compiled_code_is_freed_with_its_module():
     del mod
     gc.collect()
     assert ref() is None  # the execution engine (and its machine code) went with it
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_parallel_code_works_in_a_forked_child(restore_threads):
+    # libgomp's pool does not survive fork(); the child must not hang (it uses the thread pool).
+    cpu.set_num_threads(2)
+    mod = runtime.load_module(**build_llvm(heavy_parallel(16, 5)).as_dict())
+    a, b = RNG.standard_normal(16).astype("float32"), np.zeros(16, "float32")
+    mod(a, b)  # the parent has run a parallel region
+    pid = os.fork()
+    if pid == 0:  # child: exit code 0 only if the result is right
+        b2 = np.zeros(16, "float32")
+        try:
+            mod(a, b2)
+            os._exit(0 if np.allclose(b, b2) else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("a parallel loop hung in a forked child")
