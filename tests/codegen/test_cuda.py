@@ -18,6 +18,7 @@ from gpu.programs import (  # noqa: E402
     add_case,
     all_cases,
     bind,
+    lowered_cases,
     matmul_case,
     two_stage_case,
 )
@@ -26,7 +27,7 @@ NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", all_cases() + lowered_cases(), ids=lambda c: c.name)
 def test_nvcc_compiles_for_sm90(case, tmp_path):
     src = tmp_path / f"{case.name}.cu"
     src.write_text(build_cuda(case.program).code)

@@ -13,6 +13,7 @@ from gpu.programs import (  # noqa: E402
     add_case,
     all_cases,
     check_outputs,
+    lowered_cases,
     matmul_case,
     param_arrays,
     run_on_backend,
@@ -43,6 +44,14 @@ def test_runs_like_numpy(backend, case):
         pytest.skip(f"{case.name} needs {case.needs}, which this OpenCL device lacks")
     src = build_opencl(case.program).as_dict()
     inputs = case.inputs(np.random.default_rng(7))
+    check_outputs(case, run_on_backend(backend, src, inputs), inputs)
+
+
+@pytest.mark.parametrize("case", lowered_cases(), ids=lambda c: c.name)
+def test_lowered_schedules_run_like_numpy(backend, case):
+    # Programs from tensorir.lower (Ansor-style GPU schedules): lowering + codegen integration.
+    src = build_opencl(case.program).as_dict()
+    inputs = case.inputs(np.random.default_rng(9))
     check_outputs(case, run_on_backend(backend, src, inputs), inputs)
 
 

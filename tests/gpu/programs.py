@@ -459,3 +459,98 @@ def check_outputs(case: Case, got: dict, inputs: dict) -> None:
                 g.astype(np.float64), np.asarray(w).astype(np.float64), rtol=case.rtol,
                 atol=case.atol, err_msg=f"{case.name}: output {name}",
             )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- lowered schedules
+
+
+def _dag_case(name: str, dag, state, **tol) -> Case:
+    """A Case whose Program comes from tensorir.lower and whose reference is tensorir.interp."""
+    from tensorir.interp import eval_dag
+    from tensorir.lower import lower
+
+    ins, outs = list(dag.input_tensors), list(dag.output_tensors)
+
+    def inputs(rng):
+        return {t.name: f32(rng, *t.shape) for t in ins}
+
+    def ref(d):
+        res = eval_dag(dag, [d[t.name] for t in ins])
+        return {t.name: np.asarray(r) for t, r in zip(outs, res)}
+
+    return Case(name, lower(state, name=name), inputs, ref, **tol)
+
+
+def lowered_matmul_case(n: int = 64, m: int = 64, k: int = 32) -> Case:
+    """An Ansor-style GPU sketch: blockIdx/vthread/threadIdx tiling, local accumulator,
+    shared-memory cache reads with cooperative fetching, unrolled inner reduction."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+    from tensorir.schedule import State
+
+    a = te.placeholder((n, k), name="A")
+    b = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    dag = ComputeDAG([a, b, c])
+    s = State(dag)
+    s.cache_write("C", "local")
+    s.cache_read("A", "shared", ["C.local"])
+    s.cache_read("B", "shared", ["C.local"])
+    i, j = s["C"].iters
+    i0, i1, i2, i3 = s.split("C", i, [2, 8, 2])
+    j0, j1, j2, j3 = s.split("C", j, [2, 8, 2])
+    s.reorder("C", [i0, j0, i1, j1, i2, j2, i3, j3])
+    s.bind("C", s.fuse("C", [i0, j0]), "blockIdx.x")
+    s.bind("C", s.fuse("C", [i1, j1]), "vthread")
+    t = s.fuse("C", [i2, j2])
+    s.bind("C", t, "threadIdx.x")
+    s.compute_at("C.local", "C", t)
+    ci, cj, ck = s["C.local"].iters
+    ko, ki = s.split("C.local", ck, [8])
+    s.reorder("C.local", [ko, ki, ci, cj])
+    s.unroll("C.local", ki)
+    for name in ("A.shared", "B.shared"):
+        s.compute_at(name, "C.local", ko)
+        fo, fi = s.split(name, s.fuse(name, s[name].iters), [64])
+        s.bind(name, fi, "threadIdx.x")
+    return _dag_case("lowered_matmul", dag, s, rtol=1e-4, atol=1e-4)
+
+
+def lowered_conv2d_case(h: int = 14, w: int = 14, ci: int = 8, co: int = 16) -> Case:
+    """conv2d NHWC with its zero padding inlined (IfThenElse reads) and a non-divisible
+    blockIdx/threadIdx split of the fused output (tail guard)."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+    from tensorir.schedule import State
+
+    x = te.placeholder((1, h, w, ci), name="X")
+    wt = te.placeholder((3, 3, ci, co), name="W")
+    p = te.compute(
+        (1, h + 2, w + 2, ci),
+        lambda b, y, xx, c: te.if_then_else(
+            te.all(y >= 1, y < h + 1, xx >= 1, xx < w + 1), x[b, y - 1, xx - 1, c], 0.0
+        ),
+        name="pad",
+    )
+    ry, rx, rc = (te.reduce_axis((0, e), name=nm) for e, nm in ((3, "ry"), (3, "rx"), (ci, "rc")))
+    out = te.compute(
+        (1, h, w, co),
+        lambda b, y, xx, f: te.sum(
+            p[b, y + ry, xx + rx, rc] * wt[ry, rx, rc, f], axis=[ry, rx, rc]
+        ),
+        name="conv",
+    )
+    dag = ComputeDAG([x, wt, out])
+    s = State(dag)
+    s.compute_inline("pad")
+    it = s["conv"].iters
+    fused = s.fuse("conv", list(it[:4]))
+    bo, ti = s.split("conv", fused, [96])
+    s.bind("conv", bo, "blockIdx.x")
+    s.bind("conv", ti, "threadIdx.x")
+    return _dag_case("lowered_conv2d", dag, s, rtol=1e-4, atol=1e-4)
+
+
+def lowered_cases() -> list[Case]:
+    return [lowered_matmul_case(), lowered_conv2d_case()]

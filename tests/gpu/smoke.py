@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 from programs import (  # noqa: E402
     all_cases,
     check_outputs,
+    lowered_cases,
     matmul_case,
     param_arrays,
     run_on_backend,
@@ -61,7 +62,7 @@ def cuda_checks() -> None:
     props = backend.properties()
     report("PASS", "cuda.properties", f"{props['name']} sm_{props['compute_version']}, "
            f"{props['multi_processor_count']} SMs, warp {props['warp_size']}")  # fmt: skip
-    for case in all_cases():
+    for case in all_cases() + lowered_cases():
 
         def run(case=case):
             src = build_cuda(case.program).as_dict()
@@ -119,7 +120,7 @@ def opencl_checks() -> None:
         report("SKIP", "opencl", f"first OpenCL device is not a GPU: {props['name']}")
         return
     report("PASS", "opencl.properties", f"{props['platform']} / {props['name']}")
-    for case in all_cases():
+    for case in all_cases() + lowered_cases():
         if "float16" in case.needs and "cl_khr_fp16" not in props["extensions"]:
             report("SKIP", f"opencl.run.{case.name}", "no cl_khr_fp16")
             continue

@@ -6,10 +6,17 @@ import pytest
 from codegen.cuda import build_cuda
 from tensorir.passes.verify_gpu import gpu_program_errors
 
-from .programs import add_case, all_cases, check_outputs, param_arrays, run_on_backend
+from .programs import (
+    add_case,
+    all_cases,
+    check_outputs,
+    lowered_cases,
+    param_arrays,
+    run_on_backend,
+)
 
 
-@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", all_cases() + lowered_cases(), ids=lambda c: c.name)
 def test_runs_like_numpy(cuda_backend, case):
     src = build_cuda(case.program).as_dict()
     inputs = case.inputs(np.random.default_rng(11))

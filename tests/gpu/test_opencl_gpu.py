@@ -5,10 +5,10 @@ import pytest
 
 from codegen.opencl import build_opencl
 
-from .programs import all_cases, check_outputs, run_on_backend
+from .programs import all_cases, check_outputs, lowered_cases, run_on_backend
 
 
-@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", all_cases() + lowered_cases(), ids=lambda c: c.name)
 def test_runs_like_numpy(opencl_gpu_backend, case):
     ext = opencl_gpu_backend.properties()["extensions"]
     if "float16" in case.needs and "cl_khr_fp16" not in ext:
