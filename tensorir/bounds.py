@@ -201,7 +201,14 @@ def reads_of(body: Expr, name: str) -> list:
 
 
 def leaf_extents(stage: Stage, root_ext: dict) -> dict:
-    """Extents of every iterator (root, intermediate, leaf) from the root extents."""
+    """Extents of every iterator (root, intermediate, leaf) from the root extents.
+
+    As TVM's PassDownDomain, a split applies its lengths innermost first and tightens each
+    inner part to ``min(remaining extent, length)`` unless a loop derived from it is bound to
+    a thread (a split of an extent-2 region by lengths [4, 2] gives loops 1, 1, 2 instead of
+    1, 4, 2 with a guard). Strides stay the lengths (see :func:`root_values`).
+    """
+    bound = _thread_bound_iters(stage)
     ext = dict(root_ext)
     for rel in stage.relations:
         if isinstance(rel, SplitRel):
@@ -210,30 +217,58 @@ def leaf_extents(stage: Stage, root_ext: dict) -> dict:
                     f"stage {stage.name!r}: split of {rel.parent!r} has undefined lengths "
                     f"{list(rel.lengths)}; fill the tile sizes before lowering"
                 )
-            inner = math.prod(rel.lengths)
-            ext[rel.children[0]] = -(-ext[rel.parent] // inner)
-            for child, ln in zip(rel.children[1:], rel.lengths, strict=True):
-                ext[child] = int(ln)
+            rem = ext[rel.parent]
+            for child, ln in zip(reversed(rel.children[1:]), reversed(rel.lengths), strict=True):
+                ln = int(ln)
+                if ln <= 0:
+                    raise LowerError(
+                        f"stage {stage.name!r}: split of {rel.parent!r} has a non-positive "
+                        f"length {ln}"
+                    )
+                ext[child] = ln if child in bound else min(rem, ln)
+                rem = -(-rem // ln)
+            ext[rel.children[0]] = rem
         else:
             ext[rel.child] = math.prod(ext[p] for p in rel.parents)
     return ext
 
 
+def _thread_bound_iters(stage: Stage) -> set:
+    """Names of iterators from which a thread- or vthread-bound leaf is derived."""
+    out = {
+        it.name
+        for it in stage.iters
+        if it.annotation not in ("none", None, "parallel", "vectorize", "unroll")
+    }
+    for rel in reversed(stage.relations):
+        if isinstance(rel, SplitRel):
+            if any(c in out for c in rel.children):
+                out.add(rel.parent)
+        elif rel.child in out:
+            out.update(rel.parents)
+    return out
+
+
 def root_values(stage: Stage, leaf_vals: dict, ext: dict):
-    """Root iterator values from leaf values, and tail guards ``value < extent``."""
+    """Root iterator values from leaf values, and tail guards ``value < extent``.
+
+    A split parent is ``sum(child_k * stride_k)`` with strides the products of the split
+    lengths; a guard is needed when the largest value reached is beyond the parent's extent.
+    """
     val = dict(leaf_vals)
     guards = []
     for rel in reversed(stage.relations):
         if isinstance(rel, SplitRel):
-            exts = [ext[c] for c in rel.children]
             total: Expr | None = None
             stride = 1
-            for c, e in zip(reversed(rel.children), reversed(exts), strict=True):
+            top = 0
+            strides = [*[math.prod(rel.lengths[k:]) for k in range(len(rel.lengths))], 1]
+            for c, stride in zip(reversed(rel.children), reversed(strides), strict=True):
                 term = val[c] if stride == 1 else val[c] * stride
                 total = term if total is None else term + total
-                stride *= e
+                top += (ext[c] - 1) * stride
             val[rel.parent] = total
-            if stride > ext[rel.parent]:
+            if top >= ext[rel.parent]:
                 guards.append(total < ext[rel.parent])
         else:
             fused = val[rel.child]

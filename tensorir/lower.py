@@ -148,14 +148,20 @@ class _Lowerer:
         attached: dict = {}
         allocs: dict = {}
         for k, names in sorted(info.attached.items()):
-            stmts = []
+            # Shared-memory loads are fenced: one barrier before a run of consecutive shared
+            # stages (earlier reads are done) and one after it (the writes are visible).
+            stmts: list = []
+            in_shared = False
             for nm in names:
                 sub = self.an.infos[nm]
-                st = self.emit(sub)
-                if sub.stage.scope == "shared":
-                    st = seq(Barrier(), st, Barrier())
-                stmts.append(st)
+                shared = sub.stage.scope == "shared"
+                if shared != in_shared:
+                    stmts.append(Barrier())
+                    in_shared = shared
+                stmts.append(self.emit(sub))
                 allocs.setdefault(k, []).append(sub.buffer)
+            if in_shared:
+                stmts.append(Barrier())
             attached[k] = stmts
         barrier_below = [False] * n
         for k in range(n):

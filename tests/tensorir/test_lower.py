@@ -456,6 +456,44 @@ def test_thread_guard_never_wraps_a_barrier():
     assert any(isinstance(x, Barrier) for x in walk_stmts(prog.body))
 
 
+def test_gpu_multi_level_tiling_sketch():
+    # The Ansor GPU sketch: C.local tiled SSSRRSRS-like, C follows and binds
+    # blockIdx/vthread/threadIdx, A.shared/B.shared fetched cooperatively at k.0.
+    dag = matmul(64, 64, 32)
+    s = State(dag)
+    s.cache_write("C", "local")
+    s.cache_read("A", "shared", ["C.local"])
+    s.cache_read("B", "shared", ["C.local"])
+    i, j, k = s["C.local"].iters
+    ii = s.split("C.local", i, [2, 4, 2])
+    jj = s.split("C.local", j, [2, 8, 2])
+    kk = s.split("C.local", k, [4, 2])
+    order = [ii[0], jj[0], ii[1], jj[1], ii[2], jj[2], kk[0], kk[1], ii[3], jj[3], kk[2]]
+    s.reorder("C.local", order)
+    ci, cj = s["C"].iters
+    ci = s.split("C", ci, [2, 4, 2])
+    cj = s.split("C", cj, [2, 8, 2])
+    s.reorder("C", [ci[0], cj[0], ci[1], cj[1], ci[2], cj[2], ci[3], cj[3]])
+    s.compute_at("C.local", "C", cj[2])
+    s.bind("C", s.fuse("C", [ci[0], cj[0]]), "blockIdx.x")
+    s.bind("C", s.fuse("C", [ci[1], cj[1]]), "vthread")
+    s.bind("C", s.fuse("C", [ci[2], cj[2]]), "threadIdx.x")
+    for name in ["A.shared", "B.shared"]:
+        s.compute_at(name, "C.local", kk[0])
+        f = s.fuse(name, s[name].iters)
+        s.bind(name, s.split(name, f, [32])[1], "threadIdx.x")
+    prog = check(s)
+    allocs = {x.buffer.name: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
+    assert allocs["C_local"].size == 4  # 2x2 per thread
+    assert allocs["A_shared"].size == 16 * 8 and allocs["B_shared"].size == 8 * 32
+    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]) == 2
+    assert not [x for x in walk_stmts(prog.body) if isinstance(x, If)]  # tightened splits
+    tags = [f.thread_tag or f.kind for f in _fors(prog) if f.kind in ("thread", "vthread")]
+    assert tags[:3] == ["blockIdx.x", "vthread", "threadIdx.x"]
+    local = {x.name: x for x in infer_bound(s)}["C.local"]
+    assert [it.extent for it in local.iters] == [1, 1, 1, 1, 1, 1, 4, 4, 2, 2, 2]
+
+
 # ----------------------------------------------------------------------------- te corners
 
 
