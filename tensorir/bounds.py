@@ -408,7 +408,8 @@ def analyze(obj) -> Analysis:
     live = [s for s in stages if not s.is_placeholder and s.compute_at != "inline"]
 
     # Names: in stage order so the first loop called i keeps the plain name.
-    namer = Namer(reserved=param_order)
+    # Buffer names (tensor names, sanitized) are reserved so no loop var shadows a buffer.
+    namer = Namer(reserved=(*param_order, *(sanitize(s.name) for s in stages)))
     leaf_vars: dict = {}
     for s in live:
         leaf_vars[s.name] = {it.name: Var(namer(it.name, s.name)) for it in s.iters}

@@ -562,6 +562,15 @@ def test_names_are_unique_c_identifiers():
     assert all(n.isidentifier() for n in names)
 
 
+def test_loop_vars_never_shadow_buffers():
+    X = te.placeholder((4, 3), name="j")
+    Y = te.compute((4, 3), lambda i, j: X[i, j] + 1.0, name="i")
+    dag = ComputeDAG([X, Y])
+    prog = check(dag)
+    var_names = {f.var.name for f in _fors(prog)}
+    assert not var_names & {"i", "j"} and len(var_names) == 2
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
