@@ -39,7 +39,11 @@ MAX_STACK_BYTES = 64 * 1024  # larger Allocates use malloc/free
 MAX_UNROLL_STMTS = 1024  # explicit unrolling emits at most this many statements per loop
 MAX_VECTOR_LANES = 64  # longer vectorized loops run in chunks of VECTOR_CHUNK lanes
 VECTOR_CHUNK = 32
-_RESERVED = {"main", "malloc", "free", "exp", "log", "sqrt", "tanh", "erf", "pow", "sin", "cos"}
+# C library functions the generated code may call (directly or through LLVM intrinsics): an entry
+# function with one of these names would capture those calls.
+_LIBC = ("malloc", "free", "memcpy", "memset", "abort")
+_LIBM = ("exp", "log", "sqrt", "tanh", "erf", "pow", "sin", "cos", "floor", "ceil", "round", "fabs")
+_RESERVED = {*_LIBC, *_LIBM, *(f + "f" for f in _LIBM), PARALLEL_LAUNCH_SYMBOL, "GOMP_parallel"}
 
 
 @dataclass
