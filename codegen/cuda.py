@@ -97,13 +97,16 @@ class CUDARenderer(CRenderer):
         return f"{op}({a}, {b})"
 
 
-def build_cuda(program: Program) -> Source:
+def build_cuda(program: Program, inject_vthreads: bool = True) -> Source:
     """Generate CUDA C++ for ``program``: one kernel per top-level statement.
 
     Parameters
     ----------
     program : Program
         Lowered loop IR whose top-level statements are bound to blockIdx/threadIdx.
+    inject_vthreads : bool
+        Push vthread loops down to the statements that depend on them (see
+        :func:`codegen.c_like.inject_virtual_threads`); False runs them as plain loops.
 
     Returns
     -------
@@ -111,4 +114,4 @@ def build_cuda(program: Program) -> Source:
         ``lang="cuda"``; kernels are ``extern "C"`` (compile with pycuda's
         ``no_extern_c=True``), launches give each kernel's grid, block and buffer arguments.
     """
-    return CUDARenderer().render(program)
+    return CUDARenderer(inject_vthreads).render(program)

@@ -80,17 +80,20 @@ class OpenCLRenderer(CRenderer):
         return f"{op}({a}, {b})"
 
 
-def build_opencl(program: Program) -> Source:
+def build_opencl(program: Program, inject_vthreads: bool = True) -> Source:
     """Generate OpenCL C for ``program``: one ``__kernel`` per top-level statement.
 
     Parameters
     ----------
     program : Program
         Lowered loop IR whose top-level statements are bound to blockIdx/threadIdx.
+    inject_vthreads : bool
+        Push vthread loops down to the statements that depend on them (see
+        :func:`codegen.c_like.inject_virtual_threads`); False runs them as plain loops.
 
     Returns
     -------
     Source
         ``lang="opencl"``; each launch's global size is ``grid * block`` work-items.
     """
-    return OpenCLRenderer().render(program)
+    return OpenCLRenderer(inject_vthreads).render(program)

@@ -143,6 +143,17 @@ def _alloc_bytes(stmt: Stmt, scope: str) -> int:
     return sum(seen.values())
 
 
+def _local_bytes(stmt: Stmt, vthreads: int = 1) -> int:
+    """Bytes of local buffers per thread once each virtual thread has its own copy (as after
+    vthread injection, which is what TVM verifies)."""
+    if isinstance(stmt, For) and stmt.kind == "vthread":
+        vthreads *= stmt.extent
+    own = stmt.buffer.nbytes * vthreads if isinstance(stmt, Allocate) else 0
+    if isinstance(stmt, Allocate) and stmt.buffer.scope != "local":
+        own = 0
+    return own + sum(_local_bytes(k, vthreads) for k in stmt_children(stmt))
+
+
 def _max_vthreads(stmt: Stmt, outer: int = 1) -> int:
     """The largest product of nested vthread extents along any path (virtual threads per thread)."""
     here = outer * stmt.extent if isinstance(stmt, For) and stmt.kind == "vthread" else outer
@@ -189,7 +200,8 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
     limits : dict
         Keys (all optional; a missing key is not checked): ``max_threads_per_block``,
         ``max_shared_memory_per_block`` (bytes), ``max_local_memory_per_block`` (bytes of
-        ``local`` buffers per thread, as TVM counts them), ``max_vthread_extent`` (product of
+        ``local`` buffers per thread, times the enclosing vthread extents, as TVM counts them
+        after vthread injection), ``max_vthread_extent`` (product of
         nested vthread extents), ``max_thread_x``/``_y``/``_z`` (threadIdx extents), and
         ``warp_size`` with ``enforce_warp_multiple`` (reject blocks whose thread count is not a
         multiple of the warp size; off by default because odd shapes legitimately need such
@@ -221,7 +233,7 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
                 f"max_shared_memory_per_block={cap}; use smaller tiles for the shared cache stages"
             )
         cap = limits.get("max_local_memory_per_block")
-        used = _alloc_bytes(info.stmt, "local")
+        used = _local_bytes(info.stmt)
         if cap is not None and used > cap:
             errors.append(
                 f"{where}: {used} bytes of local memory exceed "

@@ -175,3 +175,70 @@ def test_unknown_buffer_is_rejected():
     body = bind([(tx, 4, "threadIdx.x")], Store(a, tx, ld(t, tx)))
     with pytest.raises(ValueError, match=r"uses buffers \['T'\]"):
         build_cuda(Program("u", (a,), (), body))
+
+
+# ----------------------------------------------------------------------------- virtual threads
+
+
+def _loops_around(stmt, pred):
+    """For each statement matching ``pred``: the vars of the For loops enclosing it."""
+    from tensorir.loops import stmt_children
+
+    out = []
+
+    def visit(s, loops):
+        if pred(s):
+            out.append(loops)
+        inner = (*loops, s.var) if isinstance(s, For) else loops
+        for c in stmt_children(s):
+            visit(c, inner)
+
+    visit(stmt, ())
+    return out
+
+
+def test_vthread_injection_runs_fetches_once_and_splits_the_accumulator():
+    from codegen.c_like import inject_virtual_threads
+    from tensorir.loops import Barrier, walk_stmts
+
+    prog = lowered_cases()[0].program  # blockIdx / vthread(4) / threadIdx, shared A and B
+    (vt,) = [s for s in walk_stmts(prog.body) if isinstance(s, For) and s.kind == "vthread"]
+    new = inject_virtual_threads(prog.body)
+    assert not any(isinstance(s, For) and s.kind == "vthread" for s in walk_stmts(new))
+    shared_stores = _loops_around(
+        new, lambda s: isinstance(s, Store) and s.buffer.scope == "shared"
+    )
+    assert shared_stores and all(vt.var not in loops for loops in shared_stores)
+    # every other store still runs once per virtual thread, innermost
+    others = _loops_around(new, lambda s: isinstance(s, Store) and s.buffer.scope != "shared")
+    assert others and all(loops[-1] is vt.var for loops in others)
+    local = [
+        s.buffer for s in walk_stmts(new) if isinstance(s, Allocate) and s.buffer.scope == "local"
+    ]
+    assert [b.size for b in local] == [4 * 4]  # one 2x2 register tile per virtual thread
+    count = lambda body: sum(isinstance(s, Barrier) for s in walk_stmts(body))  # noqa: E731
+    assert count(new) == count(prog.body) == 2
+    code = build_cuda(prog).code
+    assert code.count("__syncthreads();") == 2 and "float C_local[16];" in code
+
+
+def test_vthread_injection_stops_at_conditions_on_the_vthread():
+    from codegen.c_like import inject_virtual_threads
+    from tensorir.loops import If, walk_stmts
+
+    a = Buffer("A", (64,), "float32")
+    tx, v = Var("tx"), Var("v")
+    st = If(v < 3, Store(a, tx * 4 + v, const(1.0)))
+    body = bind([(tx, 16, "threadIdx.x")], For(v, 4, st, "vthread"))
+    new = inject_virtual_threads(body)
+    (loop,) = [s for s in walk_stmts(new) if isinstance(s, For) and s.var is v]
+    assert loop.kind == "unrolled" and isinstance(loop.body, If)
+
+
+def test_verify_counts_local_memory_per_virtual_thread():
+    from tensorir.passes.verify_gpu import gpu_program_errors
+
+    prog = lowered_cases()[0].program  # C_local: 4 floats under a vthread of 4
+    assert gpu_program_errors(prog, {"max_local_memory_per_block": 64}) == []
+    (err,) = gpu_program_errors(prog, {"max_local_memory_per_block": 63})
+    assert "64 bytes of local memory" in err

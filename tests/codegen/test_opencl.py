@@ -137,3 +137,12 @@ def test_through_load_module(make):
     check_outputs(case, got, inputs)
     timing = mod.time_evaluator(number=2, repeat=2)(*arrays)
     assert timing.mean > 0 and len(timing.results) == 2
+
+
+def test_vthread_injection_does_not_change_results(backend):
+    case = lowered_cases()[0]
+    inputs = case.inputs(np.random.default_rng(4))
+    plain = run_on_backend(backend, build_opencl(case.program, False).as_dict(), inputs)
+    injected = run_on_backend(backend, build_opencl(case.program).as_dict(), inputs)
+    check_outputs(case, plain, inputs)
+    np.testing.assert_allclose(injected["C"], plain["C"], rtol=1e-6, atol=1e-6)
