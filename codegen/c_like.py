@@ -426,7 +426,7 @@ class CRenderer:
                 "neither params, workspaces nor allocated in the kernel"
             )
         params = [self.pointer_param(b, self._name(b), id(b) not in stored) for b in args]
-        name = f"{program.name}_kernel{info.index}"
+        name = f"{c_ident(program.name)}_kernel{info.index}"
         self._k.taken.add(name)
         self._k.lines = []
         for b in shared.values():

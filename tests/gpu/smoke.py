@@ -93,6 +93,24 @@ def cuda_checks() -> None:
 
     check("cuda.load_module.matmul1024", module_and_timing)
 
+    def vthread_injection():
+        from programs import lowered_matmul_case
+
+        case = lowered_matmul_case(1024, 1024, 1024)
+        inputs = case.inputs(np.random.default_rng(4))
+        times = {}
+        for inject in (False, True):
+            src = build_cuda(case.program, inject).as_dict()
+            mod = load_module(**src, device=device("cuda"))
+            arrays = param_arrays(src["params"], inputs)
+            mod(*arrays)
+            check_outputs(case, {"C": arrays[2]}, inputs)
+            times[inject] = mod.time_evaluator(number=10, repeat=3)(*arrays).median
+        return (f"lowered 1024^3 sketch: {times[False] * 1e3:.3f} ms as loops, "
+                f"{times[True] * 1e3:.3f} ms injected")  # fmt: skip
+
+    check("cuda.vthread_injection", vthread_injection)
+
     def compile_error():
         from runtime.errors import CompileError
 
