@@ -1,0 +1,198 @@
+"""The simplifier: folding, identities, range rules; a hypothesis check that values survive."""
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tensorir.expr import (
+    Binary,
+    Cast,
+    Const,
+    IfThenElse,
+    Not,
+    Select,
+    Var,
+    cast,
+    const,
+    equal,
+    floordiv,
+    floormod,
+    max_,
+    min_,
+    select,
+)
+from tensorir.simplify import const_int_bound, simplify
+
+I, J, K = Var("i"), Var("j"), Var("k")
+RANGES = {I: (0, 16), J: (0, 8), K: (-5, 10)}  # k takes -5 .. 4
+
+
+def s(e, ranges=RANGES):
+    return str(simplify(e, ranges))
+
+
+def test_constant_folding():
+    assert s(const(7) // const(2)) == "3"
+    assert s(floordiv(const(-7), 2)) == "-4" and s(floormod(const(-7), 2)) == "1"
+    assert s(floordiv(const(7), -2)) == "-4" and s(floormod(const(7), -2)) == "-1"
+    assert s(const(2**31 - 1) + 1) == "-2147483648"  # int32 wraps
+    assert s(const(1.5) * 2.0) == "3.0f"
+    assert simplify(const(0.1) + const(0.2)).value == pytest.approx(0.3, rel=1e-7)
+    assert s(const(3) < 4) == "True" and s(const(3.0) >= 4.0) == "False"
+    assert s(cast("int32", const(-2.7))) == "-2"  # truncation toward zero, like C
+    assert s(cast("int8", const(300))) == "int8(44)"
+    assert s(min_(const(3), const(-1))) == "-1" and s(max_(const(3), const(-1))) == "3"
+    assert s(select(const(True), I, J)) == "i" and s(select(const(False), I, J)) == "j"
+    assert s(Not(const(True))) == "False"
+    assert s(const(True) & (I < 3)) == "(i<3)" and s((I < 3) | const(True)) == "True"
+    assert s(floordiv(I, const(0))) == "floordiv(i, 0)"  # undefined: left alone
+
+
+def test_identities_and_reassociation():
+    x = Var("x")
+    assert s(x + 0, None) == "x" and s(0 + x, None) == "x" and s(x - 0, None) == "x"
+    assert s(x * 1, None) == "x" and s(x * 0, None) == "0" and s(x - x, None) == "0"
+    assert s(floordiv(x, 1), None) == "x" and s(floormod(x, 1), None) == "0"
+    assert s((x + 2) + 3, None) == "(x+5)" and s((x * 2) * 3, None) == "(x*6)"
+    assert s((x - 3) + 1, None) == "(x-2)" and s(2 + x, None) == "(x+2)"
+    assert s((x + I) - I, None) == "x" and s(1 - x, None) == "(1-x)"
+    f = Var("f", "float32")
+    assert s(f * 1.0, None) == "f" and s(f + 0.0, None) == "f"
+    assert s(f * 0.0, None) == "(f*0.0f)"  # not folded: f may be inf/nan
+
+
+def test_range_rules():
+    assert s(floordiv(J, 8)) == "0" and s(floormod(J, 8)) == "j"
+    assert s(floordiv(I * 8 + J, 8)) == "i" and s(floormod(I * 8 + J, 8)) == "j"
+    assert s(floordiv(Var("a") * 4 + Var("b"), 4), None) == "(a+floordiv(b, 4))"
+    assert s(floormod(Var("a") * 4 + Var("b"), 4), None) == "floormod(b, 4)"
+    assert s(floordiv(floordiv(Var("x"), 4), 2), None) == "floordiv(x, 8)"
+    assert s(I < 16) == "True" and s(I < 15) == "(i<15)" and s(I >= 0) == "True"
+    assert s(K < 0) == "(k<0)" and s(K + 5 >= 0) == "True" and s(equal(J - J, 0)) == "True"
+    assert s(min_(I, 20)) == "i" and s(max_(I, J + 16)) == "(j+16)"
+    assert s(floormod(K + 5, 10)) == "(k+5)"  # k + 5 in [0, 10)
+    assert s(floordiv(K + 15, 10)) == "1"
+
+
+def test_returns_same_object_when_nothing_changes():
+    e = floordiv(I * 3 + J, 5)
+    assert simplify(e, RANGES) is e
+
+
+def test_const_int_bound():
+    assert const_int_bound(I * 8 + J, RANGES) == (0, 127)
+    assert const_int_bound(floordiv(I * 8 + J, 8), RANGES) == (0, 15)
+    assert const_int_bound(floormod(Var("x"), 5)) == (0, 4)
+    assert const_int_bound(K * K) == (-math.inf, math.inf)
+    assert const_int_bound(K * J, RANGES) == (-35, 28)
+    assert const_int_bound(select(I < 3, J, K), RANGES) == (-5, 7)
+    assert const_int_bound(min_(I, K) - max_(J, 2), RANGES) == (-5 - 7, 4 - 2)
+    assert const_int_bound(I < 3, RANGES) == (0, 1)
+    assert const_int_bound(floordiv(I, K), RANGES) == (-math.inf, math.inf)  # k may be 0
+
+
+# ----------------------------------------------------------------------------- hypothesis
+
+VARS = [I, J, K]
+
+
+def _eval(e, env):
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return env[e]
+    if isinstance(e, Binary):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        return {
+            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+            "floordiv": lambda: a // b, "floormod": lambda: a % b,
+            "min": lambda: min(a, b), "max": lambda: max(a, b),
+            "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+            ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b,
+            "&&": lambda: bool(a) and bool(b), "||": lambda: bool(a) or bool(b),
+        }[e.op]()  # fmt: skip
+    if isinstance(e, Select | IfThenElse):
+        c, t, f = _eval(e.cond, env), _eval(e.t, env), _eval(e.f, env)
+        return t if c else f
+    if isinstance(e, Not):
+        return not _eval(e.a, env)
+    if isinstance(e, Cast):
+        return _eval(e.value, env)
+    raise TypeError(type(e))
+
+
+_leaves = st.one_of(st.sampled_from(VARS), st.integers(-12, 12).map(const))
+
+
+def _extend(children):
+    pos = st.integers(1, 20).map(const)
+    arith = st.tuples(st.sampled_from(["+", "-", "*", "min", "max"]), children, children)
+    divs = st.tuples(st.sampled_from(["floordiv", "floormod"]), children, pos | children)
+    sel = st.tuples(st.just("select"), st.tuples(children, children), children, children)
+    # The split/fuse pattern lowering produces: floordiv/floormod(a*c + b, c).
+    fused = st.tuples(st.sampled_from(["fdiv", "fmod"]), children, st.integers(1, 20), children)
+
+    def build(t):
+        if t[0] == "select":
+            (c1, c2), a, b = t[1], t[2], t[3]
+            return select(c1 < c2, a, b)
+        if t[0] in ("fdiv", "fmod"):
+            _, a, c, b = t
+            f = floordiv if t[0] == "fdiv" else floormod
+            return f(a * c + b, c)
+        op, a, b = t
+        return {
+            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+            "min": lambda: min_(a, b), "max": lambda: max_(a, b),
+            "floordiv": lambda: floordiv(a, b), "floormod": lambda: floormod(a, b),
+        }[op]()  # fmt: skip
+
+    return st.one_of(arith, divs, sel, fused).map(build)
+
+
+int_exprs = st.recursive(_leaves, _extend, max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(int_exprs, st.data())
+def test_simplify_preserves_values_and_bounds_hold(e, data):
+    simple = simplify(e, RANGES)
+    lo, hi = const_int_bound(e, RANGES)
+    slo, shi = const_int_bound(simple, RANGES)
+    for _ in range(8):
+        env = {v: data.draw(st.integers(m, m + n - 1)) for v, (m, n) in RANGES.items()}
+        try:
+            want = _eval(e, env)
+        except ZeroDivisionError:
+            continue
+        assert _eval(simple, env) == want, f"{e} -> {simple} at {env}"
+        assert lo <= want <= hi, f"bound {lo, hi} of {e} misses {want} at {env}"
+        assert slo <= want <= shi
+
+
+@settings(max_examples=150, deadline=None)
+@given(int_exprs, int_exprs, st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), st.data())
+def test_simplified_comparisons_keep_truth(a, b, op, data):
+    e = Binary(op, a, b, "bool")
+    simple = simplify(e, RANGES)
+    for _ in range(6):
+        env = {v: data.draw(st.integers(m, m + n - 1)) for v, (m, n) in RANGES.items()}
+        try:
+            want = _eval(e, env)
+        except ZeroDivisionError:
+            continue
+        assert bool(_eval(simple, env)) == want, f"{e} -> {simple}"
+
+
+def test_deep_expression_is_fast():
+    # A long chain of index arithmetic (fused/split loops) must not blow up.
+    import time
+
+    e = I
+    for n in range(60):
+        e = floormod(floordiv(e * 3 + J + n, 2), 7) + I * n
+    t0 = time.perf_counter()
+    simplify(e, RANGES)
+    assert time.perf_counter() - t0 < 2.0
