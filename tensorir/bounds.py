@@ -540,7 +540,11 @@ def _infer_region(s: Stage, enclosing, cons, infos, extents):
             found = True
             for d, idx in enumerate(read.indices):
                 e = simplify_expr(substitute(idx, mapping), ranges)
-                lo, hi, w = sym_interval(e, relaxed, ranges)
+                try:
+                    lo, hi, w = sym_interval(e, relaxed, ranges)
+                except LowerError:  # e.g. a data-dependent index: take the whole dimension
+                    n = shape[d]
+                    lo, hi, w = Const(0, "int32"), Const(n - 1, "int32"), n - 1
                 lo, hi = simplify_expr(lo, ranges), simplify_expr(hi, ranges)
                 if los[d] is None:
                     los[d], his[d], ws[d] = lo, hi, w

@@ -102,7 +102,8 @@ class _Lowerer:
             idx = [self.te_to_loop(i) for i in node.indices]
             return Load(buf, self.flat_param(buf, idx), node.dtype)
         idx = [self.te_to_loop(i) for i in node.indices]
-        rel = [i - m if not _is_zero(m) else i for i, m in zip(idx, info.region_min, strict=True)]
+        mins = [self.te_to_loop(m) for m in info.region_min]
+        rel = [i - m if not _is_zero(m) else i for i, m in zip(idx, mins, strict=True)]
         return Load(info.buffer, self.flat(info, rel), node.dtype)
 
     def flat_param(self, buf: Buffer, idx) -> Expr:

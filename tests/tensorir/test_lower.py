@@ -562,6 +562,28 @@ def test_names_are_unique_c_identifiers():
     assert all(n.isidentifier() for n in names)
 
 
+@pytest.mark.parametrize("two_reads", [False, True])
+def test_compute_at_under_data_dependent_reads(two_reads):
+    A = te.placeholder((6,), name="A")
+    idx = te.placeholder((5,), dtype="int32", name="I")
+    B = te.compute((6,), lambda i: A[i] * 2.0, name="B")
+
+    def body(i):
+        v = B[te.floormod(idx[i] * idx[i], 6)]
+        return v + B[te.floormod(idx[i], 6)] if two_reads else v
+
+    C = te.compute((5,), body, name="C")
+    dag = ComputeDAG([A, idx, C])
+    s = State(dag)
+    s.compute_at("B", "C", "i")
+    prog = lower(s)
+    a = random_inputs(dag)[0]
+    ind = np.array([0, 5, 3, 2, 1], "int32")
+    (c,) = run_lowered(prog, dag, [a, ind])
+    want = (a * 2)[(ind * ind) % 6] + ((a * 2)[ind % 6] if two_reads else 0)
+    np.testing.assert_allclose(c, want, rtol=1e-6)
+
+
 def test_loop_vars_never_shadow_buffers():
     X = te.placeholder((4, 3), name="j")
     Y = te.compute((4, 3), lambda i, j: X[i, j] + 1.0, name="i")
