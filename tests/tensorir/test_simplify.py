@@ -25,7 +25,7 @@ from tensorir.expr import (
 )
 from tensorir.simplify import const_int_bound, simplify
 
-I, J, K = Var("i"), Var("j"), Var("k")
+I, J, K = Var("i"), Var("j"), Var("k")  # noqa: E741 - loop-variable names
 RANGES = {I: (0, 16), J: (0, 8), K: (-5, 10)}  # k takes -5 .. 4
 
 
