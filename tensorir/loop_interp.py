@@ -126,6 +126,7 @@ _GLOBALS = {
     "_ceil": lambda x: float(math.ceil(x)),
     "_int": _to_int,
     "_oob": _oob,
+    "_sel": lambda c, t, f: t if c else f,
     "_inf": math.inf,
     "_nan": math.nan,
 }
@@ -182,7 +183,10 @@ class _Emitter:
             raise LoopInterpError(f"unknown binary operator {op!r}")
         if isinstance(e, Not):
             return f"(not {self.expr(e.a)})"
-        if isinstance(e, Select | IfThenElse):
+        if isinstance(e, Select):
+            # Both branches are evaluated (as backends do), so an unsafe branch shows up.
+            return f"_sel({self.expr(e.cond)}, {self.expr(e.t)}, {self.expr(e.f)})"
+        if isinstance(e, IfThenElse):
             return f"({self.expr(e.t)} if {self.expr(e.cond)} else {self.expr(e.f)})"
         if isinstance(e, Cast):
             v = self.expr(e.value)

@@ -115,3 +115,19 @@ def test_compile_is_cached_and_argument_errors_name_params():
     unbound = Program("q", (a,), (), For(i, 3, Store(a, Var("i"), Const(1.0, "float32"))))
     with pytest.raises(LoopInterpError, match="outside any loop"):
         run_program(unbound, [np.zeros(3, "float32")])
+
+
+def test_select_evaluates_both_branches_if_then_else_only_one():
+    from tensorir.expr import select
+
+    a = Buffer("a", (4,), "float32")
+    i = Var("i")
+    safe = if_then_else(i >= 1, Load(a, i - 1, "float32"), Const(0.0, "float32"))
+    prog = Program("p", (a,), (), For(i, 4, Store(a, i, safe + 1.0)))
+    out = np.arange(4, dtype="float32")
+    run_program(prog, [out])
+    np.testing.assert_array_equal(out, [1, 2, 3, 4])
+    unsafe = select(i >= 1, Load(a, i - 1, "float32"), Const(0.0, "float32"))
+    prog2 = Program("q", (a,), (), For(i, 4, Store(a, i, unsafe)))
+    with pytest.raises(LoopInterpError, match="out of bounds"):
+        run_program(prog2, [out])
