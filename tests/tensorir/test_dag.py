@@ -267,3 +267,10 @@ def test_dag_construction_errors():
     C = te.compute((4,), lambda i: A[i] * 2.0, name="C")
     with pytest.raises(TensorError, match="not listed in the tensors"):
         ComputeDAG([C])
+
+
+def test_get_init_state_has_one_stage_per_op():
+    dag = ComputeDAG(W.matmul_relu(8, 8, 8))
+    state = dag.get_init_state()
+    assert len(state.stages) == len(dag.ops) == 4
+    assert state.dag is dag
