@@ -259,3 +259,20 @@ def test_conv2d_resnet_layer_speed_sanity():
     assert dt < 3.0
     ref = np.maximum(_conv_nhwc_ref(ins[0][:, :8, :8], ins[1], 1, 1) + ins[2], 0)
     np.testing.assert_allclose(out[:, :7, :7], ref[:, :7, :7], rtol=1e-4, atol=1e-4)
+
+
+def test_affine_views_with_negative_and_mixed_strides():
+    A = te.placeholder((6, 5), name="A")
+    R = te.compute((5, 6), lambda i, j: A[5 - j, 4 - i] * 1.0, name="R")  # reversed transpose
+    D = te.compute((5,), lambda i: A[i, i] + A[i + 1, 3 - i // 2], name="D")  # diag + gather
+    X = te.placeholder((7,), "int32", name="X")
+    k = te.reduce_axis((0, 7), name="k")
+    S = te.compute((2,), lambda i: te.sum(X[k] * (i + 1), axis=k), name="S")  # int sum
+    dag = ComputeDAG([A, X, R, D, S])
+    a = _rand(dag)[0]
+    x = np.arange(7, dtype=np.int32) * 400000000  # the int32 sum wraps
+    r, d, s = eval_dag(dag, [a, x])
+    np.testing.assert_array_equal(r, a[::-1, ::-1].T)
+    np.testing.assert_array_equal(d, [a[i, i] + a[i + 1, 3 - i // 2] for i in range(5)])
+    want = [((int(x.astype(np.int64).sum()) * (i + 1) + 2**31) % 2**32) - 2**31 for i in (0, 1)]
+    assert s.tolist() == want and s.dtype == np.int32
