@@ -144,6 +144,14 @@ def test_tiled_matmul_parallel_vectorized_unrolled():
     )
 
 
+@pytest.mark.parametrize("pack", [False, True])
+def test_cache_blocked_matmul(pack):
+    m, n, k = 32, 64, 48
+    a, b, c = rand((m, k)), rand((k, n)), np.full((m, n), np.nan, "float32")
+    run(matmul_blocked(m, n, k, mi=4, nj=32, kb=16, pack=pack), a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_non_divisible_tail_guarded_by_if():
     n, vec = 100, 8
     a, b, c = (Buffer(x, (n,), "float32") for x in "ABC")
@@ -560,17 +568,69 @@ def test_random_programs_match_interpreter(case):
 # --------------------------------------------------------------------------- benchmark script
 
 
+def matmul_blocked(
+    m: int, n: int, k: int, mi: int = 8, nj: int = 32, kb: int = 128, pack: bool = False
+) -> Program:
+    """Cache-blocked: j.o parallel; k.o; i.o; [i.i unrolled, j.i vectorized] register tile.
+
+    The kb x nj panel of B is reused by every i.o (copied to a contiguous buffer first when
+    ``pack``, which avoids the cache-set conflicts of a 4 KiB row stride); the register tile is
+    loaded from and stored to C once per (k.o, i.o).
+    """
+    a, b, c = (Buffer("A", (m, k), "float32"), Buffer("B", (k, n), "float32"),
+               Buffer("C", (m, n), "float32"))  # fmt: skip
+    acc = Buffer("C_local", (mi, nj), "float32", "local")
+    panel = Buffer("B_panel", (kb, nj), "float32", "local")
+    jo, ko, io, ki, kp = Var("j_o"), Var("k_o"), Var("i_o"), Var("k_i"), Var("k_p")
+    ii = [Var(f"i_i{t}") for t in range(4)]
+    ji = [Var(f"j_i{t}") for t in range(5)]
+
+    def tile(t, store):
+        return For(ii[t], mi, For(ji[t], nj, store(ii[t], ji[t]), "vectorized"), "unrolled")
+
+    def cidx(x, y):
+        return (io * mi + x) * n + jo * nj + y
+
+    def b_at(kk, y):
+        return ld(panel, kk * nj + y) if pack else ld(b, (ko * kb + kk) * n + jo * nj + y)
+
+    zero = For(ii[3], m, For(ji[3], nj, Store(c, ii[3] * n + jo * nj + ji[3], const(0.0)),
+                             "vectorized"))  # fmt: skip
+    load = tile(0, lambda x, y: Store(acc, x * nj + y, ld(c, cidx(x, y))))
+
+    def a_at(x):
+        return ld(a, (io * mi + x) * k + ko * kb + ki)
+
+    update = For(ki, kb, tile(1, lambda x, y: Store(
+        acc, x * nj + y, ld(acc, x * nj + y) + a_at(x) * b_at(ki, y),
+    )))  # fmt: skip
+    store = tile(2, lambda x, y: Store(c, cidx(x, y), ld(acc, x * nj + y)))
+    inner = For(io, m // mi, Allocate(acc, Seq((load, update, store))))
+    if pack:
+        copy = For(kp, kb, For(ji[4], nj, Store(panel, kp * nj + ji[4],
+                                                ld(b, (ko * kb + kp) * n + jo * nj + ji[4])),
+                               "vectorized"))  # fmt: skip
+        inner = Allocate(panel, Seq((copy, inner)))
+    body = Seq((zero, For(ko, k // kb, inner)))
+    return Program("matmul_blocked", (a, b, c), (), For(jo, n // nj, body, "parallel"))
+
+
 def _bench(size: int = 1024) -> None:
     import time
 
     a, b, c = rand((size, size)), rand((size, size)), np.zeros((size, size), "float32")
-    for mi, nj in ((4, 32), (6, 32), (8, 32), (4, 64)):
-        mod = compile_program(matmul_tiled(size, size, size, mi, nj))
+    progs = [(f"tiled mi={mi} nj={nj}", matmul_tiled(size, size, size, mi, nj))
+             for mi, nj in ((4, 32), (8, 32))]  # fmt: skip
+    progs += [(f"blocked mi={mi} nj={nj} kb={kb}{' packed' * p}",
+               matmul_blocked(size, size, size, mi, nj, kb, p))
+              for mi, nj, kb, p in ((8, 32, 128, False), (8, 32, 128, True), (8, 32, 256, True),
+                                    (4, 64, 128, True), (16, 16, 256, True))]  # fmt: skip
+    for label, prog in progs:
+        mod = compile_program(prog)
         mod(a, b, c)
         err = np.abs(c - a @ b).max()
         t = mod.time_evaluator(number=3, repeat=5)(a, b, c).median
-        print(f"tiled matmul {size}^3 mi={mi} nj={nj}: {2 * size**3 / t / 1e9:6.1f} GFLOP/s "
-              f"(max err {err:.1e})")  # fmt: skip
+        print(f"{label:32s} {size}^3: {2 * size**3 / t / 1e9:6.1f} GFLOP/s (max err {err:.1e})")
     times = []
     for _ in range(5):
         start = time.perf_counter()
