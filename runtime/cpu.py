@@ -12,7 +12,8 @@ ABI of the generated code (codegen/llvm.py emits it):
   ``CFUNCTYPE`` calls release the GIL, so tasks do run concurrently).
 
 The number of tasks is ``os.cpu_count()`` unless the environment sets AUTOSCHED_NUM_THREADS;
-:func:`set_num_threads` changes it at run time.
+:func:`set_num_threads` changes it at run time. AUTOSCHED_PARALLEL_LAUNCHER=threadpool forces
+the thread-pool launcher (read once, when the first CPU backend is created).
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def _init_parallel() -> None:
         llvm = _llvm()
         gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
         try:
+            if os.environ.get("AUTOSCHED_PARALLEL_LAUNCHER", "openmp") == "threadpool":
+                raise RuntimeError("thread pool launcher requested")
             llvm.load_library_permanently(gomp)
             mod = llvm.parse_assembly(_LAUNCHER_IR)
             mod.verify()

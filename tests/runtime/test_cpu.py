@@ -6,6 +6,8 @@ import ctypes
 import gc
 import os
 import signal
+import subprocess
+import sys
 import time
 import weakref
 
@@ -146,3 +148,24 @@ def test_parallel_code_works_in_a_forked_child(restore_threads):
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     pytest.fail("a parallel loop hung in a forked child")
+
+
+def test_threadpool_launcher_end_to_end():
+    # A fresh interpreter without OpenMP: parallel loops go through the Python thread pool.
+    script = (
+        "import numpy as np, runtime, runtime.cpu as cpu, sys\n"
+        "sys.path.insert(0, 'tests/runtime')\n"
+        "from test_cpu import heavy_parallel\n"
+        "from codegen.llvm import build_llvm\n"
+        "mod = runtime.load_module(**build_llvm(heavy_parallel(40, 2)).as_dict())\n"
+        "a = np.linspace(-1, 1, 40, dtype='float32'); b = np.zeros(40, 'float32')\n"
+        "mod(a, b)\n"
+        "assert cpu.parallel_launcher() == 'threadpool', cpu.parallel_launcher()\n"
+        "assert np.allclose(b, np.tanh(np.tanh(a) + a), atol=1e-6)\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, AUTOSCHED_PARALLEL_LAUNCHER="threadpool", AUTOSCHED_NUM_THREADS="3")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
