@@ -3,9 +3,11 @@
 The Program is translated once into Python source (nested ``for`` loops over flat Python
 lists), compiled, and cached per Program, so running many small programs stays cheap.
 Every loop kind runs as a serial loop (threads and virtual threads included; barriers are
-no-ops), which is the meaning backends must preserve. Buffers that are allocated or used as
-workspaces start filled with NaN (or a sentinel integer), so a read before a write shows up
-in the result; with ``check_bounds`` every load and store checks its flat index.
+no-ops), which is the meaning backends must preserve; ``simt=True`` instead runs kernels the
+GPU way (one generator per thread, block-wide barriers, per-block shared memory). Buffers
+that are allocated or used as workspaces start filled with NaN (or a sentinel integer), so a
+read before a write shows up in the result; with ``check_bounds`` every load and store checks
+its flat index.
 """
 
 from __future__ import annotations
@@ -17,7 +19,19 @@ import numpy as np
 
 from .dtype import is_bool, is_float, to_numpy
 from .expr import Binary, Call, Cast, Const, Expr, IfThenElse, Not, Select, Var
-from .loops import Allocate, Barrier, Buffer, For, If, Load, Program, Seq, Stmt, Store
+from .loops import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    If,
+    Load,
+    Program,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
 
 __all__ = ["LoopInterpError", "compile_program", "run_program"]
 
@@ -131,6 +145,44 @@ _GLOBALS = {
     "_nan": math.nan,
 }
 
+_TID = {
+    "blockIdx.x": "_bx", "blockIdx.y": "_by", "blockIdx.z": "_bz",
+    "threadIdx.x": "_tx", "threadIdx.y": "_ty", "threadIdx.z": "_tz",
+}  # fmt: skip
+
+
+def _launch(kernel, grid, block, shared_specs, args) -> None:
+    """Run ``kernel`` (a generator function) SIMT-style: per block, every thread runs up to
+    its next barrier before any thread passes it; all threads must meet the same barriers."""
+    import itertools
+
+    for bz, by, bx in itertools.product(*(range(g) for g in reversed(grid))):
+        shared = [[fill] * size for fill, size in shared_specs]
+        threads = [
+            kernel(bx, by, bz, tx, ty, tz, *args, *shared)
+            for tz, ty, tx in itertools.product(*(range(b) for b in reversed(block)))
+        ]
+        barrier = 0
+        while threads:
+            alive = []
+            for t in threads:
+                try:
+                    next(t)
+                    alive.append(t)
+                except StopIteration:
+                    pass
+            if alive and len(alive) != len(threads):
+                raise LoopInterpError(
+                    f"block ({bx}, {by}, {bz}): only {len(alive)} of {len(threads)} threads "
+                    f"reached barrier {barrier}; a barrier must not sit under a thread-"
+                    "dependent condition"
+                )
+            threads = alive
+            barrier += 1
+
+
+_GLOBALS["_launch"] = _launch
+
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
 
@@ -143,6 +195,8 @@ class _Emitter:
         self.names: dict[int, str] = {}  # id(Var or Buffer) -> Python name
         self.helpers: list[list[str]] = []
         self.counter = 0
+        self.simt = False  # emitting a kernel body run per thread (see module_simt)
+        self.dims: dict = {}  # thread tag -> launch extent of the kernel being emitted
 
     def name_of(self, obj, prefix: str) -> str:
         key = id(obj)
@@ -239,6 +293,18 @@ class _Emitter:
             if s.extent < 0:
                 raise LoopInterpError(f"loop {s.var.name!r} has negative extent {s.extent}")
             v = self.name_of(s.var, "v")
+            if self.simt and s.kind == "thread":
+                # On a GPU a thread loop is no loop: the var is this thread's index.
+                out.append(f"{pad}{v} = {_TID[s.thread_tag]}")
+                if s.extent < self.dims[s.thread_tag]:
+                    out.append(f"{pad}if {v} < {int(s.extent)}:")
+                    n = len(out)
+                    self.stmts(s.body, ind + 1, depth, [*scope, v], out)
+                    if len(out) == n:
+                        out.append(f"{pad}    pass")
+                else:
+                    self.stmts(s.body, ind, depth, [*scope, v], out)
+                return
             out.append(f"{pad}for {v} in range({int(s.extent)}):")
             n = len(out)
             self.stmts(s.body, ind + 1, depth + 1, [*scope, v], out)
@@ -255,7 +321,8 @@ class _Emitter:
             return
         if isinstance(s, Allocate):
             b = self.name_of(s.buffer, "b")
-            out.append(f"{pad}{b} = [{_fill(s.buffer.dtype)}] * {s.buffer.size}")
+            if not (self.simt and s.buffer.scope == "shared"):  # shared: one per block
+                out.append(f"{pad}{b} = [{_fill(s.buffer.dtype)}] * {s.buffer.size}")
             self.stmts(s.body, ind, depth, [*scope, b], out)
             return
         if isinstance(s, If):
@@ -272,6 +339,8 @@ class _Emitter:
                     out.append(f"{pad}    pass")
             return
         if isinstance(s, Barrier):
+            if self.simt:
+                out.append(f"{pad}yield")  # the launcher resumes threads block-wide
             return  # serial execution: every write is already visible
         raise LoopInterpError(f"cannot interpret statement {type(s).__name__}")
 
@@ -281,9 +350,12 @@ class _Emitter:
         self.counter += 1
         fname = f"_h{self.counter}"
         body: list[str] = [f"def {fname}({', '.join(scope)}):"]
+        if self.simt:
+            body += ["    if False:", "        yield"]
         self.stmts(s, 1, 0, list(scope), body)
         self.helpers.append(body)
-        out.append(f"{'    ' * ind}{fname}({', '.join(scope)})")
+        call = f"{fname}({', '.join(scope)})"
+        out.append(f"{'    ' * ind}{'yield from ' if self.simt else ''}{call}")
 
     def module(self) -> str:
         p = self.program
@@ -301,6 +373,59 @@ class _Emitter:
         lines = [line for h in self.helpers for line in h] + out
         return "\n".join(lines) + "\n"
 
+    def module_simt(self) -> str:
+        """Like :meth:`module`, but every top-level statement with thread loops is a kernel
+        run as a generator per (block, thread); barriers are ``yield``s."""
+        p = self.program
+        params = [self.name_of(b, "b") for b in p.params]
+        out = [f"def _main({', '.join(params)}):"]
+        scope = list(params)
+        for w in p.workspaces:
+            wn = self.name_of(w, "b")
+            out.append(f"    {wn} = [{_fill(w.dtype)}] * {w.size}")
+            scope.append(wn)
+        n = len(out)
+        self.host(p.body, scope, out)
+        if len(out) == n:
+            out.append("    pass")
+        lines = [line for h in self.helpers for line in h] + out
+        return "\n".join(lines) + "\n"
+
+    def host(self, s: Stmt, scope: list[str], out: list[str]) -> None:
+        if isinstance(s, Seq):
+            for st in s.stmts:
+                self.host(st, scope, out)
+            return
+        if isinstance(s, Allocate) and s.buffer.scope == "global":
+            b = self.name_of(s.buffer, "b")
+            out.append(f"    {b} = [{_fill(s.buffer.dtype)}] * {s.buffer.size}")
+            self.host(s.body, [*scope, b], out)
+            return
+        dims: dict = {}
+        shared: list = []
+        for node in walk_stmts(s):
+            if isinstance(node, For) and node.kind == "thread":
+                dims[node.thread_tag] = max(dims.get(node.thread_tag, 1), node.extent)
+            if isinstance(node, Allocate) and node.buffer.scope == "shared":
+                shared.append(node.buffer)
+        if not dims:
+            self.stmts(s, 1, 0, scope, out)
+            return
+        self.counter += 1
+        kname = f"_k{self.counter}"
+        snames = [self.name_of(b, "b") for b in shared]
+        args = [*_TID.values(), *scope, *snames]
+        body = [f"def {kname}({', '.join(args)}):", "    if False:", "        yield"]
+        self.simt, self.dims = True, dims
+        self.stmts(s, 1, 0, [*scope, *snames], body)
+        self.simt, self.dims = False, {}
+        self.helpers.append(body)
+        grid = tuple(dims.get(f"blockIdx.{a}", 1) for a in "xyz")
+        block = tuple(dims.get(f"threadIdx.{a}", 1) for a in "xyz")
+        specs = [(_fill(b.dtype), b.size) for b in shared]
+        spec_src = "[" + ", ".join(f"({f}, {n})" for f, n in specs) + "]"
+        out.append(f"    _launch({kname}, {grid}, {block}, {spec_src}, ({', '.join(scope)},))")
+
 
 def _fill(dtype: str) -> str:
     if is_float(dtype):
@@ -313,23 +438,29 @@ def _fill(dtype: str) -> str:
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compile_program(program: Program, check_bounds: bool = True):
+def compile_program(program: Program, check_bounds: bool = True, simt: bool = False):
     """Translate ``program`` to a Python function ``f(*param_lists)`` (cached per Program).
+
+    With ``simt``, top-level statements that contain thread loops run as GPU kernels: one
+    generator per (block, thread), thread loops bind the thread's index, shared buffers are
+    per block and barriers synchronize the block (see :func:`run_program`).
 
     Returns
     -------
     (function, source): the compiled entry point and its Python source (for debugging).
     """
     per = _CACHE.setdefault(program, {})
-    if check_bounds not in per:
-        src = _Emitter(program, check_bounds).module()
+    key = (check_bounds, simt)
+    if key not in per:
+        em = _Emitter(program, check_bounds)
+        src = em.module_simt() if simt else em.module()
         namespace = dict(_GLOBALS)
         exec(compile(src, f"<loop_interp {program.name}>", "exec"), namespace)
-        per[check_bounds] = (namespace["_main"], src)
-    return per[check_bounds]
+        per[key] = (namespace["_main"], src)
+    return per[key]
 
 
-def run_program(program: Program, arrays, check_bounds: bool = True) -> None:
+def run_program(program: Program, arrays, check_bounds: bool = True, simt: bool = False) -> None:
     """Run ``program`` on numpy arrays, writing the results back into them in place.
 
     Parameters
@@ -341,6 +472,11 @@ def run_program(program: Program, arrays, check_bounds: bool = True) -> None:
         Shapes must match (or have the same number of elements); dtypes are converted.
     check_bounds : bool
         Check every flat index against the buffer size (raises LoopInterpError).
+    simt : bool
+        Execute thread-bound loops as a GPU would (each thread sees one index, shared memory
+        is per block, barriers are block-wide) instead of as serial loops. This checks
+        cooperative fetching and barrier placement; a barrier that only some threads of a
+        block reach raises LoopInterpError.
     """
     params = program.params
     if isinstance(arrays, dict):
@@ -369,7 +505,7 @@ def run_program(program: Program, arrays, check_bounds: bool = True) -> None:
             )
         flat = a.reshape(-1).tolist()
         lists.append(flat)
-    fn, _ = compile_program(program, check_bounds)
+    fn, _ = compile_program(program, check_bounds, simt)
     fn(*lists)
     for b, a, lst in zip(params, arrs, lists, strict=True):
         if a.flags.writeable:

@@ -131,3 +131,62 @@ def test_select_evaluates_both_branches_if_then_else_only_one():
     prog2 = Program("q", (a,), (), For(i, 4, Store(a, i, unsafe)))
     with pytest.raises(LoopInterpError, match="out of bounds"):
         run_program(prog2, [out])
+
+
+def _coop_program(guard_barrier: bool):
+    """One block of 4 threads: each loads one element into shared memory, then reads its
+    neighbour's; correct only if the barrier separates the two phases block-wide."""
+    a = Buffer("a", (4,), "float32")
+    b = Buffer("b", (4,), "float32")
+    sh = Buffer("sh", (4,), "float32", "shared")
+    t1, t2 = Var("t1"), Var("t2")
+    load = For(t1, 4, Store(sh, t1, Load(a, t1, "float32")), "thread", "threadIdx.x")
+    bar = Barrier()
+    if guard_barrier:
+        bar = If(t2 < 2, Barrier())
+    use = Store(b, t2, Load(sh, floormod(t2 + 1, 4), "float32"))
+    body = For(t2, 4, seq(Allocate(sh, seq(load, bar, use))), "thread", "threadIdx.x")
+    # the same tag on both loops: on a GPU t1 and t2 are the same thread index
+    return Program("coop", (a, b), (), body)
+
+
+def test_simt_mode_runs_threads_in_lockstep_between_barriers():
+    prog = _coop_program(False)
+    x = _rng().standard_normal(4).astype("float32")
+    out = np.zeros(4, "float32")
+    run_program(prog, [x, out], simt=True)
+    np.testing.assert_allclose(out, np.roll(x, -1))
+    out2 = np.zeros(4, "float32")
+    run_program(prog, [x, out2])  # serial: thread loops are plain loops, same result here
+    np.testing.assert_allclose(out2, np.roll(x, -1))
+
+
+def test_simt_mode_reports_a_divergent_barrier():
+    prog = _coop_program(True)
+    x = np.ones(4, "float32")
+    with pytest.raises(LoopInterpError, match="barrier"):
+        run_program(prog, [x, np.zeros(4, "float32")], simt=True)
+
+
+def test_simt_mode_without_barrier_exposes_missing_sync():
+    # Without the barrier thread 0 reads sh[1] before thread 1 wrote it: NaN shows up.
+    a = Buffer("a", (2,), "float32")
+    b = Buffer("b", (2,), "float32")
+    sh = Buffer("sh", (2,), "float32", "shared")
+    t = Var("t")
+    body = For(
+        t,
+        2,
+        Allocate(
+            sh,
+            seq(
+                Store(sh, t, Load(a, t, "float32")),
+                Store(b, t, Load(sh, floormod(t + 1, 2), "float32")),
+            ),
+        ),
+        "thread",
+        "threadIdx.x",
+    )
+    out = np.zeros(2, "float32")
+    run_program(Program("nosync", (a, b), (), body), [np.ones(2, "float32"), out], simt=True)
+    assert math.isnan(out[0]) and out[1] == 1.0

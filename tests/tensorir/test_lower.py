@@ -98,22 +98,23 @@ def reference(dag, inputs):
     return run_lowered(lower(dag), dag, inputs)
 
 
-def run_lowered(prog, dag, inputs):
+def run_lowered(prog, dag, inputs, simt=False):
     outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in dag.output_tensors]
-    run_program(prog, [*[np.array(x) for x in inputs], *outs])
+    run_program(prog, [*[np.array(x) for x in inputs], *outs], simt=simt)
     return outs
 
 
-def check(state, dag=None, seed=0, rtol=1e-4, atol=1e-4):
+def check(state, dag=None, seed=0, rtol=1e-4, atol=1e-4, simt=False):
     """Lower ``state``, run it on random inputs and compare with the reference; returns the
-    Program."""
+    Program. With ``simt`` it also runs GPU-style (threads in lockstep, shared per block)."""
     dag = dag if dag is not None else getattr(state, "dag", state)
     prog = lower(state)
     inputs = random_inputs(dag, seed)
-    got = run_lowered(prog, dag, inputs)
     want = reference(dag, inputs)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=str(prog))
+    for mode in (False, True) if simt else (False,):
+        got = run_lowered(prog, dag, inputs, simt=mode)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"simt={mode}\n{prog}")
     return prog
 
 
@@ -226,7 +227,7 @@ def test_bind_runs_serially_with_thread_tags():
     bo, bi = s.split("D", f, [32])
     s.bind("D", bo, "blockIdx.x")
     s.bind("D", bi, "threadIdx.x")
-    prog = check(s)
+    prog = check(s, simt=True)
     tags = [(f.kind, f.thread_tag) for f in _fors(prog) if f.kind == "thread"]
     assert tags == [("thread", "blockIdx.x"), ("thread", "threadIdx.x")]
 
@@ -413,7 +414,7 @@ def test_cache_write_local_and_cache_read_shared_gpu_style():
     f = s.fuse("A.shared", s["A.shared"].iters)
     fo, fi = s.split("A.shared", f, [4])
     s.bind("A.shared", fi, "threadIdx.x")
-    prog = check(s)
+    prog = check(s, simt=True)
     allocs = {x.buffer.scope: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
     assert allocs["local"].size == 4
     # shared region spans all threadIdx of the block: 4 rows of A, one k column
@@ -449,7 +450,7 @@ def test_thread_guard_never_wraps_a_barrier():
     s.compute_at("A.shared", "C", "k")
     f = s.fuse("A.shared", s["A.shared"].iters)
     s.bind("A.shared", s.split("A.shared", f, [4])[1], "threadIdx.x")
-    prog = check(s)
+    prog = check(s, simt=True)
     for node in walk_stmts(prog.body):
         if isinstance(node, If):
             assert not any(isinstance(x, Barrier) for x in walk_stmts(node))
@@ -482,7 +483,7 @@ def test_gpu_multi_level_tiling_sketch():
         s.compute_at(name, "C.local", kk[0])
         f = s.fuse(name, s[name].iters)
         s.bind(name, s.split(name, f, [32])[1], "threadIdx.x")
-    prog = check(s)
+    prog = check(s, simt=True)
     allocs = {x.buffer.name: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
     assert allocs["C_local"].size == 4  # 2x2 per thread
     assert allocs["A_shared"].size == 16 * 8 and allocs["B_shared"].size == 8 * 32
