@@ -354,15 +354,22 @@ class ExprEmitter:
         if k is not None and k > 0 and is_nonneg(e.a):
             # Fast path: non-negative dividend and positive constant divisor (tiled indices).
             return bld.udiv(a, b) if op == "floordiv" else bld.urem(a, b)
-        if k is None or k == 0:
-            b = bld.select(bld.icmp_signed("==", b, self.const_like(b.type, 0)),
-                           self.const_like(b.type, 1), b)  # fmt: skip
+        zero = self.const_like(a.type, 0)
+        by_zero = by_minus_one = None
+        if k is None or k in (0, -1):
+            # x86 traps on x / 0 and on INT_MIN / -1: divide by 1 instead and fix the result
+            # (x // 0 -> 0 as numpy does, x // -1 -> -x wrapping).
+            by_zero = bld.icmp_signed("==", b, zero)
+            by_minus_one = bld.icmp_signed("==", b, self.const_like(b.type, -1))
+            b = bld.select(bld.or_(by_zero, by_minus_one), self.const_like(b.type, 1), b)
         q, r = bld.sdiv(a, b), bld.srem(a, b)
-        zero = self.const_like(r.type, 0)
         # Truncation rounds toward zero; floor differs when the remainder's sign differs from b's.
         need = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
         if op == "floordiv":
-            return bld.sub(q, bld.zext(need, q.type))
+            q = bld.sub(q, bld.zext(need, q.type))
+            if by_zero is not None:
+                q = bld.select(by_minus_one, bld.sub(zero, a), bld.select(by_zero, zero, q))
+            return q
         return bld.add(r, bld.select(need, b, zero))
 
     def _if_then_else(self, e: IfThenElse, wide: bool) -> ir.Value:

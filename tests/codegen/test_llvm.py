@@ -277,6 +277,27 @@ def test_integer_arithmetic_with_floor_semantics(dtype, kind):
         np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_division_by_zero_and_int_min_by_minus_one_do_not_trap(dtype, kind):
+    # x86 raises SIGFPE for these: the generated code must give numpy's answers instead.
+    n = 9
+    a, b, q, r = (Buffer(x, (n,), dtype) for x in "ABQR")
+    i = Var("i")
+    body = Seq(
+        (Store(q, i, floordiv(ld(a, i), ld(b, i))), Store(r, i, floormod(ld(a, i), ld(b, i))))
+    )
+    p = Program("div_edges", (a, b, q, r), (), For(i, n, body, kind))
+    lo = np.iinfo(dtype).min
+    x = np.array([lo, lo, 7, -7, 5, 0, lo, 3, -3], dtype)
+    y = np.array([-1, 1, 0, 0, -1, -1, 2, -2, 2], dtype)
+    got_q, got_r = np.zeros(n, dtype), np.zeros(n, dtype)
+    run(p, x, y, got_q, got_r)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got_q, x // y)
+        np.testing.assert_array_equal(got_r, x % y)
+
+
 def test_index_floordiv_floormod_of_negative_offsets_and_casts():
     # B[i] = A[(i - 7) mod 10] + float(floordiv(i - 7, 3)) with negative intermediate indices.
     n = 30
