@@ -168,3 +168,56 @@ def test_random_schedules_compute_the_dag(data):
     want = _reference(dag, inputs)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{state}\n{prog}")
+
+
+def _gpu_matmul_sketch(n, m, k, ti, tj, ki, vi, vj, ri, rj):
+    """The Ansor GPU sketch of a matmul with the given tile sizes (often non-divisible)."""
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    dag = ComputeDAG([A, B, C])
+    s = State(dag)
+    s.cache_write("C", "local")
+    s.cache_read("A", "shared", ["C.local"])
+    s.cache_read("B", "shared", ["C.local"])
+    i, j, kk = s["C.local"].iters
+    ii = s.split("C.local", i, [vi, ti, ri])
+    jj = s.split("C.local", j, [vj, tj, rj])
+    ks = s.split("C.local", kk, [ki, 2])
+    order = [ii[0], jj[0], ii[1], jj[1], ii[2], jj[2], ks[0], ks[1], ii[3], jj[3], ks[2]]
+    s.reorder("C.local", order)
+    ci, cj = s["C"].iters
+    ci = s.split("C", ci, [vi, ti, ri])
+    cj = s.split("C", cj, [vj, tj, rj])
+    s.reorder("C", [ci[0], cj[0], ci[1], cj[1], ci[2], cj[2], ci[3], cj[3]])
+    s.bind("C", s.fuse("C", [ci[0], cj[0]]), "blockIdx.x")
+    s.bind("C", s.fuse("C", [ci[1], cj[1]]), "vthread")
+    t = s.fuse("C", [ci[2], cj[2]])
+    s.bind("C", t, "threadIdx.x")
+    s.compute_at("C.local", "C", t)
+    for name in ("A.shared", "B.shared"):
+        s.compute_at(name, "C.local", ks[0])
+        f = s.fuse(name, s[name].iters)
+        s.bind(name, s.split(name, f, [ti * tj])[1], "threadIdx.x")
+    return dag, s
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(3, 9),
+    m=st.integers(3, 9),
+    k=st.integers(2, 9),
+    tiles=st.tuples(*[st.integers(1, 3) for _ in range(7)]),
+)
+def test_random_gpu_sketches_run_simt(n, m, k, tiles):
+    """Shared-memory regions (relaxed over threads), barriers and tail guards are right when
+    threads really run in lockstep."""
+    dag, s = _gpu_matmul_sketch(n, m, k, *tiles)
+    prog = lower(s)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((n, k)).astype("float32")
+    b = rng.standard_normal((k, m)).astype("float32")
+    c = np.zeros((n, m), "float32")
+    run_program(prog, [a, b, c], simt=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5, err_msg=str(prog))
