@@ -462,6 +462,11 @@ def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> Stag
 
     if s.compute_at == "iter":
         tgt_name, it_name = s.attach
+        if tgt_name not in infos:
+            raise LowerError(
+                f"stage {s.name!r} is attached to {tgt_name!r}, which has no loops (inlined or a "
+                "placeholder); attach it to a stage computed at the root or inside loops"
+            )
         tgt = infos[tgt_name]
         try:
             k = tgt.stage.iter_index(it_name)

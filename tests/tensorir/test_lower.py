@@ -335,6 +335,16 @@ def test_attach_outside_a_consumer_is_an_error():
         lower((tuple(stages), dag))
 
 
+def test_attach_to_an_inlined_stage_is_an_error():
+    dag = elementwise_chain()
+    stages = list(State(dag).stages)
+    names = [x.name for x in stages]
+    stages[names.index("B")] = stages[names.index("B")].with_(compute_at="iter", attach=("C", "i"))
+    stages[names.index("C")] = stages[names.index("C")].with_(compute_at="inline")
+    with pytest.raises(LowerError, match="no loops"):
+        lower((tuple(stages), dag))
+
+
 # ----------------------------------------------------------------------------- inline
 
 
