@@ -36,6 +36,7 @@ from .source import BufferSpec, Launch, Source
 
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
 MAX_STACK_BYTES = 64 * 1024  # larger Allocates use malloc/free
+MAX_FRAME_BYTES = 512 * 1024  # and so do all once a function's stack buffers reach this much
 MAX_UNROLL_STMTS = 1024  # explicit unrolling emits at most this many statements per loop
 MAX_VECTOR_LANES = 64  # longer vectorized loops run in chunks of VECTOR_CHUNK lanes
 VECTOR_CHUNK = 32
@@ -59,6 +60,7 @@ class _Fn:
     vec_var: Var | None = None
     lanes: int = 0
     stack: dict = field(default_factory=dict)  # Buffer -> alloca (reused by unrolled copies)
+    stack_bytes: int = 0
 
 
 def entry_name(program: Program) -> str:
@@ -208,17 +210,19 @@ class _Generator(ExprEmitter):
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
         mt = mem_type(buf.dtype)
-        heap = buf.nbytes > MAX_STACK_BYTES
+        ptr = self.fn.stack.get(buf)
+        heap = ptr is None and (
+            buf.nbytes > MAX_STACK_BYTES or self.fn.stack_bytes + buf.nbytes > MAX_FRAME_BYTES
+        )
         if heap:
             malloc = self.intrinsic("malloc", PTR, [I64])
             ptr = self.b.call(malloc, [ir.Constant(I64, buf.nbytes)])
-        else:
-            ptr = self.fn.stack.get(buf)
-            if ptr is None:
-                ptr = self.fn.allocas.alloca(ir.ArrayType(mt, max(1, buf.size)), name=buf.name)
-                ptr.align = 64
-                ptr.type = PTR  # llvmlite types allocas as typed pointers; we use opaque ones
-                self.fn.stack[buf] = ptr
+        elif ptr is None:
+            ptr = self.fn.allocas.alloca(ir.ArrayType(mt, max(1, buf.size)), name=buf.name)
+            ptr.align = 64
+            ptr.type = PTR  # llvmlite types allocas as typed pointers; we use opaque ones
+            self.fn.stack[buf] = ptr
+            self.fn.stack_bytes += buf.nbytes
         saved = self.fn.bufs.get(buf)
         self.fn.bufs[buf] = ptr
         self.stmt(s.body)

@@ -378,6 +378,26 @@ def test_allocate_inside_parallel_loop_is_private_and_large_allocate_uses_heap()
     np.testing.assert_allclose(y, ref, rtol=1e-6)
 
 
+def test_stack_frame_is_bounded():
+    # Twelve 60 KB scratch buffers: the first ones live on the stack, the rest on the heap.
+    n, count = 15000, 12
+    a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32")
+    stmts = []
+    for t in range(count):
+        buf, i, j = Buffer(f"T{t}", (n,), "float32", "local"), Var(f"i{t}"), Var(f"j{t}")
+        src = a if t == 0 else b
+        stmts.append(Allocate(buf, Seq((
+            For(i, n, Store(buf, i, ld(src, i) + const(1.0)), "vectorized"),
+            For(j, n, Store(b, j, ld(buf, j)), "vectorized"),
+        ))))  # fmt: skip
+    p = Program("frames", (a, b), (), Seq(tuple(stmts)))
+    code = build_llvm(p).code
+    assert "alloca [15000 x float]" in code and "malloc" in code
+    x, y = rand(n), np.zeros(n, "float32")
+    run(p, x, y)
+    np.testing.assert_allclose(y, x + count, rtol=1e-5)
+
+
 def test_nested_parallel_and_parallel_inside_serial():
     n, m = 6, 10
     a, b = Buffer("A", (n, m), "float32"), Buffer("B", (n, m), "float32")
