@@ -239,6 +239,7 @@ class CPUBackend:
             "name": llvm.get_host_cpu_name(),
             "num_cores": get_num_threads(),
             "vector_bits": vector_bits,
+            "vector_unit_bytes": vector_bits // 8,  # Ansor's HardwareParams name
             "cache_line_bytes": 64,
             "target_triple": llvm.get_process_triple(),
             "parallel_launcher": parallel_launcher(),
