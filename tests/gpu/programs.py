@@ -481,9 +481,11 @@ def _dag_case(name: str, dag, state, **tol) -> Case:
     return Case(name, lower(state, name=name), inputs, ref, **tol)
 
 
-def lowered_matmul_case(n: int = 64, m: int = 64, k: int = 32) -> Case:
+def lowered_matmul_state(n: int = 64, m: int = 64, k: int = 32):
     """An Ansor-style GPU sketch: blockIdx/vthread/threadIdx tiling, local accumulator,
-    shared-memory cache reads with cooperative fetching, unrolled inner reduction."""
+    shared-memory cache reads with cooperative fetching, unrolled inner reduction.
+
+    Returns ``(dag, state)``."""
     from tensorir import te
     from tensorir.dag import ComputeDAG
     from tensorir.schedule import State
@@ -514,6 +516,12 @@ def lowered_matmul_case(n: int = 64, m: int = 64, k: int = 32) -> Case:
         s.compute_at(name, "C.local", ko)
         fo, fi = s.split(name, s.fuse(name, s[name].iters), [64])
         s.bind(name, fi, "threadIdx.x")
+    return dag, s
+
+
+def lowered_matmul_case(n: int = 64, m: int = 64, k: int = 32) -> Case:
+    """:func:`lowered_matmul_state` lowered, checked against tensorir.interp."""
+    dag, s = lowered_matmul_state(n, m, k)
     return _dag_case("lowered_matmul", dag, s, rtol=1e-4, atol=1e-4)
 
 

@@ -111,6 +111,43 @@ def cuda_checks() -> None:
 
     check("cuda.vthread_injection", vthread_injection)
 
+    def autosched_build():
+        from programs import lowered_matmul_state
+
+        from autosched.build_module import build
+
+        dag, state = lowered_matmul_state(256, 256, 128)
+        mod = build(state, "cuda")
+        rng = np.random.default_rng(6)
+        a = rng.standard_normal((256, 128)).astype(np.float32)
+        b = rng.standard_normal((128, 256)).astype(np.float32)
+        c = np.zeros((256, 256), np.float32)
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+        return "State -> lower -> verify -> CUDA -> load_module -> numpy matches"
+
+    check("cuda.autosched_build", autosched_build)
+
+    def threaded_compile():
+        from concurrent.futures import ThreadPoolExecutor
+
+        srcs = [build_cuda(matmul_case(16 * (i + 1), 64, 48).program).code for i in range(8)]
+        srcs = [c.replace("matmul_kernel0", f"mm{i}_kernel0") for i, c in enumerate(srcs)]
+        t0 = time.perf_counter()
+        for i, c in enumerate(srcs):
+            backend.compile(c + f"// serial {i}\n", (f"mm{i}_kernel0",))
+        serial = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            mods = list(pool.map(lambda ic: backend.compile(ic[1] + f"// pool {ic[0]}\n",
+                                                            (f"mm{ic[0]}_kernel0",)),
+                                 enumerate(srcs)))  # fmt: skip
+        pooled = time.perf_counter() - t0
+        assert len(mods) == 8
+        return f"8 nvcc compiles: {serial:.2f} s serial, {pooled:.2f} s from 8 threads"
+
+    check("cuda.threaded_compile", threaded_compile)
+
     def compile_error():
         from runtime.errors import CompileError
 
