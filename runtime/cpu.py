@@ -307,6 +307,21 @@ class CPUBackend:
         if status != 0:
             raise LaunchError(f"kernel {name!r} failed with status {status} (out of memory?)")
 
+    def bind(self, compiled: CompiledCPU, name: str, grid, block, handles: list):
+        """``launch`` with its arguments converted once: a zero-argument callable."""
+        fn = compiled.functions.get(name)
+        if fn is None:
+            have = sorted(compiled.functions)
+            raise LaunchError(f"kernel {name!r} was not compiled; have {have}")
+        ptrs = [h.ctypes.data for h in handles]
+
+        def run() -> None:
+            if fn(*ptrs) != 0:
+                raise LaunchError(f"kernel {name!r} failed with a non-zero status")
+
+        run.handles = list(handles)  # the pointers are only valid while the arrays live
+        return run
+
     def synchronize(self) -> None:
         """CPU launches are synchronous."""
 

@@ -135,3 +135,35 @@ def test_missing_gpu_reports_not_raises():
         pytest.skip("a CUDA device is present")
     with pytest.raises(RuntimeError, match="not available"):
         _ = dev.properties
+
+
+TWO_KERNELS = """
+define i32 @inc(ptr %x) {
+  %v = load float, ptr %x
+  %w = fadd float %v, 1.0
+  store float %w, ptr %x
+  ret i32 0
+}
+define i32 @dbl(ptr %x) {
+  %v = load float, ptr %x
+  %w = fmul float %v, 2.0
+  store float %w, ptr %x
+  ret i32 0
+}
+"""
+
+
+def test_launches_run_in_order_also_when_timed():
+    one = (1, 1, 1)
+    launches = (("inc", ("x",), one, one), ("dbl", ("x",), one, one))
+    mod = runtime.load_module("llvm", TWO_KERNELS, (("x", "float32", 1),), (), launches)
+    x = np.array([1.5], "float32")
+    mod(x)
+    assert x[0] == (1.5 + 1) * 2  # inc then dbl
+    x[0] = 0.25
+    res = mod.time_evaluator(number=2, repeat=2)(x)
+    assert all(t > 0 for t in res.results)
+    v = 0.25
+    for _ in range(1 + 2 * 2):  # warm-up + number * repeat runs, each inc then dbl
+        v = (v + 1) * 2
+    assert x[0] == np.float32(v)
