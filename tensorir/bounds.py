@@ -11,7 +11,9 @@ region of its output that the loops inside the attach point read (TVM's InferBou
 - for each access of the producer, every loop var inside the attach point is relaxed to its
   range and the loops at or outside it stay symbolic (thread-bound loops are relaxed too
   when the buffer is shared by those threads: shared scope relaxes threadIdx/vthread, global
-  relaxes every thread loop, as TVM's ``NeedRelax``);
+  relaxes every thread loop, as TVM's ``NeedRelax``); a stage left at the default "global"
+  scope but attached inside a kernel gets "local" (under threadIdx/vthread) or "shared" (under
+  blockIdx only), as TVM's ``InferStorageScope``;
 - the per-dimension interval ``[lo, hi]`` (symbolic in the outer loops) gives the region
   minimum; the extent is a constant (the largest width), clamped to the tensor's shape.
 
@@ -90,6 +92,7 @@ class StageInfo:
     strides: tuple = ()
     attached: dict = field(default_factory=dict)  # leaf index -> [stage names]
     global_root: dict = field(default_factory=dict)  # root name -> value incl. region offset
+    scope: str = "global"  # effective storage scope (see effective_scope)
 
     @property
     def name(self) -> str:
@@ -476,8 +479,10 @@ def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> Stag
                 f"of {tgt_name!r} ({[it.name for it in tgt.stage.iters]})"
             ) from None
         enclosing = list(tgt.enclosing) + list(tgt.loops[: k + 1])
-        region_min, region_ext = _infer_region(s, enclosing, cons, infos, extents)
+        scope = effective_scope(s.scope, enclosing)
+        region_min, region_ext = _infer_region(s, scope, enclosing, cons, infos, extents)
     else:
+        scope = s.scope if s.scope in SCOPE_RANK else "global"
         enclosing = []
         region_min = [Const(0, "int32") for _ in op.axes]
         region_ext = list(op.shape)
@@ -502,8 +507,33 @@ def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> Stag
     for ax in op.reduce_axes:
         glob[ax.name] = local_root[ax.name] + ax.dom_min if ax.dom_min else local_root[ax.name]
     return StageInfo(
-        s, body, root_ext, ext, loops, enclosing, local_root, region_min, guards, global_root=glob
+        s,
+        body,
+        root_ext,
+        ext,
+        loops,
+        enclosing,
+        local_root,
+        region_min,
+        guards,
+        global_root=glob,
+        scope=scope,
     )
+
+
+def effective_scope(scope: str, enclosing) -> str:
+    """The storage scope of an attached stage, as TVM's InferStorageScope: an explicit
+    "shared"/"local" stays; the default "global" becomes "local" under a threadIdx or vthread
+    loop, "shared" under blockIdx loops only (a GPU kernel has no global temporaries)."""
+    if scope in ("shared", "local"):
+        return scope
+    rank = -1
+    for lp in enclosing:
+        if lp.kind == "vthread":
+            rank = max(rank, THREAD_RANK["vthread"])
+        elif lp.kind == "thread":
+            rank = max(rank, THREAD_RANK[lp.tag.split(".")[0]])
+    return {-1: "global", 0: "shared"}.get(rank, "local")
 
 
 def _relaxed_thread(loop: Loop, scope: str) -> bool:
@@ -516,10 +546,10 @@ def _relaxed_thread(loop: Loop, scope: str) -> bool:
     return SCOPE_RANK.get(scope, 0) <= rank
 
 
-def _infer_region(s: Stage, enclosing, cons, infos, extents):
+def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
     """Region (min exprs, const extents) of ``s``'s output read under its attach point."""
     attach_var = enclosing[-1].var
-    fixed = {lp.var for lp in enclosing if not _relaxed_thread(lp, s.scope)}
+    fixed = {lp.var for lp in enclosing if not _relaxed_thread(lp, scope)}
     ranges = {v: (0, e - 1) for v, e in extents.items()}
     shape = s.op.shape
     los: list = [None] * len(shape)

@@ -77,7 +77,7 @@ class _Lowerer:
                 continue
             shape = tuple(info.root_ext[ax.name] for ax in s.op.axes)
             strides, alloc_shape = _aligned_strides(shape, s.storage_align, s.name)
-            scope = s.scope if s.scope in ("global", "shared", "local") else "global"
+            scope = info.scope
             info.buffer = Buffer(self.namer(s.name), alloc_shape, s.op.dtype, scope)
             info.strides = strides
             if s.compute_at == "root":
@@ -155,7 +155,7 @@ class _Lowerer:
             in_shared = False
             for nm in names:
                 sub = self.an.infos[nm]
-                shared = sub.stage.scope == "shared"
+                shared = sub.scope == "shared"
                 if shared != in_shared:
                     stmts.append(Barrier())
                     in_shared = shared

@@ -505,6 +505,31 @@ def test_gpu_multi_level_tiling_sketch():
     assert [it.extent for it in local.iters] == [1, 1, 1, 1, 1, 1, 4, 4, 2, 2, 2]
 
 
+@pytest.mark.parametrize("level", ["threadIdx", "blockIdx"])
+def test_default_scope_inside_kernels_follows_the_attach_path(level):
+    # Like TVM's InferStorageScope: a stage without explicit scope attached under threadIdx
+    # is local (per-thread region); under blockIdx only it is shared (fenced by barriers).
+    dag = matmul_relu(8, 8, 6)
+    s = State(dag)
+    f = s.fuse("D", ["i", "j"])
+    bo, ti = s.split("D", f, [16])
+    s.bind("D", bo, "blockIdx.x")
+    s.bind("D", ti, "threadIdx.x")
+    if level == "threadIdx":
+        s.compute_at("C", "D", ti)
+    else:
+        s.compute_at("C", "D", bo)
+        fc = s.fuse("C", ["i", "j"])
+        s.bind("C", s.split("C", fc, [16])[1], "threadIdx.x")
+    prog = check(s, simt=True)
+    (alloc,) = [x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)]
+    barriers = [x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]
+    if level == "threadIdx":
+        assert alloc.scope == "local" and alloc.size == 1 and not barriers
+    else:
+        assert alloc.scope == "shared" and alloc.size == 16 and len(barriers) == 2
+
+
 # ----------------------------------------------------------------------------- te corners
 
 
