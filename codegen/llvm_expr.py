@@ -36,6 +36,7 @@ from tensorir.expr import (
     Select,
     Var,
     as_expr,
+    walk,
 )
 from tensorir.loops import Load
 
@@ -222,8 +223,6 @@ class ExprEmitter:
         key = id(e)
         hit = self._has_var_memo.get(key)
         if hit is None:
-            from tensorir.expr import walk
-
             hit = any(isinstance(n, Var) for n in walk(e))
             self._has_var_memo[key] = hit
             self._keep_alive.append(e)
