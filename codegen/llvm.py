@@ -358,10 +358,13 @@ class _Generator(ExprEmitter):
         body_fn.in_parallel = True
         args = list(body_fn.func.args)
         for arg, buf in zip(args, cap_bufs):
+            arg.name = re.sub(r"\W", "_", buf.name)
             arg.add_attribute("noalias")
             body_fn.bufs[buf] = arg
         for arg, var in zip(args[len(cap_bufs) :], cap_vars):
+            arg.name = re.sub(r"\W", "_", var.name)
             body_fn.vars[var] = arg
+        args[-2].name, args[-1].name = "begin", "end"
         self.fn = body_fn
         self.serial_range(s, args[-2], args[-1])
         self.b.ret_void()
@@ -370,6 +373,7 @@ class _Generator(ExprEmitter):
         task = self._new_fn(base, ir.VoidType(), [PTR, I32, I32], internal=True)
         self.fn = task
         clo, tid, ntasks = task.func.args
+        clo.name, tid.name, ntasks.name = "closure", "task_id", "num_tasks"
         loaded = [
             self.b.load(
                 self.b.gep(
