@@ -174,6 +174,17 @@ class _Lowerer:
                 for x in _walk(st)
             )
 
+        red_pos = [k for k, lp in enumerate(loops) if lp.iterator.kind in ("reduce", "mixed")]
+        xthread = isinstance(body, Reduce) and any(
+            loops[k].kind == "thread" and loops[k].tag.startswith("threadIdx") for k in red_pos
+        )
+        if xthread:
+            # Cross-thread reduction: the loops from the first reduce loop on become one
+            # block with its own barriers; every guard goes inside it.
+            r = red_pos[0]
+            core = self.cross_thread(info, r, store_idx, mapping, attached)
+            return self.build(info, r, core, {}, attached, allocs)
+
         # Guards: just inside the innermost loop they depend on (not around barriers).
         guards_at: dict = {}
         core_guards = []
@@ -185,7 +196,6 @@ class _Lowerer:
                 guards_at.setdefault(lv, []).append(g)
 
         init_nest = None
-        red_pos = [k for k, lp in enumerate(loops) if lp.iterator.kind in ("reduce", "mixed")]
         if isinstance(body, Reduce):
             src = self.te_to_loop(substitute(body.source, mapping))
             load = Load(info.buffer, store_idx, body.dtype)
@@ -210,7 +220,14 @@ class _Lowerer:
             core = Store(info.buffer, store_idx, value)
         if core_guards:
             core = If(_and(core_guards), core)
+        r0 = red_pos[0] if (init_nest is not None and red_pos) else None
+        return self.build(info, n, core, guards_at, attached, allocs, init_nest, r0)
 
+    def build(self, info, n, core, guards_at, attached, allocs, init_nest=None, r0=None):
+        """Wrap ``core`` in the stage's loops ``0 .. n-1`` with guards, attached stages and
+        their allocations, and the reduction init nest before loop ``r0``."""
+        s = info.stage
+        loops = info.loops
         stmt = core
         for k in range(n - 1, -1, -1):
             if guards_at.get(k):
@@ -223,11 +240,89 @@ class _Lowerer:
             if k == 0 and s.auto_unroll_max_step > 0:
                 ann = (("auto_unroll_max_step", int(s.auto_unroll_max_step)),)
             stmt = For(lp.var, lp.extent, stmt, lp.kind, lp.tag, ann)
-            if init_nest is not None and red_pos and k == red_pos[0]:
+            if init_nest is not None and k == r0:
                 stmt = seq(init_nest, stmt)
         if guards_at.get(-1):
             stmt = If(_and(guards_at[-1]), stmt)
         return stmt
+
+    def cross_thread(self, info: StageInfo, r: int, store_idx, mapping, attached) -> Stmt:
+        """A reduction whose reduce loops include threadIdx-bound ones (TVM's cross-thread
+        reduction): each thread reduces its share into a local accumulator, writes it to a
+        shared buffer, and after a barrier one thread per output element combines them."""
+        s, loops, body = info.stage, info.loops, info.body
+        name = s.name
+        red_loops = loops[r:]
+        if any(lp.iterator.kind != "reduce" for lp in red_loops):
+            raise LowerError(
+                f"stage {name!r}: a cross-thread reduction (reduce loop bound to threadIdx) needs "
+                "all spatial loops outside the reduce loops; reorder the stage"
+            )
+        if any(k >= r for k in attached):
+            raise LowerError(
+                f"stage {name!r}: stages attached inside the loops of a cross-thread reduction "
+                "are not supported; attach them at a spatial loop"
+            )
+        tloops = [lp for lp in red_loops if lp.kind == "thread"]
+        sloops = [lp for lp in red_loops if lp.kind != "thread"]
+        enc = [
+            lp
+            for lp in [*info.enclosing, *loops[:r]]
+            if lp.kind == "thread" and lp.tag.startswith("threadIdx")
+        ]
+        dt = body.dtype
+        ident = reduce_identity(body.combiner, dt)
+        nthreads = 1
+        for lp in tloops:
+            nthreads *= lp.extent
+        base: Expr = Const(0, "int32")
+        size = nthreads
+        for lp in enc:
+            base = base * lp.extent + lp.var
+            size *= lp.extent
+        tid: Expr = Const(0, "int32")
+        for lp in tloops:
+            tid = tid * lp.extent + lp.var
+        red = Buffer(self.namer(f"{name}_red"), (size,), dt, "shared")
+        acc = Buffer(self.namer(f"{name}_acc"), (1,), dt, "local")
+        zero = Const(0, "int32")
+        spatial_vars = {lp.var for lp in loops[:r]}
+        sp_guards = [g for g in info.guards if _vars(g) <= spatial_vars]
+        red_guards = [g for g in info.guards if not _vars(g) <= spatial_vars]
+        src = self.te_to_loop(substitute(body.source, mapping))
+        upd: Stmt = Store(acc, zero, _combine(body.combiner, Load(acc, zero, dt), src))
+        if body.condition is not None:
+            upd = If(self.te_to_loop(substitute(body.condition, mapping)), upd)
+        if sp_guards or red_guards:
+            upd = If(_and(sp_guards + red_guards), upd)
+        for lp in reversed(sloops):
+            upd = For(lp.var, lp.extent, upd, lp.kind, lp.tag)
+        slot = base * nthreads + tid
+        part: Stmt = Allocate(
+            acc, seq(Store(acc, zero, ident), upd, Store(red, slot, Load(acc, zero, dt)))
+        )
+        for lp in reversed(tloops):
+            part = For(lp.var, lp.extent, part, "thread", lp.tag)
+        fresh = {lp.var: Var(self.namer(lp.var.name + "_x")) for lp in tloops}
+        rv = Var(self.namer(f"{name}_rv"))
+        out = Load(info.buffer, store_idx, dt)
+        final: Stmt = seq(
+            Store(info.buffer, store_idx, ident),
+            For(
+                rv,
+                nthreads,
+                Store(
+                    info.buffer,
+                    store_idx,
+                    _combine(body.combiner, out, Load(red, base * nthreads + rv, dt)),
+                ),
+            ),
+        )
+        first = [equal(v, 0) for v in fresh.values()]
+        final = If(_and(first + sp_guards), final)
+        for lp in reversed(tloops):
+            final = For(fresh[lp.var], lp.extent, final, "thread", lp.tag)
+        return Allocate(red, seq(part, Barrier(), final, Barrier()))
 
     def init_nest(self, info: StageInfo, r: int, store_idx, ident, core_guards) -> Stmt:
         """The init store over the spatial leaf loops inside the outermost reduce loop."""

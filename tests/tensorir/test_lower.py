@@ -530,6 +530,40 @@ def test_default_scope_inside_kernels_follows_the_attach_path(level):
         assert alloc.scope == "shared" and alloc.size == 16 and len(barriers) == 2
 
 
+@pytest.mark.parametrize("combiner", ["sum", "max"])
+@pytest.mark.parametrize("k_len", [32, 37])
+def test_cross_thread_reduction(combiner, k_len):
+    A = te.placeholder((6, k_len), name="A")
+    k = te.reduce_axis((0, k_len), name="k")
+    red = getattr(te, combiner)
+    B = te.compute((6,), lambda i: red(A[i, k], axis=k), name="B")
+    C = te.compute((6,), lambda i: B[i] * 2.0, name="C")
+    dag = ComputeDAG([A, C])
+    s = State(dag)
+    ko, ki = s.split("B", "k", [8])
+    s.bind("B", ki, "threadIdx.x")
+    io, ii = s.split("B", "i", [4])
+    s.bind("B", io, "blockIdx.x")
+    s.bind("B", ii, "threadIdx.y")
+    co, ci = s.split("C", "i", [4])
+    s.bind("C", co, "blockIdx.x")
+    s.bind("C", ci, "threadIdx.x")
+    prog = check(s, simt=True)
+    allocs = {x.buffer.scope: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
+    assert allocs["shared"].size == 4 * 8 and allocs["local"].size == 1
+    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]) == 2
+
+
+def test_cross_thread_reduction_needs_spatial_loops_outside():
+    dag = matmul(4, 4, 8)
+    s = State(dag)
+    ko, ki = s.split("C", "k", [4])
+    s.reorder("C", ["i", ko, ki, "j"])
+    s.bind("C", ki, "threadIdx.x")
+    with pytest.raises(LowerError, match="reorder"):
+        lower(s)
+
+
 # ----------------------------------------------------------------------------- te corners
 
 
