@@ -53,29 +53,38 @@ class CUDABackend:
         self.index = index
         self.device = cuda.Device(index)
         self.context = self.device.retain_primary_context()
-        self._local = threading.local()
-        self._activate()
-        atexit.register(self._release)
+        if threading.current_thread() is threading.main_thread():
+            # Keep it current on the main thread (no push/pop per call); pop it at exit, as
+            # pycuda aborts at shutdown when a context is left on a thread's stack.
+            self.context.push()
+            atexit.register(self._release)
         major, minor = self.device.compute_capability()
         self.arch = f"sm_{major}{minor}"
 
     # ------------------------------------------------------------------ context
-    def _activate(self) -> None:
-        """Make the primary context current on this thread (contexts are per thread)."""
-        if getattr(self._local, "pushed", False):
+    @contextlib.contextmanager
+    def _current(self):
+        """Make the primary context current for one operation on any thread.
+
+        Contexts are per thread; a worker thread (a tuner's compile pool, say) gets it pushed
+        for the call and popped after, so no thread exits with a context on its stack.
+        """
+        cur = self._cuda.Context.get_current()
+        if cur is not None and cur.handle == self.context.handle:
+            yield
             return
         self.context.push()
-        self._local.pushed = True
+        try:
+            yield
+        finally:
+            self._cuda.Context.pop()
 
     def _release(self) -> None:
-        if getattr(self._local, "pushed", False):
-            with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to do
-                self._cuda.Context.pop()
-            self._local.pushed = False
+        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to do
+            self._cuda.Context.pop()
 
     # ------------------------------------------------------------------ facts
     def properties(self) -> dict:
-        self._activate()
         a = self._cuda.device_attribute
         get = self.device.get_attribute
         major, minor = self.device.compute_capability()
@@ -110,24 +119,27 @@ class CUDABackend:
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int):
-        self._activate()
-        return self._cuda.mem_alloc(max(int(nbytes), 1))
+        with self._current():
+            return self._cuda.mem_alloc(max(int(nbytes), 1))
 
     def copy_to_device(self, handle, host: np.ndarray) -> None:
-        self._activate()
         if host.nbytes:
-            self._cuda.memcpy_htod(handle, np.ascontiguousarray(host))
+            with self._current():
+                self._cuda.memcpy_htod(handle, np.ascontiguousarray(host))
 
     def copy_to_host(self, handle, host: np.ndarray) -> None:
-        self._activate()
         if not host.flags.c_contiguous:
             raise ValueError("copy_to_host needs a C-contiguous numpy array")
         if host.nbytes:
-            self._cuda.memcpy_dtoh(host, handle)
+            with self._current():
+                self._cuda.memcpy_dtoh(host, handle)
 
     # ------------------------------------------------------------------ code
     def compile(self, code: str, kernel_names: tuple[str, ...]) -> _Module:
-        self._activate()
+        with self._current():
+            return self._compile(code, kernel_names)
+
+    def _compile(self, code: str, kernel_names: tuple[str, ...]) -> _Module:
         from pycuda.compiler import SourceModule
 
         try:
@@ -145,7 +157,6 @@ class CUDABackend:
         return _Module(mod, functions)
 
     def launch(self, compiled: _Module, name: str, grid, block, handles: list) -> None:
-        self._activate()
         try:
             fn = compiled.functions[name]
         except KeyError:
@@ -155,27 +166,28 @@ class CUDABackend:
         grid = tuple(int(g) for g in grid)
         block = tuple(int(b) for b in block)
         try:
-            # Pointers only: a bare numpy array would be packed by value (pycuda's rule).
-            fn(*handles, grid=grid, block=block)
+            with self._current():
+                # Pointers only: a bare numpy array would be packed by value (pycuda's rule).
+                fn(*handles, grid=grid, block=block)
         except self._cuda.Error as err:
             raise LaunchError(
                 f"launching {name} with grid={grid} block={block} failed: {err}"
             ) from err
 
     def synchronize(self) -> None:
-        self._activate()
         try:
-            self._cuda.Context.synchronize()
+            with self._current():
+                self._cuda.Context.synchronize()
         except self._cuda.Error as err:  # faults inside kernels surface here
             raise LaunchError(f"a CUDA kernel failed: {err}") from err
 
     def time_launches(self, fn, number: int) -> float:
         """Mean seconds per call of ``fn`` between two CUDA events on the default stream."""
-        self._activate()
-        start, end = self._cuda.Event(), self._cuda.Event()
-        start.record()
-        for _ in range(number):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.time_till(end) * 1e-3 / number
+        with self._current():
+            start, end = self._cuda.Event(), self._cuda.Event()
+            start.record()
+            for _ in range(number):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.time_till(end) * 1e-3 / number

@@ -64,3 +64,30 @@ def test_time_launches_uses_events(cuda_backend):
         lambda: cuda_backend.launch(compiled, "add_kernel0", grid, block, bufs), 10
     )
     assert 1e-7 < t < 1e-2  # 12 MB moved: microseconds on any recent GPU
+
+
+def test_worker_threads_compile_main_thread_runs(cuda_backend):
+    # The tuner's pattern: nvcc runs in a thread pool (each thread gets the context for the call
+    # and gives it back; pycuda aborts at exit if one is left pushed), launches on the main
+    # thread, which also drops the modules (pycuda cannot free them from another thread).
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [add_case(256 * (i + 1), 128) for i in range(4)]
+    srcs = [build_cuda(c.program).as_dict() for c in cases]
+    with ThreadPoolExecutor(4) as pool:
+        compiled = list(pool.map(lambda s: cuda_backend.compile(s["code"], ("add_kernel0",)), srcs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "out-of-thread context could not be cleaned up"
+        for case, src, mod in zip(cases, srcs, compiled):
+            inputs = case.inputs(np.random.default_rng(0))
+            n = case.program.params[0].size
+            h = [cuda_backend.alloc(4 * n) for _ in range(3)]
+            cuda_backend.copy_to_device(h[0], inputs["A"])
+            cuda_backend.copy_to_device(h[1], inputs["B"])
+            _, _, grid, block = src["launches"][0]
+            cuda_backend.launch(mod, "add_kernel0", grid, block, h)
+            out = np.empty(n, np.float32)
+            cuda_backend.copy_to_host(h[2], out)
+            check_outputs(case, {"C": out}, inputs)
+        del compiled, mod, h
