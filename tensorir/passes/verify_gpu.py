@@ -202,7 +202,8 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
         ``max_shared_memory_per_block`` (bytes), ``max_local_memory_per_block`` (bytes of
         ``local`` buffers per thread, times the enclosing vthread extents, as TVM counts them
         after vthread injection), ``max_vthread_extent`` (product of
-        nested vthread extents), ``max_thread_x``/``_y``/``_z`` (threadIdx extents), and
+        nested vthread extents), ``max_thread_x``/``_y``/``_z`` (threadIdx extents),
+        ``max_grid_x``/``_y``/``_z`` (blockIdx extents), and
         ``warp_size`` with ``enforce_warp_multiple`` (reject blocks whose thread count is not a
         multiple of the warp size; off by default because odd shapes legitimately need such
         blocks).
@@ -224,6 +225,14 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
                 errors.append(
                     f"{where}: {tag} extent {ext} exceeds max_thread_{axis}={cap}; "
                     f"split the loop bound to {tag} further"
+                )
+        for axis, tag in zip("xyz", BLOCK_TAGS):
+            cap = limits.get(f"max_grid_{axis}")
+            ext = info.extents.get(tag, 1)
+            if cap is not None and ext > cap:
+                errors.append(
+                    f"{where}: {tag} extent {ext} exceeds max_grid_{axis}={cap}; "
+                    f"bind fewer blocks to {tag} (fuse into blockIdx.x, or loop inside a block)"
                 )
         cap = limits.get("max_shared_memory_per_block")
         used = _alloc_bytes(info.stmt, "shared")

@@ -59,6 +59,13 @@ def test_max_thread_x_y_z():
     ]
 
 
+def test_max_grid_x_y_z():
+    p = matmul_case(m=64, n=32).program  # grid (2, 4, 1)
+    assert gpu_program_errors(p, {"max_grid_x": 2, "max_grid_y": 4, "max_grid_z": 1}) == []
+    (err,) = gpu_program_errors(p, {"max_grid_y": 3})
+    assert "blockIdx.y extent 4 exceeds max_grid_y=3" in err
+
+
 def test_max_shared_memory_per_block():
     p = matmul_case().program  # two 128-float shared tiles = 1024 bytes
     assert gpu_program_errors(p, {"max_shared_memory_per_block": 1024}) == []
