@@ -560,5 +560,60 @@ def lowered_conv2d_case(h: int = 14, w: int = 14, ci: int = 8, co: int = 16) -> 
     return _dag_case("lowered_conv2d", dag, s, rtol=1e-4, atol=1e-4)
 
 
+def lowered_xthread_case(combiner: str = "max", k_len: int = 37) -> Case:
+    """A reduction axis bound to threadIdx.x (cross-thread reduction through shared memory),
+    rows on threadIdx.y with a tail, then an elementwise consumer: two kernels, a workspace."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+    from tensorir.schedule import State
+
+    a = te.placeholder((6, k_len), name="A")
+    k = te.reduce_axis((0, k_len), name="k")
+    b = te.compute((6,), lambda i: getattr(te, combiner)(a[i, k], axis=k), name="B")
+    c = te.compute((6,), lambda i: b[i] * 2.0, name="C")
+    dag = ComputeDAG([a, c])
+    s = State(dag)
+    ko, ki = s.split("B", "k", [8])
+    s.bind("B", ki, "threadIdx.x")
+    io, ii = s.split("B", "i", [4])
+    s.bind("B", io, "blockIdx.x")
+    s.bind("B", ii, "threadIdx.y")
+    co, ci = s.split("C", "i", [4])
+    s.bind("C", co, "blockIdx.x")
+    s.bind("C", ci, "threadIdx.x")
+    return _dag_case(f"lowered_xthread_{combiner}", dag, s)
+
+
+def lowered_guarded_shared_case() -> Case:
+    """Rows 10 in tiles of 4 (a tail guard on threadIdx) with a shared cache read at k: the
+    guard must not enclose the barriers."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+    from tensorir.schedule import State
+
+    a = te.placeholder((10, 8), name="A")
+    b = te.placeholder((8, 8), name="B")
+    r = te.reduce_axis((0, 8), name="k")
+    c = te.compute((10, 8), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    dag = ComputeDAG([a, b, c])
+    s = State(dag)
+    s.cache_read("A", "shared", ["C"])
+    io, ii = s.split("C", "i", [4])
+    s.reorder("C", [io, "j", ii, "k"])
+    s.bind("C", io, "blockIdx.x")
+    s.bind("C", ii, "threadIdx.x")
+    s.compute_at("A.shared", "C", "k")
+    f = s.fuse("A.shared", s["A.shared"].iters)
+    s.bind("A.shared", s.split("A.shared", f, [4])[1], "threadIdx.x")
+    return _dag_case("lowered_guarded_shared", dag, s, rtol=1e-4, atol=1e-4)
+
+
 def lowered_cases() -> list[Case]:
-    return [lowered_matmul_case(), lowered_conv2d_case()]
+    """Programs from tensorir.lower (other helpers' code): an integration check of both."""
+    return [
+        lowered_matmul_case(),
+        lowered_conv2d_case(),
+        lowered_xthread_case("max", 37),
+        lowered_xthread_case("sum", 32),
+        lowered_guarded_shared_case(),
+    ]
