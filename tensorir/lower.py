@@ -195,7 +195,7 @@ class _Lowerer:
             else:
                 guards_at.setdefault(lv, []).append(g)
 
-        init_nest = None
+        init_nest, init_at = None, None
         if isinstance(body, Reduce):
             src = self.te_to_loop(substitute(body.source, mapping))
             load = Load(info.buffer, store_idx, body.dtype)
@@ -207,21 +207,21 @@ class _Lowerer:
             if not red_pos:
                 core = seq(Store(info.buffer, store_idx, ident), update)
             elif has_mixed:
-                first = None
-                for ax in op.reduce_axes:
-                    c = equal(info.local_root[ax.name], 0)
-                    first = c if first is None else first & c
-                core = seq(If(first, Store(info.buffer, store_idx, ident)), update)
+                # A loop fusing spatial and reduce axes (maybe split and reordered) can visit
+                # an output element first at any reduce index: initialize the whole region
+                # before the nest instead.
+                core = update
+                init_nest, init_at = self.full_init(info, ident), 0
             else:
                 core = update
-                init_nest = self.init_nest(info, red_pos[0], store_idx, ident, core_guards)
+                init_at = red_pos[0]
+                init_nest = self.init_nest(info, init_at, store_idx, ident, core_guards)
         else:
             value = self.te_to_loop(substitute(body, mapping))
             core = Store(info.buffer, store_idx, value)
         if core_guards:
             core = If(_and(core_guards), core)
-        r0 = red_pos[0] if (init_nest is not None and red_pos) else None
-        return self.build(info, n, core, guards_at, attached, allocs, init_nest, r0)
+        return self.build(info, n, core, guards_at, attached, allocs, init_nest, init_at)
 
     def build(self, info, n, core, guards_at, attached, allocs, init_nest=None, r0=None):
         """Wrap ``core`` in the stage's loops ``0 .. n-1`` with guards, attached stages and
@@ -253,6 +253,11 @@ class _Lowerer:
         s, loops, body = info.stage, info.loops, info.body
         name = s.name
         red_loops = loops[r:]
+        if any(lp.iterator.kind == "mixed" for lp in red_loops):
+            raise LowerError(
+                f"stage {name!r}: a cross-thread reduction over a fused spatial+reduce loop is "
+                "not supported; bind only pure reduce loops to threadIdx"
+            )
         if any(lp.iterator.kind != "reduce" for lp in red_loops):
             raise LowerError(
                 f"stage {name!r}: a cross-thread reduction (reduce loop bound to threadIdx) needs "
@@ -323,6 +328,15 @@ class _Lowerer:
         for lp in reversed(tloops):
             final = For(fresh[lp.var], lp.extent, final, "thread", lp.tag)
         return Allocate(red, seq(part, Barrier(), final, Barrier()))
+
+    def full_init(self, info: StageInfo, ident) -> Stmt:
+        """``buffer[...] = identity`` over the stage's whole (region-sized) output."""
+        axes = info.stage.op.axes
+        fresh = [Var(self.namer(ax.name + "_init")) for ax in axes]
+        stmt: Stmt = Store(info.buffer, self.flat(info, fresh), ident)
+        for ax, v in zip(reversed(axes), reversed(fresh), strict=True):
+            stmt = For(v, info.root_ext[ax.name], stmt)
+        return stmt
 
     def init_nest(self, info: StageInfo, r: int, store_idx, ident, core_guards) -> Stmt:
         """The init store over the spatial leaf loops inside the outermost reduce loop."""

@@ -205,6 +205,20 @@ def test_fuse_spatial_with_reduce_gives_correct_init():
     check(s)
 
 
+def test_fused_spatial_reduce_split_and_reordered():
+    # i@k@ split then reordered: an output element is first visited at a nonzero k, so the
+    # init must run before the whole nest (regression found by the property test).
+    A = te.placeholder((6, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    M = te.compute((6,), lambda i: te.max(A[i, k], axis=k), name="M")
+    dag = ComputeDAG([A, M])
+    s = State(dag)
+    f = s.fuse("M", ["i", "k"])
+    o, i = s.split("M", f, [2])
+    s.reorder("M", [i, o])
+    check(s)
+
+
 def test_annotations_map_to_loop_kinds():
     dag = matmul_relu()
     s = State(dag)

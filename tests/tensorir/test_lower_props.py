@@ -11,14 +11,14 @@ reference.
 import contextlib
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import to_numpy
 from tensorir.loop_interp import run_program
-from tensorir.lower import lower
+from tensorir.lower import LowerError, lower
 from tensorir.schedule import ScheduleError, State
 
 
@@ -161,7 +161,13 @@ def test_random_schedules_compute_the_dag(data):
         # an invalid step raises and leaves the state unchanged
         with contextlib.suppress(ScheduleError):
             _apply_random_step(state, data)
-    prog = lower(state)
+    try:
+        prog = lower(state)
+    except LowerError as exc:
+        # Reduce loops bound to threadIdx lower to a cross-thread reduction only in the
+        # supported shape (spatial loops outside, no fused spatial+reduce loop).
+        assume("cross-thread reduction" not in str(exc))
+        raise
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(t.shape).astype("float32") for t in dag.input_tensors]
     got = _run(prog, dag, inputs)
