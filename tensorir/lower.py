@@ -5,8 +5,11 @@ its leaf iterators (outermost first, stages in stage order); stages attached wit
 ``compute_at`` are emitted inside their target's nest right inside the attach loop, with
 their buffer allocated there (region-sized, see :mod:`tensorir.bounds`); inlined stages are
 substituted into their consumers. Reductions get an init nest right before the outermost
-reduce loop. Shared-scope stages are fenced by barriers. Index expressions are simplified
-with the loop ranges, then :func:`tensorir.passes.unroll.unroll_loops` applies
+reduce loop (before the whole nest when a loop fuses spatial and reduce axes); a reduction
+with a reduce loop bound to threadIdx becomes a cross-thread reduction (per-thread partials,
+a shared buffer, barriers). Runs of shared-scope stages are fenced by barriers, and tail
+guards never enclose a barrier. Loops of extent 1 disappear. Index expressions are simplified
+with the loop ranges, and :func:`tensorir.passes.unroll.unroll_loops` applies
 ``auto_unroll_max_step``.
 
 Example
