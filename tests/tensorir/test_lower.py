@@ -677,6 +677,54 @@ def test_loop_vars_never_shadow_buffers():
     assert not var_names & {"i", "j"} and len(var_names) == 2
 
 
+def _seed_workloads():
+    W = pytest.importorskip("autosched.testing")
+    return {
+        "matmul_relu": lambda: W.matmul_relu(5, 6, 4),
+        "dense_bias": lambda: W.dense_bias(3, 5, 4),
+        "softmax": lambda: W.softmax(3, 7),
+        "conv2d_nhwc": lambda: W.conv2d_nhwc_bias_relu(1, 5, 5, 2, 3),
+        "conv2d_stride2": lambda: W.conv2d_nhwc_bias_relu(1, 7, 7, 2, 3, stride=2),
+        "depthwise": lambda: W.depthwise_conv2d_nhwc(1, 5, 5, 3),
+        "max_pool": lambda: W.max_pool_bias_relu(1, 7, 7, 2),
+        "conv2d_nchw": lambda: W.conv2d_nchw(1, 2, 5, 5, 3),
+        "winograd": lambda: W.winograd_conv2d_nhwc_3x3(1, 4, 4, 2, 3),
+    }
+
+
+SEEDS = [
+    "matmul_relu", "dense_bias", "softmax", "conv2d_nhwc", "conv2d_stride2", "depthwise",
+    "max_pool", "conv2d_nchw", "winograd",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_seed_workloads_unscheduled_and_inlined_attached(name):
+    from tensorir.expr import Reduce
+
+    dag = ComputeDAG(_seed_workloads()[name]())
+    check(dag, rtol=1e-3, atol=1e-3)
+    s = State(dag)
+    outs = {t.name for t in dag.output_tensors}
+    for st in s.stages:  # inline every element-wise intermediate (Ansor's CPU default)
+        if not st.is_placeholder and st.name not in outs and not isinstance(st.op.body, Reduce):
+            s.compute_inline(st.name)
+    for st in reversed(s.stages):  # attach reductions in the middle of their consumer
+        if st.is_placeholder or st.name in outs or st.compute_at != "root":
+            continue
+        cons = [
+            c
+            for c in s.stages
+            if not c.is_placeholder
+            and c.compute_at != "inline"
+            and any(x.name == st.name for x in c.op.input_tensors)
+        ]
+        if len(cons) == 1:
+            sp = [it for it in cons[0].iters if it.kind == "spatial"]
+            s.compute_at(st.name, cons[0].name, sp[len(sp) // 2])
+    check(s, rtol=1e-3, atol=1e-3)
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
