@@ -132,7 +132,7 @@ class _Lowerer:
             body = Allocate(buf, body)
         params = tuple(self.params[n] for n in self.an.param_order)
         prog = Program(name, params, tuple(self.workspaces), body)
-        return simplify_program(unroll_loops(prog))
+        return unroll_loops(simplify_program(prog))
 
     def emit(self, info: StageInfo) -> Stmt:
         s = info.stage

@@ -281,6 +281,29 @@ def test_extent_one_loops_vanish_and_pass_on_their_pragma():
     assert loop.kind == "serial"  # 8 iterations > 4
 
 
+def test_unroll_pass_counts_stores_like_tvm():
+    from tensorir.expr import Var
+    from tensorir.loops import Buffer, Program, Store, seq
+
+    buf = Buffer("a", (64,), "float32")
+    v = [Var(f"v{k}") for k in range(4)]
+    one = te.const(1.0)
+
+    def nest(kind_inner):
+        # for v0 (2): for v1 (2): { a[..] = 1; for v2 (3, kind_inner): a[..] = 1 }
+        inner = For(v[2], 3, Store(buf, v[2], one), kind_inner)
+        body = seq(Store(buf, v[1], one), inner)
+        return For(v[0], 2, For(v[1], 2, body), annotations=(("auto_unroll_max_step", 16),))
+
+    prog = unroll_loops(Program("p", (buf,), (), nest("serial")))
+    kinds = [f.kind for f in _fors(prog)]
+    # v2: 3 stores; v1: 2 * (1 + 3) = 8; v0: 2 * 8 = 16 -> all unrolled
+    assert kinds == ["unrolled", "unrolled", "unrolled"]
+    prog = unroll_loops(Program("p", (buf,), (), nest("vectorized")))
+    # a vectorized loop inside keeps the loops around it rolled
+    assert [f.kind for f in _fors(prog)] == ["serial", "serial", "vectorized"]
+
+
 def test_unroll_pass_leaves_programs_without_pragma_alone():
     prog = lower(matmul())
     assert unroll_loops(prog) is prog
