@@ -1,0 +1,190 @@
+"""``SearchTask`` (one DAG to tune for one target), ``HardwareParams`` and workload registration.
+
+A task is identified in records by ``(workload_key, str(target))``. Workloads can be given as a
+``ComputeDAG`` or, as in TVM, as a registered function plus its arguments::
+
+    @ansor.register_workload
+    def matmul_relu(n, m, k):
+        ...
+        return [A, B, out]
+
+    task = ansor.SearchTask(func=matmul_relu, args=(512, 512, 512), target="llvm")
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from codegen.target import Target
+from tensorir.dag import ComputeDAG
+
+__all__ = ["HardwareParams", "SearchTask", "register_workload", "registered_workloads"]
+
+_WORKLOADS: dict[str, object] = {}
+
+
+def register_workload(func=None, *, name: str | None = None, override: bool = False):
+    """Register a function that returns a workload's tensors (inputs first, then outputs).
+
+    Usable as ``@register_workload`` or ``@register_workload(name="...")``.
+    """
+
+    def register(f):
+        key = name or f.__name__
+        if key in _WORKLOADS and _WORKLOADS[key] is not f and not override:
+            raise ValueError(
+                f"workload {key!r} is already registered by {_WORKLOADS[key]!r}; "
+                "pass override=True or choose another name"
+            )
+        _WORKLOADS[key] = f
+        return f
+
+    return register(func) if func is not None else register
+
+
+def registered_workloads() -> dict[str, object]:
+    """A copy of the registry: name -> function."""
+    return dict(_WORKLOADS)
+
+
+@dataclass(frozen=True)
+class HardwareParams:
+    """What the search needs to know about the machine (TVM's ``HardwareParams``).
+
+    ``None`` fields are filled from the target's device by :meth:`for_target`.
+
+    Parameters
+    ----------
+    num_cores : int
+        Cores the parallel loops can use (CPU) or streaming multiprocessors (GPU).
+    vector_unit_bytes : int
+        Width of the vector unit (32 for AVX2, 64 for AVX-512, 16 for NEON / Mali).
+    cache_line_bytes : int
+        Cache line size, used by the features.
+    max_shared_memory_per_block, max_local_memory_per_block, max_threads_per_block : int
+        GPU limits every candidate is checked against.
+    max_vthread_extent, warp_size : int
+        GPU virtual-thread limit and warp width.
+    """
+
+    num_cores: int | None = None
+    vector_unit_bytes: int | None = None
+    cache_line_bytes: int | None = None
+    max_shared_memory_per_block: int | None = None
+    max_local_memory_per_block: int | None = None
+    max_threads_per_block: int | None = None
+    max_vthread_extent: int | None = None
+    warp_size: int | None = None
+
+    @classmethod
+    def for_target(cls, target, given: HardwareParams | None = None) -> HardwareParams:
+        """Fill the fields of ``given`` that are None from the target's defaults."""
+        target = Target(target)
+        defaults = _default_params(target)
+        if given is None:
+            return defaults
+        return replace(defaults, **{k: v for k, v in given.__dict__.items() if v is not None})
+
+    def as_limits(self) -> dict:
+        """The GPU verifier's limits (``tensorir.passes.verify_gpu``)."""
+        return {
+            "max_threads_per_block": self.max_threads_per_block,
+            "max_shared_memory_per_block": self.max_shared_memory_per_block,
+            "max_local_memory_per_block": self.max_local_memory_per_block,
+            "max_vthread_extent": self.max_vthread_extent,
+            "warp_size": self.warp_size,
+        }
+
+
+def _host_cores() -> int:
+    env = os.environ.get("AUTOSCHED_NUM_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _default_params(target: Target) -> HardwareParams:
+    if target.kind == "llvm":
+        # Read the vector width from LLVM's view of the host, without starting a runtime device.
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features()
+        vbytes = 64 if features.get("avx512f") else 32 if features.get("avx") else 16
+        return HardwareParams(
+            num_cores=_host_cores(),
+            vector_unit_bytes=vbytes,
+            cache_line_bytes=64,
+            max_shared_memory_per_block=0,
+            max_local_memory_per_block=2**31 - 1,
+            max_threads_per_block=1,
+            max_vthread_extent=1,
+            warp_size=1,
+        )
+    # GPU defaults (an NVIDIA GPU); the GPU issue reads them from the device.
+    mali = target.get("device") == "mali"
+    return HardwareParams(
+        num_cores=4 if mali else 132,
+        vector_unit_bytes=16,
+        cache_line_bytes=64,
+        max_shared_memory_per_block=32768 if mali else 49152,
+        max_local_memory_per_block=2**31 - 1,
+        max_threads_per_block=256 if mali else 1024,
+        max_vthread_extent=1 if mali else 8,
+        warp_size=1 if mali else 32,
+    )
+
+
+class SearchTask:
+    """One tuning task: a compute DAG, a target and the hardware parameters.
+
+    Parameters
+    ----------
+    compute_dag : ComputeDAG, optional
+        The computation. Give either this or ``func`` (+ ``args``).
+    func : callable or str, optional
+        A function registered with :func:`register_workload` (or its name) returning tensors.
+    args : tuple
+        Arguments for ``func``.
+    target : str or Target
+        ``"llvm"``, ``"cuda"``, ``"opencl"``...
+    hardware_params : HardwareParams, optional
+        Overrides of the device's defaults.
+    desc : str
+        A short description used in progress output.
+    """
+
+    def __init__(
+        self,
+        compute_dag: ComputeDAG | None = None,
+        workload_key: str | None = None,
+        target="llvm",
+        hardware_params: HardwareParams | None = None,
+        func=None,
+        args=(),
+        desc: str = "",
+    ):
+        if compute_dag is None:
+            if func is None:
+                raise ValueError("SearchTask needs compute_dag=... or func=... (with args=...)")
+            if isinstance(func, str):
+                if func not in _WORKLOADS:
+                    raise ValueError(
+                        f"no workload registered as {func!r}; registered: {sorted(_WORKLOADS)}"
+                    )
+                func = _WORKLOADS[func]
+            compute_dag = ComputeDAG(list(func(*args)))
+            desc = desc or getattr(func, "__name__", "")
+        if not isinstance(compute_dag, ComputeDAG):
+            raise TypeError(f"compute_dag must be a ComputeDAG, got {type(compute_dag).__name__}")
+        self.compute_dag = compute_dag
+        self.workload_key = workload_key or compute_dag.workload_key
+        self.target = Target(target)
+        self.hardware_params = HardwareParams.for_target(self.target, hardware_params)
+        self.desc = desc or "_".join(op.name for op in compute_dag.compute_ops)
+
+    def __repr__(self) -> str:
+        return f"SearchTask({self.desc!r}, target={str(self.target)!r})"
