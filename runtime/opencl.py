@@ -1,8 +1,11 @@
 """OpenCL backend (pyopencl, imported lazily): build once, keep one cl.Kernel per name.
 
 The context is made on the first device of the first platform that has GPU devices, else of
-the first platform (PoCL's CPU device in CI). ``AUTOSCHED_OPENCL_PLATFORM`` picks a platform
-by a substring of its name instead (e.g. ``NVIDIA``, ``Portable``).
+the first platform whose device can build a one-line kernel (PoCL's CPU device in CI).
+The probe matters: the PoCL that pyopencl's wheel bundles (LLVM 14) fails every build on
+CPUs newer than its LLVM ("unknown target CPU 'generic'", e.g. AMD Zen 5), while a system
+PoCL (Debian's ``pocl-opencl-icd``) works there. ``AUTOSCHED_OPENCL_PLATFORM`` picks a
+platform by a substring of its name instead (e.g. ``NVIDIA``, ``Portable``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,32 @@ def _pick_devices(cl) -> list:
             gpus = []
         if gpus:
             return gpus
-    return platforms[0].get_devices()
+    failures = []
+    for p in platforms:
+        devices = p.get_devices()
+        reason = _build_probe_failure(cl, devices[0]) if devices else "no devices"
+        if reason is None:
+            return devices
+        failures.append(f"{p.name.strip()} ({p.version.strip()}): {reason}")
+    raise RuntimeError(
+        "no OpenCL platform here can compile a kernel:\n  "
+        + "\n  ".join(failures)
+        + "\nOn Debian/Ubuntu, `apt-get install pocl-opencl-icd` gives a PoCL that does; "
+        f"or set {PLATFORM_ENV} to a platform that works."
+    )
+
+
+_PROBE_SOURCE = "__kernel void autosched_probe(__global float *a) { a[0] = 1.0f; }"
+
+
+def _build_probe_failure(cl, device) -> str | None:
+    """None when ``device`` builds a trivial kernel, else the first line of the build error."""
+    try:
+        cl.Program(cl.Context([device]), _PROBE_SOURCE).build()
+    except cl.Error as err:
+        log = [line for line in str(err).splitlines() if "error" in line.lower()]
+        return (log[-1] if log else str(err).splitlines()[0]).strip()
+    return None
 
 
 class _Program:

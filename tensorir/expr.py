@@ -301,7 +301,7 @@ def as_expr(value, dtype_hint: str | None = None) -> Expr:
 
 
 def _binary(op: str, a, b) -> Expr:
-    if isinstance(a, Expr) or isinstance(a, IterVar):
+    if isinstance(a, Expr | IterVar):
         a = as_expr(a)
         b = as_expr(b, a.dtype)
     else:

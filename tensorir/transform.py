@@ -35,8 +35,10 @@ def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
         return e if v is e.value else Cast(e.dtype, v)
     if isinstance(e, Call):
         args = tuple(f(a) for a in e.args)
-        return e if all(x is y for x, y in zip(args, e.args, strict=True)) else Call(
-            e.name, args, e.dtype
+        return (
+            e
+            if all(x is y for x, y in zip(args, e.args, strict=True))
+            else Call(e.name, args, e.dtype)
         )
     if isinstance(e, TensorRead):
         idx = tuple(f(i) for i in e.indices)

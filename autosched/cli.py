@@ -1,0 +1,29 @@
+"""``python -m autosched ...``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autosched", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser(
+        "demo", help="run hand-scheduled matmul and conv2d on every available backend"
+    )
+    demo.add_argument("--size", type=int, default=512, help="matmul size (default 512)")
+    demo.add_argument(
+        "--target", action="append", choices=["llvm", "opencl", "cuda"],
+        help="backend to run (repeatable; default: all available)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        rows = run_demo(size=args.size, targets=args.target)
+        bad = [r for r in rows if not r["err"] < 1e-2]
+        if bad:
+            print(f"WRONG RESULTS: {bad}", file=sys.stderr)
+            return 1
+    return 0

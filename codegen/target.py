@@ -1,0 +1,61 @@
+"""Targets: ``Target("llvm")``, ``Target("cuda")``, ``Target("opencl -device=mali")``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KINDS = ("llvm", "cuda", "opencl")
+_ALIASES = {"cpu": "llvm", "c": "llvm", "gpu": "cuda", "nvidia": "cuda", "cl": "opencl"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A code-generation target parsed from a TVM-style string.
+
+    Parameters
+    ----------
+    spec : str
+        ``"<kind> [-key=value] [-flag] ..."``, kind in ``llvm`` (alias ``cpu``), ``cuda``,
+        ``opencl``. Options are kept as strings, e.g. ``Target("opencl -device=mali")``.
+    """
+
+    kind: str
+    options: tuple[tuple[str, str], ...] = field(default=())
+
+    def __init__(self, spec: str | Target):
+        if isinstance(spec, Target):
+            object.__setattr__(self, "kind", spec.kind)
+            object.__setattr__(self, "options", spec.options)
+            return
+        if not isinstance(spec, str) or not spec.strip():
+            raise ValueError(f"target must be a string such as 'llvm' or 'cuda', got {spec!r}")
+        words = spec.split()
+        kind = _ALIASES.get(words[0], words[0])
+        if kind not in KINDS:
+            raise ValueError(f"unknown target kind {words[0]!r} in {spec!r}; use one of {KINDS}")
+        opts = []
+        for w in words[1:]:
+            if not w.startswith("-"):
+                raise ValueError(f"target option {w!r} in {spec!r} must look like -key=value")
+            key, _, value = w.lstrip("-").partition("=")
+            opts.append((key, value or "1"))
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "options", tuple(opts))
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.options:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def device_kind(self) -> str:
+        """The runtime device kind that runs this target's code."""
+        return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}[self.kind]
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in ("cuda", "opencl")
+
+    def __str__(self) -> str:
+        return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
