@@ -70,21 +70,24 @@ def build_one(job: tuple) -> tuple:
 
     start = time.perf_counter()
     signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
     stage = "replaying the steps"
     try:
-        state = replay(dag, steps_from_json(steps_json))
-        stage = "lowering / code generation"
-        src = generate_source(state, target)
-        return src.as_dict(), NO_ERROR, "", time.perf_counter() - start
+        # The alarm is one-shot and cancelled in the inner finally, so it can only fire inside
+        # this block; the outer handlers never see it.
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            state = replay(dag, steps_from_json(steps_json))
+            stage = "lowering / code generation"
+            src = generate_source(state, target).as_dict()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except _SoftTimeout:
         msg = f"build did not finish within {timeout:g} s (while {stage})"
         return None, BUILD_TIMEOUT, msg, time.perf_counter() - start
     except Exception as exc:  # every failure becomes a result; the search goes on
         code = INSTANTIATION_ERROR if stage == "replaying the steps" else COMPILE_HOST
         return None, code, f"{stage}: {short_error(exc)}", time.perf_counter() - start
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+    return src, NO_ERROR, "", time.perf_counter() - start
 
 
 # ----------------------------------------------------------------------------- running
@@ -295,17 +298,17 @@ class RunnerProcess:
         child.close()  # so that the worker's death shows as EOF on our end
         reply = self.recv(self.START_TIMEOUT)
         if reply is None or reply[0] != "hello":
+            detail = reply[1] if reply and reply[0] == "failed" else self.death()
             self.kill()
-            detail = reply[1] if reply else self.death()
             raise RuntimeError(f"the measuring process did not start: {detail}")
 
     def recv(self, timeout: float):
-        """The next message, or None when the worker died or the timeout passed."""
+        """The next message; ``("eof",)`` when the worker died, None when the timeout passed."""
         try:
             if self.conn.poll(timeout):
                 return self.conn.recv()
         except (EOFError, OSError):
-            pass
+            return ("eof",)
         return None
 
     def death(self) -> str:

@@ -336,7 +336,7 @@ class LocalRunner:
         try:
             proc.conn.send(job)
         except OSError:
-            reply = None
+            reply = ("eof",)
         else:
             reply = proc.recv(self.reference_timeout)
             if reply is not None and reply[0] == "ready":
@@ -344,9 +344,8 @@ class LocalRunner:
         if reply is not None and reply[0] == "done":
             return reply[1], reply[2], reply[3]
         # No answer: the worker died (a crashing kernel) or hangs. Either way it is replaced.
-        alive = proc.proc.is_alive()
         self._proc = None
-        if alive:
+        if reply is None:
             proc.kill()
             msg = f"the candidate did not finish within {self.timeout:g} s; worker killed"
             return (), MeasureErrorNo.RUN_TIMEOUT, msg
