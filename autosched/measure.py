@@ -1,12 +1,41 @@
-"""Measurement: what is measured (``MeasureInput``), what came back (``MeasureResult``), and why
-it failed (``MeasureErrorNo``, TVM's numbering so logs read alike)."""
+"""Measurement: build candidates to code, run them safely, and say why one failed.
+
+``MeasureInput`` (a task and a loop state) goes through a :class:`LocalBuilder` (replay, lower,
+codegen in a process pool) and a :class:`LocalRunner` (load, check against the reference
+interpreter, time, in a separate process that may crash or hang without taking the search
+with it) to a ``MeasureResult``. Failures are results with a :class:`MeasureErrorNo` code (TVM's
+numbering, so logs read alike) and a readable message, never exceptions.
+:class:`ProgramMeasurer` drives both per batch, keeps the best per workload, calls callbacks
+such as ``records.RecordToFile`` and totals the build / run wall time.
+
+The child processes run :mod:`autosched._measure_worker`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["MAX_COST", "MeasureErrorNo", "MeasureInput", "MeasureResult"]
+from . import _measure_worker as _worker
+
+__all__ = [
+    "MAX_COST",
+    "BuildResult",
+    "LocalBuilder",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "MeasureStats",
+    "ProgramMeasurer",
+    "measure",
+]
 
 # The cost recorded for a failed candidate (TVM uses 1e10 seconds as well).
 MAX_COST = 1e10
@@ -63,3 +92,387 @@ class MeasureResult:
         if self.error_no != MeasureErrorNo.NO_ERROR or not self.costs:
             return MAX_COST
         return sum(self.costs) / len(self.costs)
+
+
+def _steps_json(state) -> list:
+    """JSON step records of a State (or of anything with ``steps`` / ``steps_json``)."""
+    from tensorir.steps import steps_to_json
+
+    js = getattr(state, "steps_json", None)
+    if js is not None:
+        return json.loads(js) if isinstance(js, str) else list(js)
+    return steps_to_json(state.steps)
+
+
+def _failed(error_no: int, msg: str, all_cost: float = 0.0) -> MeasureResult:
+    return MeasureResult((MAX_COST,), int(error_no), msg, all_cost, time.time())
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """The outcome of building one candidate.
+
+    Parameters
+    ----------
+    source : dict or None
+        ``codegen.Source.as_dict()`` (plain values, ready for ``runtime.load_module``); None on
+        error.
+    error_no : int
+        A :class:`MeasureErrorNo` code.
+    error_msg : str
+        Which stage failed and the exception type and message.
+    time_cost : float
+        Seconds the build took.
+    """
+
+    source: dict | None
+    error_no: int = MeasureErrorNo.NO_ERROR
+    error_msg: str = ""
+    time_cost: float = 0.0
+
+
+def _default_parallel() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class LocalBuilder:
+    """Builds candidates to code in a pool of ``spawn``-ed processes, each with a timeout.
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds one build may take before it becomes BUILD_TIMEOUT.
+    n_parallel : int, optional
+        Worker processes; defaults to the number of usable cores.
+
+    Notes
+    -----
+    The pool starts on the first :meth:`build` and is reused; call :meth:`close` (or use the
+    builder as a context manager) to stop it. States travel as ``(dag, steps JSON)`` and are
+    replayed in the worker, so a step list that does not replay is INSTANTIATION_ERROR there.
+    """
+
+    def __init__(self, timeout: float = 15, n_parallel: int | None = None):
+        if timeout <= 0:
+            raise ValueError(f"LocalBuilder timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+        self.n_parallel = int(n_parallel or _default_parallel())
+        self._pool = None
+
+    def _get_pool(self):
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ctx.Pool(self.n_parallel)
+        return self._pool
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        """Build every input; errors become results, never exceptions.
+
+        Parameters
+        ----------
+        inputs : sequence of MeasureInput
+
+        Returns
+        -------
+        list of BuildResult
+            One per input, in order.
+        """
+        results: list[BuildResult | None] = [None] * len(inputs)
+        jobs = []
+        for i, inp in enumerate(inputs):
+            try:
+                job = (inp.task.compute_dag, _steps_json(inp.state), str(inp.task.target))
+            except Exception as exc:  # e.g. a step that cannot be serialised
+                results[i] = BuildResult(
+                    None, MeasureErrorNo.INSTANTIATION_ERROR, f"serialising the steps: {exc!r}"
+                )
+                continue
+            jobs.append((i, (*job, self.timeout)))
+        if not jobs:
+            return results  # type: ignore[return-value]
+        pool = self._get_pool()
+        pending = [(i, pool.apply_async(_worker.build_one, (job,))) for i, job in jobs]
+        # Each worker enforces `timeout` itself; this hard deadline covers a worker that stopped
+        # responding (e.g. stuck in C code that ignores the alarm).
+        rounds = -(-len(jobs) // self.n_parallel)
+        deadline = time.monotonic() + rounds * (self.timeout + 2) + 30
+        stuck = False
+        for i, res in pending:
+            try:
+                src, code, msg, secs = res.get(timeout=max(0.0, deadline - time.monotonic()))
+                results[i] = BuildResult(src, code, msg, secs)
+            except multiprocessing.TimeoutError:
+                stuck = True
+                msg = f"build did not finish within {self.timeout:g} s (worker unresponsive)"
+                results[i] = BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT, msg, self.timeout)
+            except Exception as exc:  # the worker died or the result did not unpickle
+                msg = f"build worker failed: {_worker.short_error(exc)}"
+                results[i] = BuildResult(None, MeasureErrorNo.COMPILE_HOST, msg)
+        if stuck:
+            self.close()  # kill the stuck workers; the next build starts a fresh pool
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`build` starts new ones)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> LocalBuilder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class LocalRunner:
+    """Runs built candidates one at a time in a long-lived ``spawn``-ed worker process.
+
+    A candidate that crashes the worker becomes RUNTIME_DEVICE, one that runs past ``timeout``
+    RUN_TIMEOUT (the worker is killed); a fresh worker then measures the rest of the batch.
+    Before timing, each candidate's outputs are compared once with ``tensorir.interp.eval_dag``
+    on reproducible random inputs (cached per workload key in the worker); a mismatch is
+    WRONG_ANSWER.
+
+    Parameters
+    ----------
+    number : int
+        Runs averaged into one cost.
+    repeat : int
+        Costs per candidate.
+    min_repeat_ms : float
+        ``number`` grows until one repeat lasts this long.
+    timeout : float
+        Seconds for loading, checking and timing one candidate.
+    enable_cpu_cache_flush : bool
+        Write a buffer twice the size of the last-level cache before each repeat, and time one
+        cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
+    check_correctness : bool
+        Compare outputs with the reference interpreter before timing.
+
+    Attributes
+    ----------
+    test_faults : dict of int to str
+        TEST-ONLY. ``{index in the batch: "segfault" | "hang" | "wrong" | "raise"}`` makes
+        the worker misbehave on those candidates of the next :meth:`run` calls.
+    """
+
+    def __init__(
+        self,
+        number: int = 3,
+        repeat: int = 1,
+        min_repeat_ms: float = 100,
+        timeout: float = 10,
+        enable_cpu_cache_flush: bool = False,
+        check_correctness: bool = True,
+    ):
+        if number < 1 or repeat < 1 or timeout <= 0:
+            raise ValueError(
+                f"LocalRunner needs number >= 1, repeat >= 1 and timeout > 0, got "
+                f"number={number}, repeat={repeat}, timeout={timeout}"
+            )
+        self.number = int(number)
+        self.repeat = int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.timeout = float(timeout)
+        self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
+        self.check_correctness = bool(check_correctness)
+        self.reference_timeout = max(300.0, self.timeout)  # the interpreter is slow on big DAGs
+        self.test_faults: dict[int, str] = {}
+        self._proc: _worker.RunnerProcess | None = None
+
+    def run(
+        self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]
+    ) -> list[MeasureResult]:
+        """Measure each successfully built input; failed builds pass their error through.
+
+        Returns
+        -------
+        list of MeasureResult
+            One per input. ``all_cost`` is this candidate's build plus run seconds.
+        """
+        if len(inputs) != len(build_results):
+            raise ValueError(f"run got {len(inputs)} inputs but {len(build_results)} build results")
+        out = []
+        for i, (inp, br) in enumerate(zip(inputs, build_results)):
+            if br.error_no != MeasureErrorNo.NO_ERROR:
+                out.append(_failed(br.error_no, br.error_msg, br.time_cost))
+                continue
+            start = time.perf_counter()
+            costs, code, msg = self._run_one(inp, br, self.test_faults.get(i))
+            secs = br.time_cost + time.perf_counter() - start
+            if code != MeasureErrorNo.NO_ERROR:
+                out.append(_failed(code, msg, secs))
+            else:
+                out.append(MeasureResult(tuple(costs), 0, "", secs, time.time()))
+        return out
+
+    def _run_one(self, inp: MeasureInput, br: BuildResult, fault: str | None) -> tuple:
+        if fault is not None and fault not in _worker.FAULTS:
+            raise ValueError(f"unknown test fault {fault!r}; use one of {_worker.FAULTS}")
+        if self._proc is None:
+            self._proc = _worker.RunnerProcess()
+        proc = self._proc
+        flush = self.enable_cpu_cache_flush
+        job = {
+            "key": inp.task.workload_key,
+            "dag": inp.task.compute_dag,
+            "source": br.source,
+            "number": 1 if flush else self.number,
+            "repeat": self.repeat,
+            "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
+            "flush": flush,
+            "check": self.check_correctness,
+            "fault": fault,
+        }
+        try:
+            proc.conn.send(job)
+        except OSError:
+            reply = ("eof",)
+        else:
+            reply = proc.recv(self.reference_timeout)
+            if reply is not None and reply[0] == "ready":
+                reply = proc.recv(self.timeout)
+        if reply is not None and reply[0] == "done":
+            return reply[1], reply[2], reply[3]
+        # No answer: the worker died (a crashing kernel) or hangs. Either way it is replaced.
+        self._proc = None
+        if reply is None:
+            proc.kill()
+            msg = f"the candidate did not finish within {self.timeout:g} s; worker killed"
+            return (), MeasureErrorNo.RUN_TIMEOUT, msg
+        why = proc.death()
+        proc.kill()
+        return (), MeasureErrorNo.RUNTIME_DEVICE, f"measuring process {why}"
+
+    def close(self) -> None:
+        """Stop the worker process (a later :meth:`run` starts a new one)."""
+        if self._proc is not None:
+            self._proc.stop()
+            self._proc = None
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+@dataclass
+class MeasureStats:
+    """Running totals of a :class:`ProgramMeasurer` (mutable: updated after every batch).
+
+    Attributes
+    ----------
+    build_s, run_s : float
+        Wall seconds spent in the builder and in the runner.
+    measured, errors : int
+        Candidates measured, and how many of them failed.
+    """
+
+    build_s: float = 0.0
+    run_s: float = 0.0
+    measured: int = 0
+    errors: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.measured} measured ({self.errors} errors), build {self.build_s:.1f} s, "
+            f"run {self.run_s:.1f} s"
+        )
+
+
+class ProgramMeasurer:
+    """Builds and runs candidates batch by batch, keeps the best per workload, calls callbacks.
+
+    Parameters
+    ----------
+    builder : LocalBuilder
+    runner : LocalRunner
+    callbacks : sequence
+        Objects with ``callback(inputs, results)``, called after each batch (e.g.
+        ``records.RecordToFile``).
+
+    Attributes
+    ----------
+    stats : MeasureStats
+        Build / run wall time and counts so far.
+    best_cost : dict of str to float
+        Lowest mean cost per workload key.
+    best_input : dict of str to MeasureInput
+        The candidate that achieved ``best_cost``.
+    """
+
+    def __init__(self, builder, runner, callbacks: Sequence = ()):
+        self.builder = builder
+        self.runner = runner
+        self.callbacks = tuple(callbacks)
+        self.stats = MeasureStats()
+        self.best_cost: dict[str, float] = {}
+        self.best_input: dict[str, MeasureInput] = {}
+
+    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``).
+
+        Returns
+        -------
+        list of MeasureResult
+            One per input, with ``all_cost`` and ``timestamp`` filled.
+        """
+        inputs = list(inputs)
+        batch = max(1, 2 * getattr(self.builder, "n_parallel", 1))
+        results: list[MeasureResult] = []
+        for lo in range(0, len(inputs), batch):
+            chunk = inputs[lo : lo + batch]
+            t0 = time.perf_counter()
+            built = self.builder.build(chunk)
+            t1 = time.perf_counter()
+            ran = self.runner.run(chunk, built)
+            t2 = time.perf_counter()
+            self.stats.build_s += t1 - t0
+            self.stats.run_s += t2 - t1
+            self.stats.measured += len(chunk)
+            self.stats.errors += sum(r.error_no != MeasureErrorNo.NO_ERROR for r in ran)
+            for inp, res in zip(chunk, ran):
+                key = inp.task.workload_key
+                if res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < self.best_cost.get(
+                    key, MAX_COST
+                ):
+                    self.best_cost[key] = res.mean_cost
+                    self.best_input[key] = inp
+            for cb in self.callbacks:
+                cb.callback(chunk, ran)
+            results.extend(ran)
+        return results
+
+
+def measure(
+    inputs: Sequence[MeasureInput], builder, runner, callbacks: Sequence = ()
+) -> list[MeasureResult]:
+    """Build and run ``inputs`` once; a one-shot :class:`ProgramMeasurer`.
+
+    Parameters
+    ----------
+    inputs : sequence of MeasureInput
+    builder : LocalBuilder
+    runner : LocalRunner
+    callbacks : sequence
+        Objects with ``callback(inputs, results)`` (e.g. ``records.RecordToFile``).
+
+    Returns
+    -------
+    list of MeasureResult
+    """
+    return ProgramMeasurer(builder, runner, callbacks).measure(inputs)

@@ -1,0 +1,338 @@
+"""The measuring processes of :mod:`autosched.measure` (private): their code, and the parent's
+handle on the runner process (:class:`RunnerProcess`).
+
+Two kinds of child process use this module, both started with the ``spawn`` context so that
+they import it fresh (no inherited threads, and libgomp's OpenMP pool works in the runner,
+which it does not after ``fork``):
+
+* builder pool workers call :func:`build_one`: replay the steps on the DAG, lower, generate
+  code, and return the codegen ``Source`` as plain values;
+* the runner's long-lived worker runs :func:`runner_main`: load each candidate, check its
+  output against the reference interpreter once, then time it.
+
+Everything crossing the process boundary is plain values (dicts, tuples, JSON step lists) or a
+pickled ``ComputeDAG``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import signal
+import time
+import traceback
+
+import numpy as np
+
+# Error codes, duplicated from MeasureErrorNo so this module does not import measure.py (whose
+# import would pull in the parent's state for nothing); test_measure checks they agree.
+NO_ERROR, INSTANTIATION_ERROR, COMPILE_HOST, COMPILE_DEVICE = 0, 1, 2, 3
+RUNTIME_DEVICE, WRONG_ANSWER, BUILD_TIMEOUT = 4, 5, 6
+
+# TEST-ONLY fault injection: the runner passes one of these per candidate when a test asks for
+# it (``LocalRunner.test_faults``); production runs always pass None.
+FAULTS = ("segfault", "hang", "wrong", "raise")
+
+_SEED = 0  # inputs are random but reproducible across runs and machines
+
+
+def short_error(exc: BaseException, limit: int = 400) -> str:
+    """``Type: first lines of the message``, short enough for a log line."""
+    text = str(exc).strip() or repr(exc)
+    if len(text) > limit:
+        text = text[:limit] + " ..."
+    return f"{type(exc).__name__}: {text}"
+
+
+# ----------------------------------------------------------------------------- building
+
+
+class _SoftTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _SoftTimeout()
+
+
+def build_one(job: tuple) -> tuple:
+    """Build one candidate. ``job = (dag, steps_json, target, timeout)``.
+
+    Returns ``(source_dict or None, error_no, error_msg, seconds)``. The timeout is enforced
+    here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them); the
+    parent keeps a hard deadline as well in case the process stops responding altogether.
+    """
+    dag, steps_json, target, timeout = job
+    from autosched.build_module import generate_source
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json
+
+    start = time.perf_counter()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    stage = "replaying the steps"
+    try:
+        # The alarm is one-shot and cancelled in the inner finally, so it can only fire inside
+        # this block; the outer handlers never see it.
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            state = replay(dag, steps_from_json(steps_json))
+            stage = "lowering / code generation"
+            src = generate_source(state, target).as_dict()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _SoftTimeout:
+        msg = f"build did not finish within {timeout:g} s (while {stage})"
+        return None, BUILD_TIMEOUT, msg, time.perf_counter() - start
+    except Exception as exc:  # every failure becomes a result; the search goes on
+        code = INSTANTIATION_ERROR if stage == "replaying the steps" else COMPILE_HOST
+        return None, code, f"{stage}: {short_error(exc)}", time.perf_counter() - start
+    return src, NO_ERROR, "", time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def random_inputs(dag) -> list[np.ndarray]:
+    """Reproducible random inputs: uniform [-1, 1] floats, small positive ints.
+
+    Never zeros or ones, which hide wrong indexing; ints stay positive so that integer division
+    and modulo in a DAG neither divide by zero nor depend on C-vs-Python rounding of negatives.
+    """
+    rng = np.random.default_rng(_SEED)
+    arrays = []
+    for t in dag.input_tensors:
+        dt = np.dtype(t.dtype)
+        shape = tuple(int(s) for s in t.shape)
+        if dt.kind == "f":
+            arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dt))
+        elif dt.kind == "b":
+            arrays.append(rng.integers(0, 2, shape).astype(dt))
+        else:
+            arrays.append(rng.integers(1, 8, shape).astype(dt))
+    return arrays
+
+
+def check_output(name: str, got: np.ndarray, ref: np.ndarray) -> str | None:
+    """None if ``got`` matches ``ref``, else a message with the max abs error."""
+    got = got.reshape(ref.shape)
+    if ref.dtype.kind in "iub":
+        bad = got != ref
+        atol, rtol = 0.0, 0.0
+    else:
+        rtol = 1e-2 if ref.dtype.itemsize <= 2 else 1e-3
+        # Scale atol with the output's magnitude: a long float32 reduction loses absolute, not
+        # relative, precision when terms cancel, and a fixed atol would flag correct kernels.
+        finite = np.abs(ref[np.isfinite(ref)])
+        atol = rtol * max(1.0, float(finite.max()) if finite.size else 1.0)
+        bad = ~np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    with np.errstate(all="ignore"):
+        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    err = np.where(np.isnan(err), np.inf, err)
+    idx = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), ref.shape)
+    return (
+        f"output {name!r} differs from the reference interpreter in {int(bad.sum())} of "
+        f"{ref.size} elements: max abs error {float(err[bad].max()):.3g} at index "
+        f"{tuple(int(i) for i in idx)} (got {got[idx].item()!r}, expected {ref[idx].item()!r}; "
+        f"atol={atol:.3g}, rtol={rtol:g})"
+    )
+
+
+def _llc_bytes() -> int:
+    """Size of the last-level cache (Linux sysfs), or 32 MiB when unknown."""
+    best = 0
+    for idx in range(6):
+        path = f"/sys/devices/system/cpu/cpu0/cache/index{idx}/size"
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * mult)
+        except ValueError:
+            continue
+    return best or 32 * 1024**2
+
+
+class _Runner:
+    """State kept across candidates in the runner process."""
+
+    def __init__(self):
+        import runtime
+
+        self.runtime = runtime
+        self.dev = runtime.device("cpu")
+        self.refs: dict[str, tuple[list, list]] = {}  # workload key -> (inputs, outputs)
+        self.flush_buf: np.ndarray | None = None
+
+    def reference(self, key: str, dag) -> tuple[list, list]:
+        if key not in self.refs:
+            from tensorir.interp import eval_dag
+
+            inputs = random_inputs(dag)
+            self.refs[key] = (inputs, eval_dag(dag, inputs))
+        return self.refs[key]
+
+    def flush_cache(self) -> None:
+        if self.flush_buf is None:
+            # Twice the LLC: writing it evicts everything the kernel touched last time.
+            self.flush_buf = np.zeros(2 * _llc_bytes() // 8, dtype=np.float64)
+        self.flush_buf += 1.0
+
+    def run(self, job: dict) -> tuple:
+        """``(costs, error_no, error_msg)`` for one built candidate."""
+        dag, fault = job["dag"], job["fault"]
+        inputs, refs = self.reference(job["key"], dag)
+        try:
+            mod = self.runtime.load_module(**job["source"], device=self.dev)
+        except Exception as exc:
+            return (), COMPILE_DEVICE, f"loading the module: {short_error(exc)}"
+        in_names = [t.name for t in dag.input_tensors]
+        out_names = [t.name for t in dag.output_tensors]
+        by_name = dict(zip(in_names, inputs))
+        outs = {
+            n: np.full(r.shape, np.nan if r.dtype.kind == "f" else 0x5A, dtype=r.dtype)
+            for n, r in zip(out_names, refs)
+        }
+        by_name.update(outs)
+        try:
+            # Copies: a buggy kernel writing into its inputs must not spoil later candidates.
+            args = [np.array(by_name[p[0]]) for p in mod.params]
+        except KeyError as exc:
+            return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
+        try:
+            _inject(fault, before_run=True)
+            if job["check"]:
+                mod(*args)
+                if fault == "wrong":
+                    _inject(fault, before_run=False, args=args)
+                for a, (name, _, _) in zip(args, mod.params):
+                    if name in outs:
+                        msg = check_output(name, a, refs[out_names.index(name)])
+                        if msg:
+                            return (), WRONG_ANSWER, msg
+            costs = self.time(mod, args, job)
+        except Exception as exc:
+            return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}"
+        return tuple(costs), NO_ERROR, ""
+
+    def time(self, mod, args, job) -> list[float]:
+        number, repeat, min_ms = job["number"], job["repeat"], job["min_repeat_ms"]
+        if not job["flush"]:
+            return list(mod.time_evaluator(number, repeat, min_ms)(*args).results)
+        # As TVM: with flushing every repeat is a single cold run. time_evaluator has no
+        # pre-run hook, so this drives the module's bound launch function directly.
+        handles, _ = mod._prepare(args)
+        fn = mod._bound_run(handles)
+        backend = mod._backend
+        backend.time_launches(fn, 1)  # warm-up (lazy loading, page faults)
+        costs = []
+        for _ in range(repeat):
+            self.flush_cache()
+            costs.append(backend.time_launches(fn, 1))
+        return costs
+
+
+def _inject(fault: str | None, before_run: bool, args=None) -> None:
+    """TEST-ONLY: make this candidate crash, hang, raise or compute a wrong answer."""
+    if fault is None:
+        return
+    if before_run and fault == "segfault":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV, the process dies like a bad kernel
+    if before_run and fault == "hang":
+        while True:
+            time.sleep(1)
+    if before_run and fault == "raise":
+        raise RuntimeError("injected fault")
+    if not before_run and fault == "wrong":
+        args[-1].reshape(-1)[0] += 1  # outputs come last in params
+
+
+def runner_main(conn) -> None:
+    """Serve jobs from the parent over ``conn`` until it sends None or goes away.
+
+    Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready",)`` when
+    the reference is available (the parent's run timeout starts then) and
+    ``("done", costs, error_no, error_msg)`` at the end.
+    """
+    try:
+        runner = _Runner()
+    except Exception:
+        conn.send(("failed", traceback.format_exc()))
+        return
+    conn.send(("hello",))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            runner.reference(job["key"], job["dag"])
+        except Exception as exc:
+            msg = f"reference interpreter failed: {short_error(exc)}"
+            conn.send(("done", (), RUNTIME_DEVICE, msg))
+            continue
+        conn.send(("ready",))
+        conn.send(("done", *runner.run(job)))
+
+
+# ----------------------------------------------------------------------------- parent side
+
+
+class RunnerProcess:
+    """The parent's handle on the runner's worker process."""
+
+    START_TIMEOUT = 120.0  # importing numpy + llvmlite in a cold process on a busy machine
+
+    def __init__(self):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=runner_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()  # so that the worker's death shows as EOF on our end
+        reply = self.recv(self.START_TIMEOUT)
+        if reply is None or reply[0] != "hello":
+            detail = reply[1] if reply and reply[0] == "failed" else self.death()
+            self.kill()
+            raise RuntimeError(f"the measuring process did not start: {detail}")
+
+    def recv(self, timeout: float):
+        """The next message; ``("eof",)`` when the worker died, None when the timeout passed."""
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()
+        except (EOFError, OSError):
+            return ("eof",)
+        return None
+
+    def death(self) -> str:
+        """Why the worker is gone, e.g. ``died with signal 11 (SIGSEGV)``."""
+        self.proc.join(2)
+        code = self.proc.exitcode
+        if code is None:
+            return "stopped responding"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "unknown signal"
+            return f"died with signal {-code} ({name})"
+        return f"exited with code {code}"
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.proc.join(2)
+        self.kill()
