@@ -212,3 +212,30 @@ def target_stage_id_in_state(steps, step_id: int) -> int:
         elif isinstance(step, st.CacheReadStep) and step.stage_id < sid + inc:
             inc += 1
     return sid + inc
+
+
+def replay_steps(dag, steps, start: int = 0, stages=None):
+    """Apply ``steps[start:]`` to ``stages`` (the data after ``steps[:start]``; the initial
+    stages when None) and return the State. Raises ScheduleError like the State methods.
+
+    Sampling and mutation change a step in the middle of the history; replaying only the
+    suffix from a cached prefix avoids redoing the unchanged part."""
+    from tensorir.schedule import State
+
+    steps = tuple(steps)
+    if stages is None:
+        assert start == 0, "a prefix needs its stages"
+        stages = State(dag).stages
+    for k in range(start, len(steps)):
+        stages = steps[k].apply(stages, dag, steps[:k])
+        st.check_attachments(stages)
+    return State(dag, stages, steps)
+
+
+def bound_extents(state) -> list[dict[str, int]]:
+    """Per stage, iterator name -> extent after bound inference (attached stages included).
+
+    Raises LowerError (or ScheduleError) when bounds cannot be inferred."""
+    from tensorir.bounds import infer_bound
+
+    return [{it.name: it.extent for it in s.iters} for s in infer_bound(state)]
