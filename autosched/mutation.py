@@ -1,0 +1,235 @@
+"""Mutation rules of the evolutionary search (CPU, notes 5.5).
+
+``mutate`` picks one rule by weight (``SearchParams.mutate_*_weight``) and returns the
+mutated State, or None when the rule does not apply or the result is invalid (TVM's
+``kInvalid``: the search simply draws again). Each rule changes one step of the history and
+replays the steps on the task's DAG, so the result is a consistent State.
+"""
+
+from __future__ import annotations
+
+from tensorir import steps as st
+from tensorir.bounds import LowerError
+from tensorir.steps import ScheduleError
+
+from . import state_utils as su
+from .annotate import AnnotateContext, _as_random, divisors
+from .search_params import SearchParams
+
+__all__ = [
+    "mutate",
+    "mutate_auto_unroll",
+    "mutate_compute_location",
+    "mutate_parallel",
+    "mutate_tile_size",
+]
+
+_STAGE_CHANGING = (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep)
+
+
+def mutate_tile_size(ctx, state, rng):
+    """Move a random divisor from one tile length of a split to another (innermost stays
+    ``<= max_innermost_split_factor``)."""
+    max_inner = ctx.params.max_innermost_split_factor
+    steps = state.steps
+    ids = [
+        k
+        for k, s in enumerate(steps)
+        if isinstance(s, st.SplitStep)
+        and s.extent
+        and s.extent > 1
+        and None not in s.lengths
+        and s.lengths[-1] <= max_inner
+    ]
+    if not ids:
+        return None
+    step_id = ids[rng.randrange(len(ids))]
+    ps = steps[step_id]
+    lengths = [1, *ps.lengths]
+    inner = 1
+    for x in ps.lengths:
+        inner *= x
+    lengths[0] = ps.extent // inner
+    perm = list(range(len(lengths)))
+    rng.shuffle(perm)
+    for i, src in enumerate(perm):
+        if lengths[src] <= 1:
+            continue
+        dst = perm[(i + 1) % len(perm)]
+        factors = divisors(lengths[src])  # factors[0] == 1
+        if dst == len(lengths) - 1:
+            top = len(factors) - 1
+            while top >= 1 and factors[top] * lengths[dst] > max_inner:
+                top -= 1
+            if top == 0:
+                continue
+            d = factors[1 + rng.randrange(top)]
+        else:
+            d = factors[1 + rng.randrange(len(factors) - 1)]
+        new = list(lengths)
+        new[src] //= d
+        new[dst] *= d
+        new_step = st.SplitStep(ps.stage_id, ps.iter_id, ps.extent, tuple(new[1:]),
+                                ps.inner_to_outer)  # fmt: skip
+        return _replay_with(ctx, steps, step_id, new_step)
+    return None
+
+
+def mutate_auto_unroll(ctx, state, rng):
+    """Give a random ``auto_unroll_max_step`` pragma another candidate value (TVM may draw
+    the same value again; a no-op mutation only wastes a slot, so it is excluded)."""
+    steps = state.steps
+    ids = [
+        k
+        for k, s in enumerate(steps)
+        if isinstance(s, st.PragmaStep) and s.pragma_type.startswith("auto_unroll_max_step")
+    ]
+    if not ids:
+        return None
+    step_id = ids[rng.randrange(len(ids))]
+    ps = steps[step_id]
+    old = ps.pragma_type.partition("$")[2]
+    cands = [v for v in ctx.params.auto_unroll_configs_cpu if str(v) != old]
+    if not cands:
+        return None
+    value = cands[rng.randrange(len(cands))]
+    new_step = st.PragmaStep(ps.stage_id, ps.iter_id, f"auto_unroll_max_step${value}")
+    return _replay_with(ctx, steps, step_id, new_step)
+
+
+def mutate_compute_location(ctx, state, rng):
+    """Re-attach a random non-tiled stage's compute_at step to another candidate location."""
+    if ctx.params.disable_change_compute_location:
+        return None
+    steps = state.steps
+    ids = []
+    for k, s in enumerate(steps):
+        if isinstance(s, st.ComputeAtStep):
+            sid = su.target_stage_id_in_state(steps, k)
+            if su.is_tiled(state.stages[sid]) or su.needs_multi_level_tiling(state, sid):
+                continue
+            ids.append(k)
+    if not ids:
+        return None
+    step_id = ids[rng.randrange(len(ids))]
+    ps = steps[step_id]
+    inc = su.target_stage_id_in_state(steps, step_id) - ps.stage_id
+    cands = su.get_compute_location_candidates(state, ps.stage_id + inc)
+    # candidates index the final state; exclude the current location (a no-op)
+    cands = [c for c in cands if (c[0] - inc, c[1]) != (ps.target_stage_id, ps.target_iter_id)]
+    if not cands:
+        return None
+    tid, iid = cands[rng.randrange(len(cands))]
+    new_step = st.ComputeAtStep(ps.stage_id, tid - inc, iid)
+    out = _replay_with(ctx, steps, step_id, new_step)
+    if out is None:
+        return None
+    try:
+        su.bound_extents(out)  # the new location must admit bound inference
+    except (ScheduleError, LowerError):
+        return None
+    return out
+
+
+def mutate_parallel(ctx, state, rng):
+    """Re-fuse a different number of outer loops before a ``fuse -> parallel`` pair."""
+    steps = state.steps
+    ids = [
+        k
+        for k, s in enumerate(steps)
+        if isinstance(s, st.AnnotationStep)
+        and s.annotation == "parallel"
+        and s.iter_id == 0
+        and k > 0
+        and isinstance(steps[k - 1], st.FuseStep)
+        and steps[k - 1].fused_ids[0] == 0
+    ]
+    if not ids:
+        return None
+    step_id = ids[rng.randrange(len(ids))]
+    fuse = steps[step_id - 1]
+    sid = fuse.stage_id
+    try:
+        prefix = su.replay_steps(ctx.dag, steps[: step_id - 1])
+    except ScheduleError:
+        return None
+    stage = prefix.stages[sid]
+    amap = su.attached_map(prefix)
+    max_fusable = 0
+    while max_fusable < len(stage.iters):
+        it = stage.iters[max_fusable]
+        if it.kind != "spatial" or it.annotation != "none" or (sid, max_fusable) in amap:
+            break
+        max_fusable += 1
+    if max_fusable == 0:
+        return None
+    m = 1 + rng.randrange(max_fusable)
+    offset = fuse.fused_ids[-1] - (m - 1)
+    if offset == 0:
+        return None
+    new_steps = list(steps[: step_id - 1])
+    new_steps += [st.FuseStep(sid, tuple(range(m))), steps[step_id]]
+    for s in steps[step_id + 1 :]:
+        if isinstance(s, _STAGE_CHANGING):
+            return None  # later stage ids would need remapping too (TVM gives up as well)
+        if s.stage_id == sid:
+            if isinstance(s, st.AnnotationStep):
+                s = st.AnnotationStep(sid, s.iter_id + offset if s.iter_id else 0, s.annotation)
+            elif isinstance(s, st.PragmaStep):
+                s = st.PragmaStep(sid, s.iter_id + offset if s.iter_id else 0, s.pragma_type)
+            else:
+                return None
+        elif isinstance(s, st.ComputeAtStep) and s.target_stage_id == sid:
+            return None
+        new_steps.append(s)
+    try:
+        return su.replay_steps(ctx.dag, new_steps, step_id - 1, prefix.stages)
+    except ScheduleError:
+        return None
+
+
+def _replay_with(ctx, steps, step_id, new_step):
+    new_steps = list(steps)
+    new_steps[step_id] = new_step
+    try:
+        return su.replay_steps(ctx.dag, new_steps)
+    except ScheduleError:
+        return None
+
+
+RULES = (
+    ("mutate_tile_size_weight", mutate_tile_size),
+    ("mutate_auto_unroll_weight", mutate_auto_unroll),
+    ("mutate_compute_location_weight", mutate_compute_location),
+    ("mutate_parallel_weight", mutate_parallel),
+)
+
+
+def mutate(task, state, rng, params: SearchParams | None = None):
+    """Apply one mutation rule chosen by weight.
+
+    Parameters
+    ----------
+    task : SearchTask
+    state : State
+        A concrete state (from sampling or an earlier mutation).
+    rng : random.Random, int or numpy Generator
+    params : SearchParams, optional
+        Rule weights and limits.
+
+    Returns
+    -------
+    State or None
+        The mutated state, or None when the chosen rule found nothing to change or produced
+        an invalid state.
+    """
+    rng = _as_random(rng)
+    params = params or SearchParams()
+    ctx = AnnotateContext(task.compute_dag, task.hardware_params.num_cores or 1, params)
+    weights = [getattr(params, w) for w, _ in RULES]
+    x = rng.random() * sum(weights)
+    for w, (_, rule) in zip(weights, RULES):
+        if x < w:
+            return rule(ctx, state, rng)
+        x -= w
+    return RULES[-1][1](ctx, state, rng)

@@ -1,0 +1,65 @@
+"""The sketch policy's knobs in one place (TVM ``SketchPolicy.DEFAULT_PARAMS``, notes 5.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SearchParams"]
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Parameters of sketch generation, random annotation, mutation and the search loop.
+
+    Defaults are TVM v0.15's (``python/tvm/auto_scheduler/search_policy.py``) unless noted.
+
+    Parameters
+    ----------
+    eps_greedy : float
+        Fraction of each measurement batch taken from random (not best-predicted) states.
+    evolutionary_search_population : int
+        States per generation of the evolutionary search (and per init-population batch).
+    evolutionary_search_num_iters : int
+        Generations of the evolutionary search.
+    evolutionary_search_mutation_prob : float
+        Probability that a child is a mutation of its parent (else a copy).
+    num_measures_per_round : int
+        States measured per search round (TVM ``TuningOptions.num_measures_per_round``).
+    sample_init_min_population : int
+        Sampling stops once this many valid distinct states exist.
+    sample_init_use_measured_ratio : float
+        Fraction of the population seeded with the best measured states.
+    cpu_multi_level_tiling_structure, gpu_multi_level_tiling_structure : str
+        Tiling structure strings ('S' spatial level, 'R' reduction level).
+    max_innermost_split_factor : int
+        Largest innermost tile length sampled or mutated.
+    max_vectorize_size : int
+        Largest (fused) extent that InitVectorization vectorizes.
+    auto_unroll_configs_cpu, auto_unroll_configs_gpu : tuple of int
+        Candidates for the ``auto_unroll_max_step`` pragma.
+    disable_change_compute_location : bool
+        Skip InitChangeComputeLocation and MutateComputeLocation.
+    mutate_tile_size_weight, mutate_auto_unroll_weight, mutate_compute_location_weight,
+    mutate_parallel_weight : float
+        CPU mutation-rule weights (selection probability = weight / sum of weights).
+    """
+
+    eps_greedy: float = 0.05
+    retry_search_one_round_on_empty: int = 1
+    evolutionary_search_population: int = 2048
+    evolutionary_search_num_iters: int = 4
+    evolutionary_search_mutation_prob: float = 0.85
+    num_measures_per_round: int = 64
+    sample_init_min_population: int = 50
+    sample_init_use_measured_ratio: float = 0.2
+    cpu_multi_level_tiling_structure: str = "SSRSRS"
+    gpu_multi_level_tiling_structure: str = "SSSRRSRS"
+    max_innermost_split_factor: int = 64
+    max_vectorize_size: int = 16
+    auto_unroll_configs_cpu: tuple[int, ...] = (0, 16, 64, 512)
+    auto_unroll_configs_gpu: tuple[int, ...] = (0, 16, 64, 512, 1024)
+    disable_change_compute_location: bool = False
+    mutate_tile_size_weight: float = 0.90
+    mutate_auto_unroll_weight: float = 0.04
+    mutate_compute_location_weight: float = 0.05
+    mutate_parallel_weight: float = 0.01

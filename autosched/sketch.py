@@ -1,0 +1,78 @@
+"""Sketch generation (TVM ``SketchPolicy::GenerateSketches``, notes 3.1-3.2).
+
+A sketch is a State whose split lengths may be undefined (None): the loop structure without
+the numbers. Rules are tried on (state, stage_id) pairs from the last stage to the first; see
+:mod:`autosched.sketch_rules` for the CPU rules and how to write a custom one.
+
+Example
+-------
+>>> sketches = generate_sketches(task)
+>>> print(sketches[0])
+"""
+
+from __future__ import annotations
+
+from tensorir import steps as st
+from tensorir.schedule import State
+
+from .search_params import SearchParams
+from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchContext, cpu_rules
+
+__all__ = ["generate_sketches"]
+
+
+def generate_sketches(task, rules=None, params: SearchParams | None = None) -> list[State]:
+    """All sketches of ``task`` (CPU rules).
+
+    Parameters
+    ----------
+    task : SearchTask
+        Supplies ``compute_dag`` and ``hardware_params.num_cores``.
+    rules : list, optional
+        Rules to try in order; default :func:`autosched.sketch_rules.cpu_rules`. To add a
+        custom rule first (TVM PreloadCustomSketchRule), pass ``[my_rule] + cpu_rules()``.
+    params : SearchParams, optional
+        Supplies the tiling structure string.
+
+    Returns
+    -------
+    list of State
+        Non-concrete states in TVM's order (breadth-first over rule applications).
+    """
+    params = params or SearchParams()
+    rules = cpu_rules() if rules is None else list(rules)
+    ctx = SketchContext(num_cores=task.hardware_params.num_cores or 1, params=params)
+    dag = task.compute_dag
+    now = [(dag.get_init_state(), len(dag.ops) - 1)]
+    out = []
+    while now:
+        nxt = []
+        for state, sid in now:
+            if sid < 0:
+                out.append(state)
+                continue
+            for rule in rules:
+                cond = rule.meet_condition(ctx, state, sid)
+                if cond == SKIP:
+                    continue
+                nxt.extend(rule.apply(ctx, state, sid))
+                if cond == APPLY_AND_SKIP_REST:
+                    break
+        now = nxt
+    return [_undefine_rfactor_splits(s) for s in out]
+
+
+def _undefine_rfactor_splits(state: State) -> State:
+    """Reset the split before each rfactor to an undefined length so that it is sampled
+    (the rule used 1 because rfactor needs a concrete split). The stage data keep the
+    placeholder length 1; annotation replays the steps."""
+    steps = list(state.steps)
+    changed = False
+    for k, step in enumerate(steps):
+        if isinstance(step, st.RfactorStep):
+            prev = steps[k - 1]
+            assert isinstance(prev, st.SplitStep), "rfactor sketches split right before RF"
+            steps[k - 1] = st.SplitStep(prev.stage_id, prev.iter_id, prev.extent, (None,),
+                                        prev.inner_to_outer)  # fmt: skip
+            changed = True
+    return State(state.dag, state.stages, steps) if changed else state

@@ -1,0 +1,241 @@
+"""Questions the sketch, annotation and mutation rules ask about a State (TVM search utils).
+
+The static access analysis lives on :class:`tensorir.dag.ComputeDAG`; after ``cache_write`` or
+``rfactor`` a state computes new ops, so :func:`current_dag` builds (and caches) the DAG of the
+state's current ops, like TVM's ``current_compute_dag``. Stages are addressed by id.
+"""
+
+from __future__ import annotations
+
+from tensorir import steps as st
+from tensorir.dag import ComputeDAG
+
+__all__ = [
+    "attached_map",
+    "consumer_ids",
+    "current_dag",
+    "get_compute_location_candidates",
+    "has_cache_write_stage",
+    "has_reduce_iter",
+    "has_single_elementwise_consumer",
+    "is_output",
+    "is_tiled",
+    "needs_multi_level_tiling",
+    "needs_rfactor",
+    "single_consumer_id",
+    "target_stage_id_in_state",
+]
+
+_DAG_CACHE: dict[tuple[int, ...], tuple[tuple, ComputeDAG]] = {}
+_DAG_CACHE_LIMIT = 256
+
+
+def current_dag(state) -> ComputeDAG:
+    """The DAG of ``state``'s current ops (the task's DAG while no stage was inserted).
+
+    Cached by op identity; the cache keeps the ops alive so ids are never reused."""
+    ops = state.current_ops
+    if len(ops) == len(state.dag.ops) and all(a is b for a, b in zip(ops, state.dag.ops)):
+        return state.dag
+    key = tuple(id(op) for op in ops)
+    hit = _DAG_CACHE.get(key)
+    if hit is not None:
+        return hit[1]
+    outputs = {t.name for t in state.dag.output_tensors}
+    tensors = state.tensors
+    ins = [t for t, s in zip(tensors, state.stages) if s.is_placeholder]
+    outs = [t for t, s in zip(tensors, state.stages) if s.name in outputs]
+    dag = ComputeDAG(ins + outs)
+    if len(_DAG_CACHE) >= _DAG_CACHE_LIMIT:
+        _DAG_CACHE.clear()
+    _DAG_CACHE[key] = (ops, dag)
+    return dag
+
+
+def _stage_ids(state) -> dict[str, int]:
+    return {s.name: k for k, s in enumerate(state.stages)}
+
+
+def is_output(state, sid: int) -> bool:
+    s = state.stages[sid]
+    return not s.is_placeholder and s.name in {t.name for t in state.dag.output_tensors}
+
+
+def has_reduce_iter(stage) -> bool:
+    return any(it.kind != "spatial" for it in stage.iters)
+
+
+def is_tiled(stage) -> bool:
+    """TVM's IsTiled: the loop count differs from the op's axis count (a split happened)."""
+    return len(stage.iters) != len(stage.root_iters)
+
+
+def needs_multi_level_tiling(state, sid: int) -> bool:
+    s = state.stages[sid]
+    return not s.is_placeholder and current_dag(state).needs_multi_level_tiling(s.name)
+
+
+def consumer_ids(state, sid: int) -> list[int]:
+    """Ids of the stages reading stage ``sid``, looking through inlined stages."""
+    inlined = [s.name for s in state.stages if s.compute_at == "inline"]
+    ids = _stage_ids(state)
+    ops = current_dag(state).consumers(state.stages[sid].name, inlined=inlined)
+    return sorted(ids[op.name] for op in ops)
+
+
+def attached_map(state) -> dict[tuple[int, int], list[int]]:
+    """``(target stage id, iterator index) -> attached stage ids`` (TVM iter_to_attached_stages)."""
+    ids = _stage_ids(state)
+    out: dict[tuple[int, int], list[int]] = {}
+    for k, s in enumerate(state.stages):
+        if s.compute_at == "iter":
+            tid = ids[s.attach[0]]
+            out.setdefault((tid, state.stages[tid].iter_index(s.attach[1])), []).append(k)
+    return out
+
+
+def has_cache_write_stage(state, sid: int) -> bool:
+    """The stage is a ``.local`` cache-write stage or already has one."""
+    name = state.stages[sid].name
+    if name.endswith(".local"):
+        return True
+    return sid > 0 and state.stages[sid - 1].name == name + ".local"
+
+
+def has_single_elementwise_consumer(state, sid: int) -> int | None:
+    """The id of the single consumer reached by an elementwise chain, or None.
+
+    Conditions (TVM ``HasSingleElementwiseMatchedConsumer``): exactly one consumer (through
+    inlined stages), elementwise matched, not both with reductions, not a ``.shared`` stage."""
+    cons = consumer_ids(state, sid)
+    if len(cons) != 1:
+        return None
+    (tid,) = cons
+    me, target = state.stages[sid], state.stages[tid]
+    if not current_dag(state).elementwise_match(me.name, target.name):
+        return None
+    if has_reduce_iter(me) and has_reduce_iter(target):
+        return None
+    if target.name.endswith(".shared"):
+        return None
+    return tid
+
+
+def _space_reduce_len(stage) -> tuple[int, int]:
+    space = reduce = 1
+    for it in stage.root_iters:
+        if it.kind == "spatial":
+            space *= it.extent
+        else:
+            reduce *= it.extent
+    return space, reduce
+
+
+def needs_rfactor(state, sid: int, num_cores: int) -> bool:
+    """TVM's NeedsRfactor: little spatial parallelism compared with the reduction."""
+    s = state.stages[sid]
+    if s.is_placeholder:
+        return False
+    space, reduce = _space_reduce_len(s)
+    if needs_multi_level_tiling(state, sid):
+        return not (space > reduce or space > num_cores * 16)
+    if reduce > 1:
+        return reduce > num_cores
+    return False
+
+
+def single_consumer_id(state, sid: int) -> int | None:
+    """The single consumer, or the common root stage all consumers are attached to."""
+    cons = consumer_ids(state, sid)
+    if not cons:
+        return None
+    if len(cons) == 1:
+        return cons[0]
+    ids = _stage_ids(state)
+    roots = set()
+    for c in cons:
+        s = state.stages[c]
+        roots.add(c if s.compute_at == "root" else ids[s.attach[0]])
+    return roots.pop() if len(roots) == 1 else None
+
+
+def get_compute_location_candidates(state, sid: int) -> list[tuple[int, int]]:
+    """``(stage id, iterator index)`` pairs where stage ``sid`` may be computed (notes 4.2).
+
+    Iterators of unknown extent (inside attached stages before bound inference) count as
+    not 1, as in TVM where GetExtent gives -1 for an undefined range."""
+    tid = single_consumer_id(state, sid)
+    if tid is None:
+        return []
+    target = state.stages[tid]
+    amap = attached_map(state)
+    out: list[tuple[int, int]] = []
+    at_other = target.compute_at == "iter"
+    tiled = is_tiled(target)
+    visited_reduce = False
+    for i, it in enumerate(target.iters):
+        if it.kind == "reduce":
+            visited_reduce = True
+            if not tiled:
+                break
+        elif it.kind == "spatial" and visited_reduce:
+            break
+        if it.annotation == "unroll":
+            break
+        if it.extent == 1:
+            continue
+        if at_other and it.kind == "spatial" and it.name.endswith(".0"):
+            continue
+        out.append((tid, i))
+        if (tid, i) in amap:
+            break
+    if at_other:
+        ttid = _stage_ids(state)[target.attach[0]]
+        for i, it in enumerate(state.stages[ttid].iters):
+            if it.kind == "reduce" or (ttid, i) in amap or it.annotation == "unroll":
+                break
+            if it.extent == 1:
+                continue
+            out.append((ttid, i))
+    return out
+
+
+def target_stage_id_in_state(steps, step_id: int) -> int:
+    """The current id of the stage that ``steps[step_id]`` addressed, after later insertions
+    (TVM GetTargetStageIDInState)."""
+    sid = steps[step_id].stage_id
+    inc = 0
+    for step in steps[step_id + 1 :]:
+        if isinstance(step, st.CacheWriteStep | st.RfactorStep):
+            if step.stage_id <= sid + inc:
+                inc += 1
+        elif isinstance(step, st.CacheReadStep) and step.stage_id < sid + inc:
+            inc += 1
+    return sid + inc
+
+
+def replay_steps(dag, steps, start: int = 0, stages=None):
+    """Apply ``steps[start:]`` to ``stages`` (the data after ``steps[:start]``; the initial
+    stages when None) and return the State. Raises ScheduleError like the State methods.
+
+    Sampling and mutation change a step in the middle of the history; replaying only the
+    suffix from a cached prefix avoids redoing the unchanged part."""
+    from tensorir.schedule import State
+
+    steps = tuple(steps)
+    if stages is None:
+        assert start == 0, "a prefix needs its stages"
+        stages = State(dag).stages
+    for k in range(start, len(steps)):
+        stages = steps[k].apply(stages, dag, steps[:k])
+        st.check_attachments(stages)
+    return State(dag, stages, steps)
+
+
+def bound_extents(state) -> list[dict[str, int]]:
+    """Per stage, iterator name -> extent after bound inference (attached stages included).
+
+    Raises LowerError (or ScheduleError) when bounds cannot be inferred."""
+    from tensorir.bounds import infer_bound
+
+    return [{it.name: it.extent for it in s.iters} for s in infer_bound(state)]
