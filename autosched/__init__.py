@@ -18,11 +18,46 @@ from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
 from .build_module import build, generate_source
+from .cost_model import LGBModel, RandomModel
+from .measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    ProgramMeasurer,
+)
+from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .search_params import SearchParams
+from .search_policy import PreloadCustomSketchRule, PreloadMeasuredStates, SketchPolicy
+from .task import HardwareParams, SearchTask, register_workload
+from .tuning import TuningOptions, auto_schedule
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApplyHistoryBest",
     "ComputeDAG",
+    "HardwareParams",
+    "LGBModel",
+    "LocalBuilder",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "PreloadCustomSketchRule",
+    "PreloadMeasuredStates",
+    "ProgramMeasurer",
+    "RandomModel",
+    "RecordToFile",
+    "SearchParams",
+    "SearchTask",
+    "SketchPolicy",
+    "TuningOptions",
+    "auto_schedule",
+    "load_best_record",
+    "load_records",
+    "register_workload",
     "LowerError",
     "ScheduleError",
     "State",

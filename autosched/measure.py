@@ -457,6 +457,14 @@ class ProgramMeasurer:
             results.extend(ran)
         return results
 
+    def close(self, clean: bool = True) -> None:
+        """Stop the builder's and runner's processes; after a ``clean`` end also close the
+        callbacks that can be closed (``RecordToFile`` then marks the log as ended cleanly)."""
+        for part in (self.builder, self.runner, *(self.callbacks if clean else ())):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+
 
 def measure(
     inputs: Sequence[MeasureInput], builder, runner, callbacks: Sequence = ()

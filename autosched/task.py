@@ -185,6 +185,51 @@ class SearchTask:
         self.target = Target(target)
         self.hardware_params = HardwareParams.for_target(self.target, hardware_params)
         self.desc = desc or "_".join(op.name for op in compute_dag.compute_ops)
+        from .records import register_dag
+
+        # Records name workloads by key; registering lets logs of this task load as states.
+        register_dag(compute_dag, self.workload_key)
+
+    def tune(self, tuning_options=None, search_policy=None):
+        """Search for a fast schedule (see :func:`autosched.tuning.auto_schedule`).
+
+        Returns the best measured state (or the best predicted one with 0 trials).
+        """
+        from .tuning import auto_schedule
+
+        return auto_schedule(self, search_policy, tuning_options)
+
+    def apply_best(self, log_file):
+        """The best error-free state of this task in ``log_file``.
+
+        Raises
+        ------
+        ValueError
+            If the log holds no valid record of this task (naming the file and the key).
+        """
+        from .records import load_best_record
+
+        best = load_best_record(log_file, self.workload_key, str(self.target))
+        if best is None:
+            raise ValueError(
+                f"{log_file}: no valid record of task {self.desc!r} (workload key "
+                f"{self.workload_key}, target {self.target}); tune it first"
+            )
+        return best[0].state.to_state(self.compute_dag)
+
+    def print_best(self, log_file, print_mode: str = "schedule") -> str:
+        """The best schedule in ``log_file`` as Python schedule code (``"schedule"``) or as
+        the lowered loop program (``"loops"``)."""
+        state = self.apply_best(log_file)
+        if print_mode == "schedule":
+            from tensorir.state_printer import print_python_code
+
+            return print_python_code(state)
+        if print_mode == "loops":
+            from tensorir.lower import lower
+
+            return str(lower(state))
+        raise ValueError(f"print_mode must be 'schedule' or 'loops', got {print_mode!r}")
 
     def __repr__(self) -> str:
         return f"SearchTask({self.desc!r}, target={str(self.target)!r})"

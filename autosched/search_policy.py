@@ -1,0 +1,276 @@
+"""``SketchPolicy``: sketches -> random annotation -> evolution under the cost model -> measure.
+
+One search round (ansor-notes 5.2): sample the initial population from the sketches, add the
+best measured states, evolve, pick ``num_measure`` states eps-greedily, measure them, retrain
+the model on everything measured so far. ``search`` repeats rounds until the trial budget is
+spent; the task scheduler calls ``continue_search_one_round`` instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
+from .measure import MAX_COST, MeasureErrorNo, MeasureInput
+
+__all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
+
+
+@dataclass
+class TimeSplit:
+    """Wall seconds of a tuning run by activity (user-pains 2: report the split every run)."""
+
+    search: float = 0.0  # sampling, evolution, feature extraction and prediction
+    build: float = 0.0
+    run: float = 0.0
+    train: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return self.search + self.build + self.run + self.train
+
+    def line(self) -> str:
+        return (f"search {self.search:.1f} s, build {self.build:.1f} s, run {self.run:.1f} s, "
+                f"train {self.train:.1f} s")  # fmt: skip
+
+
+class SketchPolicy:
+    """The Ansor search policy for one task.
+
+    Parameters
+    ----------
+    task : SearchTask
+    program_cost_model : CostModel, optional
+        Defaults to a :class:`~autosched.cost_model.RandomModel`.
+    params : SearchParams, optional
+        Search knobs (population, generations, mutation probability, eps-greedy...).
+    seed : int, optional
+        Seeds every random choice of this policy (sampling, mutation, eps-greedy).
+    verbose : int
+        0 silent, 1 a line per round, 2 also sampling / evolution details.
+    init_search_callbacks : list, optional
+        Objects with ``enter(policy)``, e.g. :class:`PreloadMeasuredStates`.
+    """
+
+    def __init__(
+        self,
+        task,
+        program_cost_model=None,
+        params=None,
+        seed: int | None = None,
+        verbose: int = 1,
+        init_search_callbacks=None,
+    ):
+        from .cost_model import RandomModel
+        from .search_params import SearchParams
+
+        self.task = task
+        self.model = program_cost_model if program_cost_model is not None else RandomModel(seed)
+        self.params = params if params is not None else SearchParams()
+        self.rng = np.random.default_rng(seed)
+        self.verbose = verbose
+        self.sketch_rules = None  # None: the default rules for the target
+        self.measured_keys: set = set()
+        self.measured: list[tuple[float, object]] = []  # (throughput, state), errors excluded
+        self.best_cost = MAX_COST
+        self.best_state = None
+        self.num_trials = 0
+        self.time_split = TimeSplit()
+        self._sketches = None
+        for callback in init_search_callbacks or ():
+            callback.enter(self)
+
+    # ------------------------------------------------------------------ sketches and samples
+
+    @property
+    def sketches(self) -> list:
+        """The task's sketches (generated once)."""
+        if self._sketches is None:
+            from .sketch import generate_sketches
+
+            self._sketches = generate_sketches(self.task, self.sketch_rules, self.params)
+            if not self._sketches:
+                raise RuntimeError(
+                    f"no sketch could be generated for task {self.task.desc!r}; "
+                    "check the DAG (print(task.compute_dag))"
+                )
+        return self._sketches
+
+    def sample_initial_population(self) -> list:
+        """Random concrete states from the sketches (at least ``sample_init_min_population``)."""
+        from .annotate import sample_init_population
+
+        p = self.params
+        out: dict = {}
+        target, fruitless = p.evolutionary_search_population, 0
+        while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
+            before = len(out)
+            for state in sample_init_population(self.task, self.sketches, target, self.rng, p):
+                out.setdefault(state_key(state), state)
+            fruitless = fruitless + 1 if len(out) == before else 0
+        return list(out.values())
+
+    def _mutate(self, task, state, rng):
+        from .mutation import mutate
+
+        return mutate(task, state, rng, self.params)
+
+    # ------------------------------------------------------------------ one round
+
+    def search_one_round(self, num_measure: int) -> tuple[list, list]:
+        """Evolve a population; return (best predicted states, random states) not yet measured."""
+        p = self.params
+        t0 = time.perf_counter()
+        init = self.sample_initial_population()
+        n_seed = min(len(self.measured), int(p.sample_init_use_measured_ratio * len(init)))
+        seeds = [s for _, s in sorted(self.measured, key=lambda x: -x[0])[:n_seed]]
+        num_random = 3 * int(p.eps_greedy * num_measure)
+        random_states = [init[i] for i in self.rng.integers(0, len(init), size=num_random)]
+        from .cost_model import RandomModel
+
+        num_iters = p.evolutionary_search_num_iters
+        if isinstance(self.model, RandomModel):
+            num_iters = min(num_iters, 2)
+        best = evolutionary_search(
+            self.task, init + seeds, self.model, self._mutate, self.rng,
+            out_size=2 * num_measure, num_iters=num_iters,
+            population_size=p.evolutionary_search_population,
+            mutation_prob=p.evolutionary_search_mutation_prob, exclude=self.measured_keys,
+        )  # fmt: skip
+        self.time_split.search += time.perf_counter() - t0
+        return best, random_states
+
+    def continue_search_one_round(self, num_measure: int, measurer) -> tuple[list, list]:
+        """One round: search, pick, measure, retrain. Returns (inputs, results) measured."""
+        best, random_states = self.search_one_round(num_measure)
+        picked = pick_states_eps_greedy(
+            best, random_states, num_measure, self.params.eps_greedy, self.measured_keys
+        )
+        if not picked:
+            return [], []
+        inputs = [MeasureInput(self.task, s) for s in picked]
+        build_before, run_before = measurer.stats.build_s, measurer.stats.run_s
+        results = measurer.measure(inputs)
+        self.time_split.build += measurer.stats.build_s - build_before
+        self.time_split.run += measurer.stats.run_s - run_before
+        self.record_results(inputs, results)
+        t0 = time.perf_counter()
+        self.model.update(inputs, results)
+        self.time_split.train += time.perf_counter() - t0
+        return inputs, results
+
+    def record_results(self, inputs, results) -> None:
+        """Add measured (or preloaded) results to the measured set and the best state."""
+        for inp, res in zip(inputs, results, strict=True):
+            self.measured_keys.add(state_key(inp.state))
+            self.num_trials += 1
+            if res.error_no != MeasureErrorNo.NO_ERROR:
+                continue
+            cost = res.mean_cost
+            self.measured.append((1.0 / cost, inp.state))
+            if cost < self.best_cost:
+                self.best_cost, self.best_state = cost, inp.state
+
+    # ------------------------------------------------------------------ whole search
+
+    def search(self, n_trials: int, early_stopping: int | None, num_measures_per_round: int,
+               measurer):  # fmt: skip
+        """Rounds until ``n_trials`` are measured; returns the best measured state (or None)."""
+        flop = self.task.compute_dag.flop_count()
+        start, trials, best_at, empty_rounds = time.perf_counter(), 0, 0, 0
+        round_no = 0
+        while trials < n_trials:
+            round_no += 1
+            num = min(num_measures_per_round, n_trials - trials)
+            best_before = self.best_cost
+            inputs, results = self.continue_search_one_round(num, measurer)
+            if not inputs:
+                empty_rounds += 1
+                if empty_rounds > self.params.retry_search_one_round_on_empty:
+                    self._say(1, "all candidates measured; stopping early")
+                    break
+                continue
+            empty_rounds = 0
+            trials += len(inputs)
+            if self.best_cost < best_before:
+                best_at = trials
+            errors = sum(r.error_no != MeasureErrorNo.NO_ERROR for r in results)
+            gflops = flop / self.best_cost / 1e9 if self.best_cost < MAX_COST else 0.0
+            self._say(
+                1,
+                f"[{self.task.desc}] round {round_no}: trials {trials}/{n_trials}, "
+                f"best {gflops:.2f} GFLOP/s ({self.best_cost * 1e3:.4g} ms), errors {errors}, "
+                f"{time.perf_counter() - start:.1f} s ({self.time_split.line()})",
+            )
+            stalled = early_stopping is not None and trials - best_at > early_stopping >= 0
+            if stalled and self.best_state is not None:
+                self._say(1, f"no improvement in {early_stopping} trials; stopping early")
+                break
+        return self.best_state
+
+    def _say(self, level: int, msg: str) -> None:
+        if self.verbose >= level:
+            print(msg, flush=True)
+
+
+class PreloadMeasuredStates:
+    """An init-search callback that resumes from a log (TVM's ``PreloadMeasuredStates``).
+
+    Every record of the policy's task in ``filename`` joins the measured set (it is never
+    measured again); error-free ones also seed later populations with their throughput.
+    """
+
+    def __init__(self, filename):
+        self.filename = filename
+
+    def enter(self, policy: SketchPolicy) -> None:
+        from pathlib import Path
+
+        from .records import load_records
+
+        if not Path(self.filename).exists():
+            return
+        task = policy.task
+        inputs, results = [], []
+        for inp, res in load_records(self.filename, {task.workload_key: task.compute_dag}):
+            if inp.task.workload_key != task.workload_key or str(inp.task.target) != str(
+                task.target
+            ):
+                continue
+            try:
+                state = inp.state.to_state(task.compute_dag)
+            except Exception:  # noqa: BLE001 - a record from an older step format: skip it
+                continue
+            inputs.append(MeasureInput(task, state))
+            results.append(res)
+        policy.record_results(inputs, results)
+        policy.num_trials -= len(inputs)  # preloaded records are not trials of this run
+        policy._say(1, f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}")
+
+
+class PreloadCustomSketchRule:
+    """An init-search callback that puts a custom sketch rule before the default ones.
+
+    Parameters
+    ----------
+    meet_condition_func : callable
+        ``(ctx, state, stage_id) -> SKIP | APPLY | APPLY_AND_SKIP_REST``.
+    apply_func : callable
+        ``(ctx, state, stage_id) -> [(new_state, next_stage_id), ...]``.
+    rule_name : str
+    """
+
+    def __init__(self, meet_condition_func, apply_func, rule_name: str = "CustomSketchRule"):
+        from .sketch_rules import CustomSketchRule
+
+        self.rule = CustomSketchRule(meet_condition_func, apply_func, rule_name)
+
+    def enter(self, policy: SketchPolicy) -> None:
+        from .sketch_rules import cpu_rules
+
+        policy.sketch_rules = [self.rule, *(policy.sketch_rules or cpu_rules())]
+        policy._sketches = None

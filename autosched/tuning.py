@@ -1,0 +1,92 @@
+"""``TuningOptions`` and ``auto_schedule``: tune one task, as TVM's ``auto_scheduler`` does."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["TuningOptions", "auto_schedule"]
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How long to tune and how to measure.
+
+    Parameters
+    ----------
+    num_measure_trials : int
+        Candidates to measure in total (0: search without measuring and return the state
+        the cost model likes best).
+    early_stopping : int, optional
+        Stop after this many trials without improvement.
+    num_measures_per_round : int
+        Candidates measured per search round (64 in TVM).
+    verbose : int
+        0 silent, 1 a progress line per round, 2 more.
+    builder, runner : "local" or LocalBuilder / LocalRunner
+    measure_callbacks : sequence
+        Called with ``(inputs, results)`` after each measured batch, e.g. ``RecordToFile``.
+    """
+
+    num_measure_trials: int = 0
+    early_stopping: int | None = None
+    num_measures_per_round: int = 64
+    verbose: int = 1
+    builder: object = "local"
+    runner: object = "local"
+    measure_callbacks: tuple = field(default=())
+
+    def __post_init__(self):
+        object.__setattr__(self, "measure_callbacks", tuple(self.measure_callbacks or ()))
+        if self.num_measure_trials < 0:
+            raise ValueError(f"num_measure_trials must be >= 0, got {self.num_measure_trials}")
+        if self.num_measures_per_round < 1:
+            raise ValueError(
+                f"num_measures_per_round must be >= 1, got {self.num_measures_per_round}"
+            )
+
+    def make_measurer(self):
+        """The ProgramMeasurer these options describe."""
+        from .measure import LocalBuilder, LocalRunner, ProgramMeasurer
+
+        builder = LocalBuilder() if self.builder == "local" else self.builder
+        runner = LocalRunner() if self.runner == "local" else self.runner
+        return ProgramMeasurer(builder, runner, self.measure_callbacks)
+
+
+def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None = None):
+    """Tune ``task``; return the best state found (or the best predicted one for 0 trials).
+
+    The default policy is a :class:`SketchPolicy` with the LightGBM cost model.
+    """
+    from .search_policy import SketchPolicy
+
+    options = tuning_options or TuningOptions()
+    if search_policy is None:
+        from .cost_model import LGBModel
+
+        search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
+    if options.num_measure_trials == 0:
+        best, _ = search_policy.search_one_round(1)
+        return best[0] if best else None
+    measurer = options.make_measurer()
+    t0 = time.perf_counter()
+    try:
+        state = search_policy.search(
+            options.num_measure_trials,
+            options.early_stopping,
+            options.num_measures_per_round,
+            measurer,
+        )
+    except BaseException:
+        measurer.close(clean=False)  # the log keeps every finished batch, without an end mark
+        raise
+    measurer.close()
+    if options.verbose:
+        split = search_policy.time_split
+        print(
+            f"[{task.desc}] tuning done: {search_policy.num_trials} trials in "
+            f"{time.perf_counter() - t0:.1f} s ({split.line()})",
+            flush=True,
+        )
+    return state
