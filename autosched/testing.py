@@ -18,6 +18,7 @@ from tensorir import te
 
 __all__ = [
     "conv2d_nchw",
+    "conv2d_nhwc",
     "conv2d_nhwc_bias_relu",
     "dense_bias",
     "depthwise_conv2d_nhwc",
@@ -152,6 +153,14 @@ def conv2d_nhwc_bias_relu(
     bias = te.placeholder((1, 1, 1, CO), dtype, name="bias")
     conv = _conv2d_nhwc(data, kernel, stride, pad)
     return [data, kernel, bias, _bias_relu(conv, bias)]
+
+
+def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, KH: int = 3, KW: int = 3,
+                stride: int = 1, pad: int = 1, dtype: str = "float32"):  # fmt: skip
+    """Plain NHWC conv2d (kernel HWIO), no bias or activation."""
+    data = te.placeholder((N, H, W, CI), dtype, name="data")
+    kernel = te.placeholder((KH, KW, CI, CO), dtype, name="kernel")
+    return [data, kernel, _conv2d_nhwc(data, kernel, stride, pad)]
 
 
 def _conv2d_nhwc(data, kernel, stride: int, pad: int):
