@@ -138,7 +138,25 @@ def _default_parallel() -> int:
         return os.cpu_count() or 1
 
 
-class LocalBuilder:
+class _ClosedOnExit:
+    """Context-manager protocol for objects owning worker processes: ``close()`` on exit and
+    when garbage-collected."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class LocalBuilder(_ClosedOnExit):
     """Builds candidates to code in a pool of ``spawn``-ed processes, each with a timeout.
 
     Parameters
@@ -222,18 +240,8 @@ class LocalBuilder:
             self._pool.join()
             self._pool = None
 
-    def __enter__(self) -> LocalBuilder:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()
-
-
-class LocalRunner:
+class LocalRunner(_ClosedOnExit):
     """Runs built candidates one at a time in a long-lived ``spawn``-ed worker process.
 
     A candidate that crashes the worker becomes RUNTIME_DEVICE, one that runs past ``timeout``
@@ -358,16 +366,6 @@ class LocalRunner:
         if self._proc is not None:
             self._proc.stop()
             self._proc = None
-
-    def __enter__(self) -> LocalRunner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()
 
 
 @dataclass
