@@ -1,0 +1,57 @@
+"""Elementwise ops: one output element from the same-index input element (``T_relu`` ...)."""
+
+from __future__ import annotations
+
+from .. import te
+from ..dtype import check_dtype, is_float
+from ..tensor import Tensor, TensorError
+from ._util import cast_to, compute
+
+__all__ = ["cast", "clip", "exp", "negative", "relu", "sigmoid", "sqrt", "tanh"]
+
+
+def _unary(x: Tensor, f, name: str) -> Tensor:
+    return compute(x.shape, lambda *i: f(x[i]), name, "ax", tag="elemwise")
+
+
+def relu(x: Tensor) -> Tensor:
+    """``T_relu = max(x, 0)``."""
+    return _unary(x, lambda v: te.max(v, te.const(0, x.dtype)), "T_relu")
+
+
+def clip(x: Tensor, a_min, a_max) -> Tensor:
+    """``T_clip = max(min(x, a_max), a_min)`` (topi's order)."""
+    if a_min is None or a_max is None:
+        raise TensorError("clip: attributes 'a_min' and 'a_max' are required")
+    if float(a_min) > float(a_max):
+        raise TensorError(f"clip: a_min {a_min} is larger than a_max {a_max}")
+    lo = te.const(float(a_min) if is_float(x.dtype) else int(a_min), x.dtype)
+    hi = te.const(float(a_max) if is_float(x.dtype) else int(a_max), x.dtype)
+    return _unary(x, lambda v: te.max(te.min(v, hi), lo), "T_clip")
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``T_sigmoid = 1 / (1 + exp(-x))`` as one math call."""
+    return _unary(x, te.sigmoid, "T_sigmoid")
+
+
+def tanh(x: Tensor) -> Tensor:
+    return _unary(x, te.tanh, "T_tanh")
+
+
+def exp(x: Tensor) -> Tensor:
+    return _unary(x, te.exp, "T_exp")
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return _unary(x, te.sqrt, "T_sqrt")
+
+
+def negative(x: Tensor) -> Tensor:
+    return _unary(x, lambda v: -v, "T_negative")
+
+
+def cast(x: Tensor, dtype: str) -> Tensor:
+    """``T_cast = dtype(x)``."""
+    check_dtype(dtype)
+    return _unary(x, lambda v: cast_to(v, dtype), "T_cast")
