@@ -62,8 +62,14 @@ def stage_name(name: str) -> str:
     return name if scope is None else scope.unique(name)
 
 
-def compute(shape, fcompute: Callable, name: str, axis_names: Sequence[str] | str = "ax",
-            tag: str = "", attrs=None) -> Tensor:  # fmt: skip
+def compute(
+    shape,
+    fcompute: Callable,
+    name: str,
+    axis_names: Sequence[str] | str = "ax",
+    tag: str = "",
+    attrs=None,
+) -> Tensor:
     """``te.compute`` with axis names given explicitly.
 
     ``axis_names`` is a list of names, or a prefix (``"ax"`` gives ax0, ax1, ...). te.compute
@@ -160,6 +166,7 @@ def cast_to(x, dtype: str):
 
 def check_layout(layout: str, allowed: Sequence[str], op: str, attr: str) -> str:
     if layout not in allowed:
-        raise TensorError(f"{op}: attribute {attr!r} = {layout!r} is not supported; use one of "
-                          f"{list(allowed)}")  # fmt: skip
+        raise TensorError(
+            f"{op}: attribute {attr!r} = {layout!r} is not supported; use one of {list(allowed)}"
+        )
     return layout

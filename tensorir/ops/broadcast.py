@@ -8,9 +8,16 @@ from ..tensor import Tensor, TensorError
 from ._util import compute
 
 __all__ = [
-    "add", "batch_norm", "bias_add", "broadcast_shape", "divide", "maximum", "minimum",
-    "multiply", "subtract",
-]  # fmt: skip
+    "add",
+    "batch_norm",
+    "bias_add",
+    "broadcast_shape",
+    "divide",
+    "maximum",
+    "minimum",
+    "multiply",
+    "subtract",
+]
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str = "broadcast") -> tuple:
@@ -35,8 +42,9 @@ def _reader(x, out_shape):
 
     def read(idx):
         sub = idx[skip:]
-        return x[tuple(0 if d == 1 and o != 1 else i
-                       for i, d, o in zip(sub, x.shape, out_shape[skip:]))]  # fmt: skip
+        return x[
+            tuple(0 if d == 1 and o != 1 else i for i, d, o in zip(sub, x.shape, out_shape[skip:]))
+        ]
 
     return read
 
@@ -96,8 +104,17 @@ def bias_add(data: Tensor, bias: Tensor, axis: int = 1) -> Tensor:
     return compute(data.shape, lambda *i: data[i] + bias[i[ax]], "T_add", "ax", tag="broadcast")
 
 
-def batch_norm(data, gamma, beta, moving_mean, moving_var, axis: int = 1, epsilon: float = 1e-5,
-               center: bool = True, scale: bool = True) -> Tensor:  # fmt: skip
+def batch_norm(
+    data,
+    gamma,
+    beta,
+    moving_mean,
+    moving_var,
+    axis: int = 1,
+    epsilon: float = 1e-5,
+    center: bool = True,
+    scale: bool = True,
+) -> Tensor:
     """Inference batch norm ``(x - mean) / sqrt(var + eps) * gamma + beta`` as one stage.
 
     The graph layer normally folds it into multiply/add (Relay's SimplifyInference); this
@@ -105,8 +122,12 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis: int = 1, epsilo
     """
     ax = _axis(axis, data.ndim, "nn.batch_norm")
     c = data.shape[ax]
-    for t, n in ((gamma, "gamma"), (beta, "beta"), (moving_mean, "moving_mean"),
-                 (moving_var, "moving_var")):  # fmt: skip
+    for t, n in (
+        (gamma, "gamma"),
+        (beta, "beta"),
+        (moving_mean, "moving_mean"),
+        (moving_var, "moving_var"),
+    ):
         if t.shape != (c,):
             raise TensorError(f"nn.batch_norm: {n} shape {list(t.shape)} must be [{c}]")
     if not is_float(data.dtype):

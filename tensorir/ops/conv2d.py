@@ -14,9 +14,17 @@ def conv_out_size(size: int, kernel: int, stride: int, dilation: int, pad_total:
     return (size + pad_total - ((kernel - 1) * dilation + 1)) // stride + 1
 
 
-def conv2d(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
-           groups: int = 1, data_layout: str = "NCHW", kernel_layout: str = "",
-           out_dtype: str = "") -> Tensor:  # fmt: skip
+def conv2d(
+    data: Tensor,
+    weight: Tensor,
+    strides=(1, 1),
+    padding=(0, 0, 0, 0),
+    dilation=(1, 1),
+    groups: int = 1,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "",
+    out_dtype: str = "",
+) -> Tensor:
     """Relay's ``nn.conv2d``: dispatch on the layout.
 
     Parameters
@@ -44,15 +52,20 @@ def conv2d(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 0), d
     """
     if data_layout == "NCHW":
         if kernel_layout not in ("", "OIHW"):
-            raise TensorError(f"nn.conv2d: kernel_layout {kernel_layout!r} with data_layout "
-                              "'NCHW' is not supported; use 'OIHW'")  # fmt: skip
+            raise TensorError(
+                f"nn.conv2d: kernel_layout {kernel_layout!r} with data_layout "
+                "'NCHW' is not supported; use 'OIHW'"
+            )
         return conv2d_nchw(data, weight, strides, padding, dilation, groups, out_dtype)
     if data_layout == "NHWC":
         if kernel_layout not in ("", "HWIO", "HWOI"):
-            raise TensorError(f"nn.conv2d: kernel_layout {kernel_layout!r} with data_layout "
-                              "'NHWC' is not supported; use 'HWIO' or 'HWOI'")  # fmt: skip
-        return conv2d_nhwc(data, weight, strides, padding, dilation, groups, out_dtype,
-                           kernel_layout or "HWIO")  # fmt: skip
+            raise TensorError(
+                f"nn.conv2d: kernel_layout {kernel_layout!r} with data_layout "
+                "'NHWC' is not supported; use 'HWIO' or 'HWOI'"
+            )
+        return conv2d_nhwc(
+            data, weight, strides, padding, dilation, groups, out_dtype, kernel_layout or "HWIO"
+        )
     raise TensorError(
         f"nn.conv2d: data_layout {data_layout!r} is not supported; use 'NCHW' or 'NHWC'"
     )
@@ -75,8 +88,15 @@ def _check_groups(ci: int, co: int, wci: int, groups: int, layout: str):
         )
 
 
-def conv2d_nchw(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
-                dilation=(1, 1), groups: int = 1, out_dtype: str = "") -> Tensor:  # fmt: skip
+def conv2d_nchw(
+    data: Tensor,
+    weight: Tensor,
+    strides=(1, 1),
+    padding=(0, 0, 0, 0),
+    dilation=(1, 1),
+    groups: int = 1,
+    out_dtype: str = "",
+) -> Tensor:
     """NCHW conv2d with an OIHW kernel: ``conv2d_nchw``, ``group_conv2d_nchw`` or
     ``DepthwiseConv2d`` (groups == CI, weight ``(CI*multiplier, 1, KH, KW)``) reading
     ``pad_temp``. See :func:`conv2d` for the parameters."""
@@ -107,7 +127,7 @@ def conv2d_nchw(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 
                         add(mul(i, sh), mul(di, dh)),
                         add(mul(j, sw), mul(dj, dw)),
                     ),
-                )  # fmt: skip
+                )
                 * rd(weight, (c, 0, di, dj)),
                 axis=[di, dj],
             ),
@@ -136,9 +156,16 @@ def conv2d_nchw(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 
     )
 
 
-def conv2d_nhwc(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
-                dilation=(1, 1), groups: int = 1, out_dtype: str = "",
-                kernel_layout: str = "HWIO") -> Tensor:  # fmt: skip
+def conv2d_nhwc(
+    data: Tensor,
+    weight: Tensor,
+    strides=(1, 1),
+    padding=(0, 0, 0, 0),
+    dilation=(1, 1),
+    groups: int = 1,
+    out_dtype: str = "",
+    kernel_layout: str = "HWIO",
+) -> Tensor:
     """NHWC conv2d: ``Conv2dOutput`` (HWIO), ``group_conv2d_nhwc`` or ``DepthwiseConv2d``
     (HWOI weight ``(KH, KW, CI, multiplier)``) reading ``PaddedInput``. See :func:`conv2d`."""
     (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
@@ -175,7 +202,7 @@ def conv2d_nhwc(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 
                         add(mul(j, sw), mul(dj, dw)),
                         c if mult == 1 else c // mult,
                     ),
-                )  # fmt: skip
+                )
                 * rd(weight, (di, dj) + widx(c)),
                 axis=[di, dj],
             ),
@@ -184,8 +211,10 @@ def conv2d_nhwc(data: Tensor, weight: Tensor, strides=(1, 1), padding=(0, 0, 0, 
             tag="depthwise_conv2d_nhwc",
         )
     if kernel_layout != "HWIO":
-        raise TensorError(f"nn.conv2d: kernel_layout {kernel_layout!r} is not supported for "
-                          "NHWC; use 'HWIO' or 'HWOI'")  # fmt: skip
+        raise TensorError(
+            f"nn.conv2d: kernel_layout {kernel_layout!r} is not supported for "
+            "NHWC; use 'HWIO' or 'HWOI'"
+        )
     KH, KW, WCI, CO = weight.shape
     _check_groups(CI, CO, WCI, groups, "NHWC")
     OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])

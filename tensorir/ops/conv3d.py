@@ -10,9 +10,17 @@ from .conv2d import conv_out_size
 __all__ = ["conv3d"]
 
 
-def conv3d(data: Tensor, weight: Tensor, strides=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0),
-           dilation=(1, 1, 1), groups: int = 1, data_layout: str = "NCDHW",
-           kernel_layout: str = "", out_dtype: str = "") -> Tensor:  # fmt: skip
+def conv3d(
+    data: Tensor,
+    weight: Tensor,
+    strides=(1, 1, 1),
+    padding=(0, 0, 0, 0, 0, 0),
+    dilation=(1, 1, 1),
+    groups: int = 1,
+    data_layout: str = "NCDHW",
+    kernel_layout: str = "",
+    out_dtype: str = "",
+) -> Tensor:
     """Relay's ``nn.conv3d``.
 
     Parameters
@@ -38,11 +46,14 @@ def conv3d(data: Tensor, weight: Tensor, strides=(1, 1, 1), padding=(0, 0, 0, 0,
     op = "nn.conv3d"
     default = {"NCDHW": "OIDHW", "NDHWC": "DHWIO"}
     if data_layout not in default:
-        raise TensorError(f"{op}: data_layout {data_layout!r} is not supported; use 'NCDHW' or "
-                          "'NDHWC'")  # fmt: skip
+        raise TensorError(
+            f"{op}: data_layout {data_layout!r} is not supported; use 'NCDHW' or 'NDHWC'"
+        )
     if kernel_layout not in ("", default[data_layout]):
-        raise TensorError(f"{op}: kernel_layout {kernel_layout!r} does not go with "
-                          f"{data_layout}; use {default[data_layout]!r}")  # fmt: skip
+        raise TensorError(
+            f"{op}: kernel_layout {kernel_layout!r} does not go with "
+            f"{data_layout}; use {default[data_layout]!r}"
+        )
     s = as_tuple(strides, 3, op, "strides")
     d = as_tuple(dilation, 3, op, "dilation")
     before, after = spatial_padding(padding, 3, op)
@@ -54,10 +65,14 @@ def conv3d(data: Tensor, weight: Tensor, strides=(1, 1, 1), padding=(0, 0, 0, 0,
         N, *sizes, CI = data.shape
         *ks, WCI, CO = weight.shape
     if groups < 1 or CI % groups or CO % groups or WCI * groups != CI:
-        raise TensorError(f"{op}: groups={groups} does not fit {CI} input / {CO} output channels "
-                          f"and weight {list(weight.shape)}")  # fmt: skip
-    out = [conv_out_size(n, k, st, dl, b + a)
-           for n, k, st, dl, b, a in zip(sizes, ks, s, d, before, after)]  # fmt: skip
+        raise TensorError(
+            f"{op}: groups={groups} does not fit {CI} input / {CO} output channels "
+            f"and weight {list(weight.shape)}"
+        )
+    out = [
+        conv_out_size(n, k, st, dl, b + a)
+        for n, k, st, dl, b, a in zip(sizes, ks, s, d, before, after)
+    ]
     out_dtype = out_dtype or data.dtype
     rc = te.reduce_axis((0, WCI), name="rc")
     rz = te.reduce_axis((0, ks[0]), name="rz")
@@ -69,8 +84,9 @@ def conv3d(data: Tensor, weight: Tensor, strides=(1, 1, 1), padding=(0, 0, 0, 0,
         return rc if groups == 1 else add(mul(ff // cog, WCI), rc)
 
     def sp(zz, yy, xx):
-        return tuple(add(mul(o, st), mul(r, dl))
-                     for o, r, st, dl in zip((zz, yy, xx), (rz, ry, rx), s, d))  # fmt: skip
+        return tuple(
+            add(mul(o, st), mul(r, dl)) for o, r, st, dl in zip((zz, yy, xx), (rz, ry, rx), s, d)
+        )
 
     def rd(t, idx):
         return cast_to(t[idx], out_dtype)

@@ -24,26 +24,30 @@ def dense(data: Tensor, weight: Tensor, units: int | None = None, out_dtype: str
         Accumulation/output dtype; empty means the input dtype.
     """
     if data.ndim != 2 or weight.ndim != 2 or data.shape[1] != weight.shape[1]:
-        raise TensorError(f"nn.dense: data {list(data.shape)} and weight {list(weight.shape)} "
-                          "must be (N, K) and (M, K)")  # fmt: skip
+        raise TensorError(
+            f"nn.dense: data {list(data.shape)} and weight {list(weight.shape)} "
+            "must be (N, K) and (M, K)"
+        )
     if units is not None and int(units) != weight.shape[0]:
-        raise TensorError(f"nn.dense: attribute 'units' = {units} but the weight has "
-                          f"{weight.shape[0]} rows")  # fmt: skip
+        raise TensorError(
+            f"nn.dense: attribute 'units' = {units} but the weight has {weight.shape[0]} rows"
+        )
     out_dtype = out_dtype or data.dtype
     k = te.reduce_axis((0, data.shape[1]), name="k")
     return compute(
         (data.shape[0], weight.shape[0]),
         lambda i, j: te.sum(
             cast_to(data[i, k], out_dtype) * cast_to(weight[j, k], out_dtype), axis=k
-        ),  # fmt: skip
+        ),
         "T_dense",
         ["i", "j"],
         tag="dense",
     )
 
 
-def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False,
-           out_dtype: str = "") -> Tensor:  # fmt: skip
+def matmul(
+    a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False, out_dtype: str = ""
+) -> Tensor:
     """``T_matmul = op(a) @ op(b)`` where op transposes when asked (2-D operands)."""
     if a.ndim != 2 or b.ndim != 2:
         raise TensorError(
@@ -71,14 +75,17 @@ def batch_matmul(x: Tensor, y: Tensor, out_dtype: str = "", transpose_b: bool = 
     ``y[b, k, j]`` instead.
     """
     if x.ndim != 3 or y.ndim != 3:
-        raise TensorError(f"nn.batch_matmul: operands must be 3-D, got {list(x.shape)}, "
-                          f"{list(y.shape)}")  # fmt: skip
+        raise TensorError(
+            f"nn.batch_matmul: operands must be 3-D, got {list(x.shape)}, {list(y.shape)}"
+        )
     bx, m, k1 = x.shape
     by = y.shape[0]
     n, k2 = (y.shape[1], y.shape[2]) if transpose_b else (y.shape[2], y.shape[1])
     if k1 != k2 or (bx != by and 1 not in (bx, by)):
-        raise TensorError(f"nn.batch_matmul: shapes {list(x.shape)} and {list(y.shape)} do not "
-                          "match (x (B, M, K), y (B, N, K))")  # fmt: skip
+        raise TensorError(
+            f"nn.batch_matmul: shapes {list(x.shape)} and {list(y.shape)} do not "
+            "match (x (B, M, K), y (B, N, K))"
+        )
     out_dtype = out_dtype or x.dtype
     k = te.reduce_axis((0, k1), name="k")
 

@@ -22,9 +22,18 @@ def _lowest(dtype: str):
     return te.min_value(dtype).value
 
 
-def pool(data: Tensor, pool_type: str, pool_size, strides=None, padding=0, dilation=None,
-         layout: str = "NCHW", ceil_mode: bool = False, count_include_pad: bool = False,
-         op: str = "") -> Tensor:  # fmt: skip
+def pool(
+    data: Tensor,
+    pool_type: str,
+    pool_size,
+    strides=None,
+    padding=0,
+    dilation=None,
+    layout: str = "NCHW",
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    op: str = "",
+) -> Tensor:
     """Max or average pooling over 2 or 3 spatial dims (Relay's nn.max_pool2d/avg_pool3d...).
 
     Parameters
@@ -63,8 +72,10 @@ def pool(data: Tensor, pool_type: str, pool_size, strides=None, padding=0, dilat
     sp = _spatial_dims(layout)
     sizes = [data.shape[d] for d in sp]
     extra = [s - 1 if ceil_mode else 0 for s in st]
-    out = [(n + b + a + e - ((k - 1) * d + 1)) // s + 1
-           for n, b, a, e, k, d, s in zip(sizes, before, after, extra, ks, dl, st)]  # fmt: skip
+    out = [
+        (n + b + a + e - ((k - 1) * d + 1)) // s + 1
+        for n, b, a, e, k, d, s in zip(sizes, before, after, extra, ks, dl, st)
+    ]
     if min(out) < 1:
         raise TensorError(f"{op}: the window {ks} does not fit the padded input {sizes}")
     full_before = [0] * data.ndim
@@ -88,10 +99,12 @@ def pool(data: Tensor, pool_type: str, pool_size, strides=None, padding=0, dilat
         return src[tuple(idx)]
 
     if pool_type == "max":
-        return compute(tuple(shape), lambda *i: te.max(window(i), axis=rv), "tensor", "ax",
-                       tag="pool_max")  # fmt: skip
-    pool_sum = compute(tuple(shape), lambda *i: te.sum(window(i), axis=rv), "pool_sum", "ax",
-                       tag="pool_sum")  # fmt: skip
+        return compute(
+            tuple(shape), lambda *i: te.max(window(i), axis=rv), "tensor", "ax", tag="pool_max"
+        )
+    pool_sum = compute(
+        tuple(shape), lambda *i: te.sum(window(i), axis=rv), "pool_sum", "ax", tag="pool_sum"
+    )
 
     def count(o, k):
         # Taps t of the window starting at s = o*stride - before with lo <= s + t*dil < hi.
@@ -113,8 +126,13 @@ def pool(data: Tensor, pool_type: str, pool_size, strides=None, padding=0, dilat
     return compute(tuple(shape), avg, "tensor", "ax", tag="elemwise")
 
 
-def adaptive_pool(data: Tensor, output_size, pool_type: str = "avg", layout: str = "NCHW",
-                  op: str = "nn.adaptive_avg_pool2d") -> Tensor:  # fmt: skip
+def adaptive_pool(
+    data: Tensor,
+    output_size,
+    pool_type: str = "avg",
+    layout: str = "NCHW",
+    op: str = "nn.adaptive_avg_pool2d",
+) -> Tensor:
     """Adaptive pooling: output cell ``o`` covers ``[floor(o*n/out), ceil((o+1)*n/out))``.
 
     Stages ``adaptive_pool_sum`` (or ``adaptive_pool_max``) and ``adaptive_pool_avg``.
@@ -129,8 +147,10 @@ def adaptive_pool(data: Tensor, output_size, pool_type: str = "avg", layout: str
     if min(osz) < 1:
         raise TensorError(f"{op}: attribute 'output_size' = {output_size!r} must be positive")
     even = [n % o == 0 for n, o in zip(sizes, osz)]
-    kmax = [n // o if ev else max(-(-(j + 1) * n // o) - (j * n // o) for j in range(o))
-            for n, o, ev in zip(sizes, osz, even)]  # fmt: skip
+    kmax = [
+        n // o if ev else max(-(-(j + 1) * n // o) - (j * n // o) for j in range(o))
+        for n, o, ev in zip(sizes, osz, even)
+    ]
     rv = [te.reduce_axis((0, k), name=f"rv{j}") for j, k in enumerate(kmax)]
     shape = list(data.shape)
     for k, d in enumerate(sp):
@@ -166,8 +186,9 @@ def adaptive_pool(data: Tensor, output_size, pool_type: str = "avg", layout: str
         for k, d in enumerate(sp):
             c = kmax[k] if even[k] else end(i[d], k) - start(i[d], k)
             n = c if n is None else n * c
-        return red[i] / (te.const(float(n), data.dtype) if isinstance(n, int)
-                         else te.cast(data.dtype, n))  # fmt: skip
+        return red[i] / (
+            te.const(float(n), data.dtype) if isinstance(n, int) else te.cast(data.dtype, n)
+        )
 
     return compute(tuple(shape), avg, "adaptive_pool_avg", "ax", tag="elemwise")
 

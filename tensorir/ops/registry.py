@@ -17,10 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..tensor import Tensor, TensorError
-from . import broadcast, dense, elemwise, pool, softmax, transform, winograd
+
+# Import functions, not submodules: the package re-exports functions named like their modules
+# (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
+from . import broadcast, elemwise, transform, winograd
 from ._util import NameScope
 from .conv2d import conv2d
 from .conv3d import conv3d
+from .dense import batch_matmul, dense
+from .pool import adaptive_pool, global_pool, pool
+from .softmax import softmax
 
 __all__ = ["SUPPORTED_OPS", "compute_op", "op_attrs"]
 
@@ -35,8 +41,17 @@ class _OpDef:
 
 
 def _conv2d(ins, a):
-    return conv2d(ins[0], ins[1], a["strides"], a["padding"], a["dilation"], a["groups"],
-                  a["data_layout"], a["kernel_layout"], a["out_dtype"])  # fmt: skip
+    return conv2d(
+        ins[0],
+        ins[1],
+        a["strides"],
+        a["padding"],
+        a["dilation"],
+        a["groups"],
+        a["data_layout"],
+        a["kernel_layout"],
+        a["out_dtype"],
+    )
 
 
 def _winograd(ins, a):
@@ -58,22 +73,49 @@ def _winograd(ins, a):
 
 def _pool2d(kind):
     def build(ins, a):
-        return pool.pool(ins[0], kind, a["pool_size"], a["strides"], a["padding"], a["dilation"],
-                         a["layout"], a["ceil_mode"], a.get("count_include_pad", False),
-                         f"nn.{kind}_pool{3 if len(a['layout']) == 5 else 2}d")  # fmt: skip
+        return pool(
+            ins[0],
+            kind,
+            a["pool_size"],
+            a["strides"],
+            a["padding"],
+            a["dilation"],
+            a["layout"],
+            a["ceil_mode"],
+            a.get("count_include_pad", False),
+            f"nn.{kind}_pool{3 if len(a['layout']) == 5 else 2}d",
+        )
 
     return build
 
 
 _CONV2D = {
-    "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
-    "channels": None, "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "",
+    "strides": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "dilation": (1, 1),
+    "groups": 1,
+    "channels": None,
+    "kernel_size": None,
+    "data_layout": "NCHW",
+    "kernel_layout": "",
     "out_dtype": "",
-}  # fmt: skip
-_POOL2D = {"pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0),
-           "dilation": (1, 1), "layout": "NCHW", "ceil_mode": False}  # fmt: skip
-_POOL3D = {"pool_size": REQUIRED, "strides": (1, 1, 1), "padding": (0,) * 6,
-           "dilation": (1, 1, 1), "layout": "NCDHW", "ceil_mode": False}  # fmt: skip
+}
+_POOL2D = {
+    "pool_size": REQUIRED,
+    "strides": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "dilation": (1, 1),
+    "layout": "NCHW",
+    "ceil_mode": False,
+}
+_POOL3D = {
+    "pool_size": REQUIRED,
+    "strides": (1, 1, 1),
+    "padding": (0,) * 6,
+    "dilation": (1, 1, 1),
+    "layout": "NCDHW",
+    "ceil_mode": False,
+}
 
 
 def _unary(f):
@@ -99,12 +141,12 @@ _OPS: dict[str, _OpDef] = {
             "out_dtype": "",
         },
         _winograd,
-    ),  # fmt: skip
+    ),
     "nn.contrib_conv2d_winograd_weight_transform": _OpDef(
         1,
         {"tile_size": REQUIRED},
         lambda ins, a: winograd.winograd_weight_transform(ins[0], a["tile_size"]),
-    ),  # fmt: skip
+    ),
     "nn.conv3d": _OpDef(
         2,
         {
@@ -129,16 +171,16 @@ _OPS: dict[str, _OpDef] = {
             a["kernel_layout"],
             a["out_dtype"],
         ),
-    ),  # fmt: skip
+    ),
     "nn.dense": _OpDef(
         2,
         {"units": None, "out_dtype": ""},
-        lambda ins, a: dense.dense(ins[0], ins[1], a["units"], a["out_dtype"]),
+        lambda ins, a: dense(ins[0], ins[1], a["units"], a["out_dtype"]),
     ),
     "nn.batch_matmul": _OpDef(
         2,
         {"out_dtype": "", "transpose_b": True},
-        lambda ins, a: dense.batch_matmul(ins[0], ins[1], a["out_dtype"], a["transpose_b"]),
+        lambda ins, a: batch_matmul(ins[0], ins[1], a["out_dtype"], a["transpose_b"]),
     ),
     "nn.bias_add": _OpDef(
         2, {"axis": 1}, lambda ins, a: broadcast.bias_add(ins[0], ins[1], a["axis"])
@@ -170,17 +212,17 @@ _OPS: dict[str, _OpDef] = {
     "nn.max_pool3d": _OpDef(1, _POOL3D, _pool2d("max")),
     "nn.avg_pool3d": _OpDef(1, {**_POOL3D, "count_include_pad": False}, _pool2d("avg")),
     "nn.global_avg_pool2d": _OpDef(
-        1, {"layout": "NCHW"}, lambda ins, a: pool.global_pool(ins[0], "avg", a["layout"])
+        1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "avg", a["layout"])
     ),
     "nn.global_max_pool2d": _OpDef(
-        1, {"layout": "NCHW"}, lambda ins, a: pool.global_pool(ins[0], "max", a["layout"])
+        1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "max", a["layout"])
     ),
     "nn.adaptive_avg_pool2d": _OpDef(
         1,
         {"output_size": REQUIRED, "layout": "NCHW"},
-        lambda ins, a: pool.adaptive_pool(ins[0], a["output_size"], "avg", a["layout"]),
+        lambda ins, a: adaptive_pool(ins[0], a["output_size"], "avg", a["layout"]),
     ),
-    "nn.softmax": _OpDef(1, {"axis": -1}, lambda ins, a: softmax.softmax(ins[0], a["axis"])),
+    "nn.softmax": _OpDef(1, {"axis": -1}, lambda ins, a: softmax(ins[0], a["axis"])),
     "concatenate": _OpDef(None, {"axis": 0}, lambda ins, a: transform.concatenate(ins, a["axis"])),
     "nn.pad": _OpDef(
         1,
@@ -216,8 +258,10 @@ def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
     attrs = dict(attrs or {})
     unknown = sorted(set(attrs) - set(spec.attrs))
     if unknown:
-        raise TensorError(f"{op}: unknown attribute(s) {unknown}; {op} takes "
-                          f"{sorted(spec.attrs) or 'no attributes'}")  # fmt: skip
+        raise TensorError(
+            f"{op}: unknown attribute(s) {unknown}; {op} takes "
+            f"{sorted(spec.attrs) or 'no attributes'}"
+        )
     out = {}
     for name, default in spec.attrs.items():
         if name in attrs:
@@ -236,8 +280,13 @@ def _spec(op: str) -> _OpDef:
     return spec
 
 
-def compute_op(op: str, inputs: Sequence[Tensor], attrs: Mapping | None = None, *,
-               name_scope: NameScope | None = None) -> Tensor:  # fmt: skip
+def compute_op(
+    op: str,
+    inputs: Sequence[Tensor],
+    attrs: Mapping | None = None,
+    *,
+    name_scope: NameScope | None = None,
+) -> Tensor:
     """The output tensor of Relay op ``op`` applied to ``inputs``.
 
     Parameters

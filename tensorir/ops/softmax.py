@@ -31,11 +31,14 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
         return tuple(i for d, i in enumerate(idx) if d != ax) if nd > 1 else (0,)
 
     k1 = te.reduce_axis((0, x.shape[ax]), name="k")
-    maxelem = compute(red_shape, lambda *i: te.max(x[full(i, k1)], axis=k1),
-                      "T_softmax_maxelem", "i")  # fmt: skip
+    maxelem = compute(
+        red_shape, lambda *i: te.max(x[full(i, k1)], axis=k1), "T_softmax_maxelem", "i"
+    )
     ex = compute(x.shape, lambda *i: te.exp(x[i] - maxelem[drop(i)]), "T_softmax_exp", "i")
     k2 = te.reduce_axis((0, x.shape[ax]), name="k")
-    expsum = compute(red_shape, lambda *i: te.sum(ex[full(i, k2)], axis=k2),
-                     "T_softmax_expsum", "i")  # fmt: skip
-    return compute(x.shape, lambda *i: ex[i] / expsum[drop(i)], "T_softmax_norm", "i",
-                   attrs={"axis": ax})  # fmt: skip
+    expsum = compute(
+        red_shape, lambda *i: te.sum(ex[full(i, k2)], axis=k2), "T_softmax_expsum", "i"
+    )
+    return compute(
+        x.shape, lambda *i: ex[i] / expsum[drop(i)], "T_softmax_norm", "i", attrs={"axis": ax}
+    )

@@ -10,9 +10,15 @@ from ._util import add, compute, mul
 from ._util import pad as _pad
 
 __all__ = [
-    "batch_flatten", "concatenate", "layout_transform", "pad", "reshape", "reshape_shape",
-    "squeeze", "transpose",
-]  # fmt: skip
+    "batch_flatten",
+    "concatenate",
+    "layout_transform",
+    "pad",
+    "reshape",
+    "reshape_shape",
+    "squeeze",
+    "transpose",
+]
 
 _LAYOUT_PERMS = {  # (src, dst) -> for each dst dim, the src dim it reads
     ("NCHW", "NHWC"): (0, 2, 3, 1),
@@ -36,10 +42,12 @@ def concatenate(tensors, axis: int = 0) -> Tensor:
     nd = tensors[0].ndim
     ax = _axis(axis, nd, "concatenate")
     for t in tensors[1:]:
-        if t.ndim != nd or any(a != b for d, (a, b) in enumerate(zip(t.shape, tensors[0].shape))
-                               if d != ax):  # fmt: skip
-            raise TensorError(f"concatenate: shapes {[list(t.shape) for t in tensors]} differ "
-                              f"outside axis {ax}")  # fmt: skip
+        if t.ndim != nd or any(
+            a != b for d, (a, b) in enumerate(zip(t.shape, tensors[0].shape)) if d != ax
+        ):
+            raise TensorError(
+                f"concatenate: shapes {[list(t.shape) for t in tensors]} differ outside axis {ax}"
+            )
     offsets = [0]
     for t in tensors:
         offsets.append(offsets[-1] + t.shape[ax])
@@ -63,8 +71,10 @@ def pad(data: Tensor, pad_width, pad_value=0.0) -> Tensor:
     """Relay's ``nn.pad`` (constant mode): ``pad_width`` is ((before, after), ...) per dim."""
     pw = [tuple(int(v) for v in p) for p in pad_width]
     if len(pw) != data.ndim or any(len(p) != 2 or min(p) < 0 for p in pw):
-        raise TensorError(f"nn.pad: attribute 'pad_width' must hold {data.ndim} non-negative "
-                          f"(before, after) pairs, got {pad_width!r}")  # fmt: skip
+        raise TensorError(
+            f"nn.pad: attribute 'pad_width' must hold {data.ndim} non-negative "
+            f"(before, after) pairs, got {pad_width!r}"
+        )
     return _pad(data, [p[0] for p in pw], [p[1] for p in pw], pad_value, "T_pad", "ax")
 
 
@@ -75,14 +85,18 @@ def reshape_shape(shape, newshape) -> tuple[int, ...]:
     for k, v in enumerate(newshape):
         if v == 0:
             if k >= len(shape):
-                raise TensorError(f"reshape: newshape {newshape} uses 0 at position {k} beyond "
-                                  f"the input's {len(shape)} dims")  # fmt: skip
+                raise TensorError(
+                    f"reshape: newshape {newshape} uses 0 at position {k} beyond "
+                    f"the input's {len(shape)} dims"
+                )
             out.append(shape[k])
         elif v == -1 or v > 0:
             out.append(v)
         else:
-            raise TensorError(f"reshape: newshape value {v} is not supported; use positive ints, "
-                              "0 or -1 (Relay's -2/-3/-4 are not)")  # fmt: skip
+            raise TensorError(
+                f"reshape: newshape value {v} is not supported; use positive ints, "
+                "0 or -1 (Relay's -2/-3/-4 are not)"
+            )
     total = math.prod(shape)
     if out.count(-1) > 1:
         raise TensorError(f"reshape: newshape {newshape} has more than one -1")
@@ -137,8 +151,13 @@ def transpose(data: Tensor, axes=None) -> Tensor:
 def _permute(data: Tensor, axes, name: str) -> Tensor:
     inv = [axes.index(d) for d in range(data.ndim)]
     shape = tuple(data.shape[a] for a in axes)
-    return compute(shape, lambda *i: data[tuple(i[inv[d]] for d in range(data.ndim))], name,
-                   "ax", tag="injective")  # fmt: skip
+    return compute(
+        shape,
+        lambda *i: data[tuple(i[inv[d]] for d in range(data.ndim))],
+        name,
+        "ax",
+        tag="injective",
+    )
 
 
 def squeeze(data: Tensor, axis=None) -> Tensor:
@@ -150,8 +169,9 @@ def squeeze(data: Tensor, axis=None) -> Tensor:
         drop = {_axis(int(a), nd, "squeeze") for a in ([axis] if isinstance(axis, int) else axis)}
         bad = [d for d in drop if data.shape[d] != 1]
         if bad:
-            raise TensorError(f"squeeze: attribute 'axis' names dims {bad} of {list(data.shape)} "
-                              "that are not 1")  # fmt: skip
+            raise TensorError(
+                f"squeeze: attribute 'axis' names dims {bad} of {list(data.shape)} that are not 1"
+            )
     keep = [d for d in range(nd) if d not in drop]
     shape = tuple(data.shape[d] for d in keep) or (1,)
 
@@ -166,9 +186,12 @@ def layout_transform(data: Tensor, src_layout: str, dst_layout: str) -> Tensor:
     """``T_layout_trans`` between NCHW and NHWC, or NCDHW and NDHWC."""
     perm = _LAYOUT_PERMS.get((src_layout, dst_layout))
     if perm is None:
-        raise TensorError(f"layout_transform: {src_layout!r} -> {dst_layout!r} is not supported; "
-                          f"use one of {[f'{a}->{b}' for a, b in _LAYOUT_PERMS]}")  # fmt: skip
+        raise TensorError(
+            f"layout_transform: {src_layout!r} -> {dst_layout!r} is not supported; "
+            f"use one of {[f'{a}->{b}' for a, b in _LAYOUT_PERMS]}"
+        )
     if data.ndim != len(perm):
-        raise TensorError(f"layout_transform: data has {data.ndim} dims, {src_layout} needs "
-                          f"{len(perm)}")  # fmt: skip
+        raise TensorError(
+            f"layout_transform: data has {data.ndim} dims, {src_layout} needs {len(perm)}"
+        )
     return _permute(data, perm, "T_layout_trans")

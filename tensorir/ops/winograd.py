@@ -21,9 +21,13 @@ from ..tensor import Tensor, TensorError
 from ._util import as_tuple, compute, mul, pad, spatial_padding
 
 __all__ = [
-    "conv2d_winograd_nhwc_without_weight_transform", "use_winograd", "winograd_matrices",
-    "winograd_tile_size", "winograd_weight_transform", "winograd_weight_transform_np",
-]  # fmt: skip
+    "conv2d_winograd_nhwc_without_weight_transform",
+    "use_winograd",
+    "winograd_matrices",
+    "winograd_tile_size",
+    "winograd_weight_transform",
+    "winograd_weight_transform_np",
+]
 
 # Finite interpolation points by count (alpha - 1), as in topi's table.
 _POINTS = {
@@ -45,9 +49,12 @@ def use_winograd(data_shape, weight_shape, strides, dilation, groups, layout) ->
     if layout != "NHWC" or int(groups) != 1 or len(weight_shape) != 4 or len(data_shape) != 4:
         return False
     kh, kw, ci, _ = weight_shape
-    return (kh, kw) == (3, 3) and ci == data_shape[3] and \
-        as_tuple(strides, 2, "winograd", "strides") == (1, 1) and \
-        as_tuple(dilation, 2, "winograd", "dilation") == (1, 1)  # fmt: skip
+    return (
+        (kh, kw) == (3, 3)
+        and ci == data_shape[3]
+        and as_tuple(strides, 2, "winograd", "strides") == (1, 1)
+        and as_tuple(dilation, 2, "winograd", "dilation") == (1, 1)
+    )
 
 
 def _prod(values) -> Fraction:
@@ -120,14 +127,16 @@ def _const_matrix(mat: np.ndarray, name: str, dtype: str) -> Tensor:
                 )
         return now
 
-    return compute(mat.shape, select_array, name, ["i", "j"], tag="const_matrix",
-                   attrs={"const_matrix": True})  # fmt: skip
+    return compute(
+        mat.shape, select_array, name, ["i", "j"], tag="const_matrix", attrs={"const_matrix": True}
+    )
 
 
 def _check_weight(weight_shape, op: str):
     if len(weight_shape) != 4 or tuple(weight_shape[:2]) != (3, 3):
-        raise TensorError(f"{op}: the weight must be HWIO with a 3x3 kernel, got "
-                          f"{list(weight_shape)}")  # fmt: skip
+        raise TensorError(
+            f"{op}: the weight must be HWIO with a 3x3 kernel, got {list(weight_shape)}"
+        )
 
 
 def winograd_weight_transform(weight: Tensor, tile_size: int) -> Tensor:
@@ -158,9 +167,14 @@ def winograd_weight_transform_np(weight_hwio: np.ndarray, tile_size: int) -> np.
 
 
 def conv2d_winograd_nhwc_without_weight_transform(
-    data: Tensor, transformed_weight: Tensor, tile_size: int, padding=(1, 1, 1, 1),
-    strides=(1, 1), dilation=(1, 1), out_dtype: str = "",
-) -> Tensor:  # fmt: skip
+    data: Tensor,
+    transformed_weight: Tensor,
+    tile_size: int,
+    padding=(1, 1, 1, 1),
+    strides=(1, 1),
+    dilation=(1, 1),
+    out_dtype: str = "",
+) -> Tensor:
     """Relay's ``nn.contrib_conv2d_winograd_without_weight_transform`` in NHWC.
 
     Parameters
@@ -195,8 +209,10 @@ def conv2d_winograd_nhwc_without_weight_transform(
     alpha = m + r - 1
     N, H, W, CI = data.shape
     if transformed_weight.shape[:3] != (alpha, alpha, CI):
-        raise TensorError(f"{op}: transformed weight {list(transformed_weight.shape)} must be "
-                          f"({alpha}, {alpha}, {CI}, CO) for tile_size {m}")  # fmt: skip
+        raise TensorError(
+            f"{op}: transformed weight {list(transformed_weight.shape)} must be "
+            f"({alpha}, {alpha}, {CI}, CO) for tile_size {m}"
+        )
     CO = transformed_weight.shape[3]
     (pt, pl), (pb, pr) = spatial_padding(padding, 2, op)
     OH, OW = H + pt + pb - r + 1, W + pl + pr - r + 1

@@ -37,8 +37,14 @@ def test_conv2d_nhwc(case):
     n, ci, h, w, co, kh, kw, s, p, d, g = case
     rng = np.random.default_rng(2)
     x, k = rand((n, h, w, ci), rng=rng), rand((kh, kw, ci // g, co), rng=rng)
-    attrs = {"strides": s, "padding": p, "dilation": d, "groups": g, "data_layout": "NHWC",
-             "kernel_layout": "HWIO"}  # fmt: skip
+    attrs = {
+        "strides": s,
+        "padding": p,
+        "dilation": d,
+        "groups": g,
+        "data_layout": "NHWC",
+        "kernel_layout": "HWIO",
+    }
     out, dag = run_op("nn.conv2d", [x, k], attrs)
     ref = conv_nd_ncx(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), s, p[:2], p[2:], d, g)
     np.testing.assert_allclose(out, ref.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
@@ -68,19 +74,25 @@ def test_conv2d_int8_accumulates_in_int32():
     rng = np.random.default_rng(4)
     x = rand((1, 9, 9, 8), "int8", rng=rng) * 15
     k = rand((3, 3, 8, 4), "int8", rng=rng) * 15
-    attrs = {"padding": (1, 1, 1, 1), "data_layout": "NHWC", "kernel_layout": "HWIO",
-             "out_dtype": "int32"}  # fmt: skip
+    attrs = {
+        "padding": (1, 1, 1, 1),
+        "data_layout": "NHWC",
+        "kernel_layout": "HWIO",
+        "out_dtype": "int32",
+    }
     out, _ = run_op("nn.conv2d", [x, k], attrs)
-    ref = conv_nd_ncx(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), (1, 1), (1, 1), (1, 1),
-                      (1, 1), 1).transpose(0, 2, 3, 1)  # fmt: skip
+    ref = conv_nd_ncx(
+        x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), (1, 1), (1, 1), (1, 1), (1, 1), 1
+    ).transpose(0, 2, 3, 1)
     assert out.dtype == np.int32
     assert np.abs(ref).max() > 127  # int8 accumulation would have overflowed
     np.testing.assert_array_equal(out, ref.astype(np.int64))
 
 
 @pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
-@pytest.mark.parametrize("s,p,d,g", [((1, 1, 1), (1,) * 6, (1, 1, 1), 1),
-                                     ((2, 1, 2), (0, 1, 1, 1, 0, 2), (1, 2, 1), 2)])  # fmt: skip
+@pytest.mark.parametrize(
+    "s,p,d,g", [((1, 1, 1), (1,) * 6, (1, 1, 1), 1), ((2, 1, 2), (0, 1, 1, 1, 0, 2), (1, 2, 1), 2)]
+)
 def test_conv3d(layout, s, p, d, g):
     rng = np.random.default_rng(5)
     x = rand((1, 4, 5, 6, 7), rng=rng)
@@ -88,8 +100,11 @@ def test_conv3d(layout, s, p, d, g):
     ref = conv_nd_ncx(x, w, s, p[:3], p[3:], d, g)
     attrs = {"strides": s, "padding": p, "dilation": d, "groups": g, "data_layout": layout}
     if layout == "NDHWC":
-        out, _ = run_op("nn.conv3d", [x.transpose(0, 2, 3, 4, 1).copy(),
-                                      w.transpose(2, 3, 4, 1, 0).copy()], attrs)  # fmt: skip
+        out, _ = run_op(
+            "nn.conv3d",
+            [x.transpose(0, 2, 3, 4, 1).copy(), w.transpose(2, 3, 4, 1, 0).copy()],
+            attrs,
+        )
         out = out.transpose(0, 4, 1, 2, 3)
     else:
         out, _ = run_op("nn.conv3d", [x, w], attrs)
@@ -103,13 +118,16 @@ def test_conv3d(layout, s, p, d, g):
 def test_winograd_weight_transform_te_matches_numpy(tile):
     w = rand((3, 3, 3, 5), rng=np.random.default_rng(6))
     out, dag = run_op("nn.contrib_conv2d_winograd_weight_transform", [w], {"tile_size": tile})
-    np.testing.assert_allclose(out, ops.winograd_weight_transform_np(w, tile), rtol=1e-5,
-                               atol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(out, ops.winograd_weight_transform_np(w, tile), rtol=1e-5, atol=1e-5)
     assert out.shape == (tile + 2, tile + 2, 3, 5)
 
 
-WINO_CASES = [(2, 7, 7, (1, 1, 1, 1)), (4, 8, 8, (1, 1, 1, 1)), (4, 9, 6, (0, 1, 2, 1)),
-              (2, 6, 5, (2, 0, 1, 1))]  # fmt: skip
+WINO_CASES = [
+    (2, 7, 7, (1, 1, 1, 1)),
+    (4, 8, 8, (1, 1, 1, 1)),
+    (4, 9, 6, (0, 1, 2, 1)),
+    (2, 6, 5, (2, 0, 1, 1)),
+]
 
 
 @pytest.mark.parametrize("tile,h,w,pad", WINO_CASES)
@@ -118,10 +136,14 @@ def test_winograd_matches_direct_conv(tile, h, w, pad):
     x = rand((2, h, w, 3), rng=rng)
     k = rand((3, 3, 3, 4), rng=rng)
     tw = ops.winograd_weight_transform_np(k, tile)
-    out, dag = run_op("nn.contrib_conv2d_winograd_without_weight_transform", [x, tw],
-                      {"tile_size": tile, "padding": pad})  # fmt: skip
-    direct, _ = run_op("nn.conv2d", [x, k], {"padding": pad, "data_layout": "NHWC",
-                                              "kernel_layout": "HWIO"})  # fmt: skip
+    out, dag = run_op(
+        "nn.contrib_conv2d_winograd_without_weight_transform",
+        [x, tw],
+        {"tile_size": tile, "padding": pad},
+    )
+    direct, _ = run_op(
+        "nn.conv2d", [x, k], {"padding": pad, "data_layout": "NHWC", "kernel_layout": "HWIO"}
+    )
     assert out.shape == direct.shape
     np.testing.assert_allclose(out, direct, rtol=1e-3, atol=1e-3)
     attrs = {op.name: op.attrs for op in dag.compute_ops}
@@ -135,8 +157,9 @@ def test_winograd_matrices_interpolate_1d_convolution():
     for m in (2, 4):
         A, B, G = ops.winograd_matrices(m, 3)
         d, g = rng.standard_normal(m + 2), rng.standard_normal(3)
-        np.testing.assert_allclose(A.T @ ((G @ g) * (B.T @ d)), np.correlate(d, g, "valid"),
-                                   rtol=1e-9, atol=1e-9)  # fmt: skip
+        np.testing.assert_allclose(
+            A.T @ ((G @ g) * (B.T @ d)), np.correlate(d, g, "valid"), rtol=1e-9, atol=1e-9
+        )
 
 
 def test_winograd_helpers():
@@ -156,8 +179,9 @@ def test_seed_stage_names_in_printed_dags():
     b = scope.placeholder((1, 1, 1, 16))
     attrs = {"strides": (2, 2), "padding": (1, 1, 1, 1), "data_layout": "NHWC"}
     conv = ops.compute_op("nn.conv2d", [x, k], attrs, name_scope=scope)
-    out = ops.compute_op("nn.relu", [ops.compute_op("add", [conv, b], name_scope=scope)],
-                         name_scope=scope)  # fmt: skip
+    out = ops.compute_op(
+        "nn.relu", [ops.compute_op("add", [conv, b], name_scope=scope)], name_scope=scope
+    )
     text = str(ComputeDAG([x, k, b, out]))
     assert "PaddedInput(i0, i1, i2, i3) = tir.if_then_else(((((i1 >= 1) && (i1 < 15))" in text
     assert (
@@ -171,8 +195,12 @@ def test_seed_stage_names_in_printed_dags():
 
     y = scope.placeholder((1, 7, 7, 16))
     tw = scope.placeholder((4, 4, 16, 16))
-    wino = ops.compute_op("nn.contrib_conv2d_winograd_without_weight_transform", [y, tw],
-                          {"tile_size": 2, "padding": (1, 1, 1, 1)}, name_scope=scope)  # fmt: skip
+    wino = ops.compute_op(
+        "nn.contrib_conv2d_winograd_without_weight_transform",
+        [y, tw],
+        {"tile_size": 2, "padding": (1, 1, 1, 1)},
+        name_scope=scope,
+    )
     text = str(ComputeDAG([y, tw, wino]))
     for line in [
         "input_tile(eps, nu, p, ci) = data_pad[floordiv(p, 16), "
@@ -182,7 +210,7 @@ def test_seed_stage_names_in_printed_dags():
         "inverse(vh, vw, p, co) += ((bgemm[r_a, r_b, p, co]*A[r_a, vh])*A[r_b, vw])",
         "conv2d_winograd(n, h, w, co) = inverse[floormod(h, 2), floormod(w, 2), "
         "((((n*4)*4) + (floordiv(h, 2)*4)) + floordiv(w, 2)), co]",
-    ]:  # fmt: skip
+    ]:
         assert line in text, line
     assert "bgemm(eps, nu, p, co) += (data_pack[eps, nu, p, ci]*" in text
 
@@ -196,8 +224,11 @@ def test_conv2d_bad_attrs_name_the_op():
     with pytest.raises(ValueError, match=r"nn\.conv2d.*unknown attribute.*'stride'"):
         run_op("nn.conv2d", [x, k], {"stride": (1, 1)})
     with pytest.raises(ValueError, match=r"winograd.*strides"):
-        run_op("nn.contrib_conv2d_winograd_without_weight_transform",
-               [rand((1, 8, 8, 3)), rand((4, 4, 3, 4))], {"strides": (2, 2)})  # fmt: skip
+        run_op(
+            "nn.contrib_conv2d_winograd_without_weight_transform",
+            [rand((1, 8, 8, 3)), rand((4, 4, 3, 4))],
+            {"strides": (2, 2)},
+        )
 
 
 def test_dag_runs_from_unscoped_ops():
@@ -212,6 +243,13 @@ def test_dag_runs_from_unscoped_ops():
     out = a(d, w, padding=1)
     arrs = [rand(d.shape), rand(w.shape, rng=np.random.default_rng(9))]
     (got,) = eval_dag(ComputeDAG([d, w, out]), arrs)
-    ref = conv_nd_ncx(arrs[0].transpose(0, 3, 1, 2), arrs[1].transpose(3, 2, 0, 1), (1, 1),
-                      (1, 1), (1, 1), (1, 1), 1).transpose(0, 2, 3, 1)  # fmt: skip
+    ref = conv_nd_ncx(
+        arrs[0].transpose(0, 3, 1, 2),
+        arrs[1].transpose(3, 2, 0, 1),
+        (1, 1),
+        (1, 1),
+        (1, 1),
+        (1, 1),
+        1,
+    ).transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
