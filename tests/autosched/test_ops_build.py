@@ -100,3 +100,38 @@ def test_pool_softmax_and_adaptive_pool_build():
     for got, ref in zip(outs, eval_dag(dag, [xa]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outs[1].sum(-1), 1.0, rtol=1e-5)
+
+
+def _sketches(tensors):
+    from autosched.sketch import generate_sketches
+    from autosched.task import HardwareParams, SearchTask
+
+    task = SearchTask(
+        ansor.ComputeDAG(tensors), target="llvm", hardware_params=HardwareParams(num_cores=4)
+    )
+    # Drop the first line (the placeholder names differ: placeholder_1 vs kernel).
+    return [str(s).split("\n", 1)[1] for s in generate_sketches(task)]
+
+
+@pytest.mark.parametrize("winograd", [False, True])
+def test_sketches_match_the_hand_written_seed_workloads(winograd):
+    from autosched import testing
+
+    scope = ops.NameScope()
+    x = scope.placeholder((1, 14, 14, 32))
+    if winograd:
+        w = scope.placeholder((4, 4, 32, 32))
+        op, attrs = "nn.contrib_conv2d_winograd_without_weight_transform", {"tile_size": 2}
+        ref = testing.winograd_conv2d_nhwc_3x3(1, 14, 14, 32, 32)
+    else:
+        w = scope.placeholder((3, 3, 32, 32))
+        op, attrs = "nn.conv2d", {"data_layout": "NHWC"}
+        ref = testing.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1)
+    b = scope.placeholder((1, 1, 1, 32))
+    conv = ops.compute_op(op, [x, w], {**attrs, "padding": (1, 1, 1, 1)}, name_scope=scope)
+    out = ops.compute_op(
+        "nn.relu", [ops.compute_op("add", [conv, b], name_scope=scope)], name_scope=scope
+    )
+    mine = _sketches([x, w, b, out])
+    assert len(mine) >= 1
+    assert mine == _sketches(ref)
