@@ -322,6 +322,31 @@ def compute_op(
             raise TensorError(f"{op}: inputs must be tensors, got {type(t).__name__}")
     full = op_attrs(op, attrs)
     if name_scope is None:
-        return spec.build(inputs, full)
-    with name_scope:
-        return spec.build(inputs, full)
+        out = spec.build(inputs, full)
+    else:
+        with name_scope:
+            out = spec.build(inputs, full)
+    _check_conv_attrs(op, inputs, full, out)
+    return out
+
+
+def _check_conv_attrs(op: str, inputs, a: dict, out: Tensor) -> None:
+    """Relay's informational conv attributes (channels, kernel_size) must match the shapes."""
+    if "channels" not in a:
+        return
+    layout = a["data_layout"]
+    channels = out.shape[layout.index("C")]
+    if a["channels"] is not None and int(a["channels"]) != channels:
+        raise TensorError(
+            f"{op}: attribute 'channels' = {a['channels']} but the output has {channels} channels"
+        )
+    if a["kernel_size"] is None or op.startswith("nn.contrib_conv2d_winograd"):
+        return
+    nsp = len(layout) - 2
+    w = inputs[1].shape
+    ks = w[2:] if layout.startswith("NC") else w[:nsp]
+    if tuple(int(k) for k in a["kernel_size"]) != tuple(ks):
+        raise TensorError(
+            f"{op}: attribute 'kernel_size' = {a['kernel_size']!r} but the weight "
+            f"{list(w)} has a {'x'.join(map(str, ks))} kernel"
+        )

@@ -223,6 +223,12 @@ def test_conv2d_bad_attrs_name_the_op():
         run_op("nn.conv2d", [x, k], {"groups": 2})
     with pytest.raises(ValueError, match=r"nn\.conv2d.*unknown attribute.*'stride'"):
         run_op("nn.conv2d", [x, k], {"stride": (1, 1)})
+    with pytest.raises(ValueError, match=r"nn\.conv2d: attribute 'channels' = 5 .* 4 channels"):
+        run_op("nn.conv2d", [x, k], {"channels": 5})
+    with pytest.raises(ValueError, match=r"nn\.conv2d: attribute 'kernel_size' = \(1, 1\)"):
+        run_op("nn.conv2d", [x, k], {"kernel_size": (1, 1)})
+    out, _ = run_op("nn.conv2d", [x, k], {"channels": 4, "kernel_size": (3, 3)})
+    assert out.shape == (1, 4, 6, 6)
     with pytest.raises(ValueError, match=r"winograd.*strides"):
         run_op(
             "nn.contrib_conv2d_winograd_without_weight_transform",
