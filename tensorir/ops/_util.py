@@ -98,6 +98,11 @@ def add(x, c):
     return x if isinstance(c, int) and c == 0 else x + c
 
 
+def tap(out_index, reduce_index, stride: int, dilation: int):
+    """The input index ``out*stride + r*dilation`` of a window tap, without trivial terms."""
+    return add(mul(out_index, stride), mul(reduce_index, dilation))
+
+
 def as_tuple(value, n: int, op: str, attr: str) -> tuple[int, ...]:
     """An int or a sequence of ints as an ``n``-tuple of ints (an int is repeated)."""
     if isinstance(value, int) and not isinstance(value, bool):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import te
 from ..tensor import Tensor, TensorError
-from ._util import add, as_tuple, cast_to, compute, mul, pad, spatial_padding
+from ._util import add, as_tuple, cast_to, compute, mul, pad, spatial_padding, tap
 
 __all__ = ["conv2d", "conv2d_nchw", "conv2d_nhwc", "conv_out_size"]
 
@@ -121,12 +121,7 @@ def conv2d_nchw(
             lambda b, c, i, j: te.sum(
                 rd(
                     padded,
-                    (
-                        b,
-                        c if mult == 1 else c // mult,
-                        add(mul(i, sh), mul(di, dh)),
-                        add(mul(j, sw), mul(dj, dw)),
-                    ),
+                    (b, c if mult == 1 else c // mult, tap(i, di, sh, dh), tap(j, dj, sw, dw)),
                 )
                 * rd(weight, (c, 0, di, dj)),
                 axis=[di, dj],
@@ -146,7 +141,7 @@ def conv2d_nchw(
     return compute(
         (N, CO, OH, OW),
         lambda nn, ff, yy, xx: te.sum(
-            rd(padded, (nn, chan(ff), add(mul(yy, sh), mul(ry, dh)), add(mul(xx, sw), mul(rx, dw))))
+            rd(padded, (nn, chan(ff), tap(yy, ry, sh, dh), tap(xx, rx, sw, dw)))
             * rd(weight, (ff, rc, ry, rx)),
             axis=[rc, ry, rx],
         ),
@@ -198,8 +193,8 @@ def conv2d_nhwc(
                     padded,
                     (
                         b,
-                        add(mul(i, sh), mul(di, dh)),
-                        add(mul(j, sw), mul(dj, dw)),
+                        tap(i, di, sh, dh),
+                        tap(j, dj, sw, dw),
                         c if mult == 1 else c // mult,
                     ),
                 )
@@ -230,7 +225,7 @@ def conv2d_nhwc(
     return compute(
         (N, OH, OW, CO),
         lambda nn, yy, xx, ff: te.sum(
-            rd(padded, (nn, add(mul(yy, sh), mul(ry, dh)), add(mul(xx, sw), mul(rx, dw)), chan(ff)))
+            rd(padded, (nn, tap(yy, ry, sh, dh), tap(xx, rx, sw, dw), chan(ff)))
             * rd(weight, (ry, rx, rc, ff)),
             axis=[ry, rx, rc],
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import te
 from ..tensor import Tensor, TensorError
-from ._util import add, as_tuple, cast_to, compute, mul, pad, spatial_padding
+from ._util import add, as_tuple, cast_to, compute, mul, pad, spatial_padding, tap
 from .conv2d import conv_out_size
 
 __all__ = ["conv3d"]
@@ -84,9 +84,7 @@ def conv3d(
         return rc if groups == 1 else add(mul(ff // cog, WCI), rc)
 
     def sp(zz, yy, xx):
-        return tuple(
-            add(mul(o, st), mul(r, dl)) for o, r, st, dl in zip((zz, yy, xx), (rz, ry, rx), s, d)
-        )
+        return tuple(tap(o, r, st, dl) for o, r, st, dl in zip((zz, yy, xx), (rz, ry, rx), s, d))
 
     def rd(t, idx):
         return cast_to(t[idx], out_dtype)

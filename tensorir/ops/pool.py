@@ -5,7 +5,17 @@ from __future__ import annotations
 from .. import te
 from ..dtype import is_float
 from ..tensor import Tensor, TensorError
-from ._util import FLOAT32_LOWEST, add, as_tuple, check_layout, compute, mul, pad, spatial_padding
+from ._util import (
+    FLOAT32_LOWEST,
+    add,
+    as_tuple,
+    check_layout,
+    compute,
+    mul,
+    pad,
+    spatial_padding,
+    tap,
+)
 
 __all__ = ["adaptive_pool", "global_pool", "pool"]
 
@@ -95,7 +105,7 @@ def pool(
     def window(idx):
         idx = list(idx)
         for k, d in enumerate(sp):
-            idx[d] = add(mul(idx[d], st[k]), mul(rv[k], dl[k]))
+            idx[d] = tap(idx[d], rv[k], st[k], dl[k])
         return src[tuple(idx)]
 
     if pool_type == "max":

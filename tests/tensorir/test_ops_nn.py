@@ -167,3 +167,12 @@ def test_pool_errors_name_the_op():
         run_op("nn.max_pool2d", [x], {"pool_size": 2, "count_include_pad": True})
     with pytest.raises(ValueError, match=r"nn\.avg_pool2d.*layout.*'NCWH'"):
         run_op("nn.avg_pool2d", [x], {"pool_size": 2, "layout": "NCWH"})
+
+
+def test_int8_max_pool_pads_with_the_lowest_int8():
+    x = (rand((1, 2, 5, 5), "int8", rng=np.random.default_rng(19)) - 100).astype("int8")
+    assert x.max() < 0  # a zero pad value would win the max at the borders
+    out, _ = run_op("nn.max_pool2d", [x], {"pool_size": 3, "padding": 1, "strides": 2})
+    ref = pool_ref(x, "max", (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False, False)
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(out, ref)
