@@ -170,6 +170,7 @@ def cast_to(x, dtype: str):
 
 
 def check_layout(layout: str, allowed: Sequence[str], op: str, attr: str) -> str:
+    """``layout`` if it is one of ``allowed``, else a TensorError naming the op and attribute."""
     if layout not in allowed:
         raise TensorError(
             f"{op}: attribute {attr!r} = {layout!r} is not supported; use one of {list(allowed)}"

@@ -67,10 +67,12 @@ def add(a, b) -> Tensor:
 
 
 def subtract(a, b) -> Tensor:
+    """``T_subtract = a - b`` with numpy broadcasting."""
     return _binary(a, b, lambda x, y: x - y, "T_subtract")
 
 
 def multiply(a, b) -> Tensor:
+    """``T_multiply = a * b`` with numpy broadcasting."""
     return _binary(a, b, lambda x, y: x * y, "T_multiply")
 
 
@@ -80,10 +82,12 @@ def divide(a, b) -> Tensor:
 
 
 def maximum(a, b) -> Tensor:
+    """``T_maximum = max(a, b)`` with numpy broadcasting."""
     return _binary(a, b, te.max, "T_maximum")
 
 
 def minimum(a, b) -> Tensor:
+    """``T_minimum = min(a, b)`` with numpy broadcasting."""
     return _binary(a, b, te.min, "T_minimum")
 
 

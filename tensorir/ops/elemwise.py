@@ -36,18 +36,22 @@ def sigmoid(x: Tensor) -> Tensor:
 
 
 def tanh(x: Tensor) -> Tensor:
+    """``T_tanh = tanh(x)``."""
     return _unary(x, te.tanh, "T_tanh")
 
 
 def exp(x: Tensor) -> Tensor:
+    """``T_exp = exp(x)``."""
     return _unary(x, te.exp, "T_exp")
 
 
 def sqrt(x: Tensor) -> Tensor:
+    """``T_sqrt = sqrt(x)``."""
     return _unary(x, te.sqrt, "T_sqrt")
 
 
 def negative(x: Tensor) -> Tensor:
+    """``T_negative = -x``."""
     return _unary(x, lambda v: -v, "T_negative")
 
 

@@ -31,6 +31,12 @@ from .softmax import softmax
 __all__ = ["SUPPORTED_OPS", "compute_op", "op_attrs"]
 
 REQUIRED = object()  # marks an attribute without a default
+_KERNEL_LAYOUTS = {"NCHW": "OIHW", "NHWC": "HWIO", "NCDHW": "OIDHW", "NDHWC": "DHWIO"}
+
+
+def _default_kernel_layout(attrs: dict) -> str:
+    # Relay's default kernel layout follows the data layout (OIHW for NCHW, HWIO for NHWC).
+    return _KERNEL_LAYOUTS.get(attrs["data_layout"], "")
 
 
 @dataclass(frozen=True)
@@ -71,8 +77,12 @@ def _winograd(ins, a):
     )
 
 
-def _pool2d(kind):
+def _pool(kind: str, nsp: int):
+    op = f"nn.{kind}_pool{nsp}d"
+
     def build(ins, a):
+        if len(a["layout"]) != nsp + 2:
+            raise TensorError(f"{op}: attribute 'layout' = {a['layout']!r} is not {nsp}-D")
         return pool(
             ins[0],
             kind,
@@ -83,7 +93,7 @@ def _pool2d(kind):
             a["layout"],
             a["ceil_mode"],
             a.get("count_include_pad", False),
-            f"nn.{kind}_pool{3 if len(a['layout']) == 5 else 2}d",
+            op,
         )
 
     return build
@@ -97,7 +107,7 @@ _CONV2D = {
     "channels": None,
     "kernel_size": None,
     "data_layout": "NCHW",
-    "kernel_layout": "",
+    "kernel_layout": _default_kernel_layout,
     "out_dtype": "",
 }
 _POOL2D = {
@@ -157,7 +167,7 @@ _OPS: dict[str, _OpDef] = {
             "channels": None,
             "kernel_size": None,
             "data_layout": "NCDHW",
-            "kernel_layout": "",
+            "kernel_layout": _default_kernel_layout,
             "out_dtype": "",
         },
         lambda ins, a: conv3d(
@@ -207,10 +217,10 @@ _OPS: dict[str, _OpDef] = {
     "divide": _binary(broadcast.divide),
     "maximum": _binary(broadcast.maximum),
     "minimum": _binary(broadcast.minimum),
-    "nn.max_pool2d": _OpDef(1, _POOL2D, _pool2d("max")),
-    "nn.avg_pool2d": _OpDef(1, {**_POOL2D, "count_include_pad": False}, _pool2d("avg")),
-    "nn.max_pool3d": _OpDef(1, _POOL3D, _pool2d("max")),
-    "nn.avg_pool3d": _OpDef(1, {**_POOL3D, "count_include_pad": False}, _pool2d("avg")),
+    "nn.max_pool2d": _OpDef(1, _POOL2D, _pool("max", 2)),
+    "nn.avg_pool2d": _OpDef(1, {**_POOL2D, "count_include_pad": False}, _pool("avg", 2)),
+    "nn.max_pool3d": _OpDef(1, _POOL3D, _pool("max", 3)),
+    "nn.avg_pool3d": _OpDef(1, {**_POOL3D, "count_include_pad": False}, _pool("avg", 3)),
     "nn.global_avg_pool2d": _OpDef(
         1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "avg", a["layout"])
     ),
@@ -270,6 +280,9 @@ def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
             raise TensorError(f"{op}: attribute {name!r} is required")
         else:
             out[name] = default
+    for name, value in out.items():  # defaults that depend on other attributes
+        if callable(value):
+            out[name] = value(out)
     return out
 
 

@@ -227,6 +227,11 @@ def test_registry_errors():
             "layout_transform", [rand((1, 2, 3, 4))], {"src_layout": "NCHW", "dst_layout": "HWCN"}
         )
     assert ops.op_attrs("nn.conv2d", {"groups": 2})["strides"] == (1, 1)
+    assert ops.op_attrs("nn.conv2d", {})["kernel_layout"] == "OIHW"
+    assert ops.op_attrs("nn.conv2d", {"data_layout": "NHWC"})["kernel_layout"] == "HWIO"
+    assert ops.op_attrs("nn.conv3d", {"data_layout": "NDHWC"})["kernel_layout"] == "DHWIO"
+    with pytest.raises(ValueError, match=r"nn\.max_pool3d: attribute 'layout' = 'NCHW' is not 3-D"):
+        run_op("nn.max_pool3d", [rand((1, 2, 4, 4))], {"pool_size": 2, "layout": "NCHW"})
 
 
 def test_name_scope_uniquifies_chained_ops():
