@@ -117,13 +117,16 @@ def pool(
     )
 
     def count(o, k):
-        # Taps t of the window starting at s = o*stride - before with lo <= s + t*dil < hi.
-        s = mul(o, st[k]) - before[k] if before[k] else mul(o, st[k])
+        # Taps t in [0, K) of the window at o with lo <= o*stride - before + t*dil < hi:
+        # t >= ceil((lo + before - o*stride) / dil), t <= floor((hi - 1 + before - o*stride) / dil).
+        base = mul(o, st[k])
         lo, hi = (-before[k], sizes[k] + after[k]) if count_include_pad else (0, sizes[k])
         d = dl[k]
-        t_lo = te.max(te.floordiv(lo - s + (d - 1), d), 0)
-        t_hi = te.min(te.floordiv(hi - 1 - s, d), ks[k] - 1)
-        return te.max(t_hi - t_lo + 1, 1)
+        first = (lo + before[k]) - base
+        last = (hi - 1 + before[k]) - base
+        if d != 1:
+            first, last = te.floordiv(first + (d - 1), d), te.floordiv(last, d)
+        return te.max(te.min(last, ks[k] - 1) - te.max(first, 0) + 1, 1)
 
     def avg(*i):
         n = None
@@ -169,8 +172,8 @@ def adaptive_pool(
     def start(o, k):
         return mul(o, sizes[k] // osz[k]) if even[k] else te.floordiv(o * sizes[k], osz[k])
 
-    def end(o, k):
-        return te.floordiv((o + 1) * sizes[k] + osz[k] - 1, osz[k])
+    def end(o, k):  # ceil((o + 1) * n / out)
+        return te.floordiv(add((o + 1) * sizes[k], osz[k] - 1), osz[k])
 
     ident = te.const(0, data.dtype) if pool_type == "avg" else te.min_value(data.dtype)
 
