@@ -24,9 +24,11 @@ from .ir import (
 from .printer import astext
 from .reference import evaluate
 from .shapes import OPS, ShapeError, get_op
+from .zoo import NETWORKS, get_network
 
 __all__ = [
-    "OPS", "Attrs", "Call", "Constant", "Expr", "Function", "Module", "ShapeError", "Var",
-    "astext", "bind_params", "calls", "evaluate", "free_vars", "get_op", "make_call", "nn",
-    "op", "post_order", "rewrite", "shapes", "users",
+    "NETWORKS", "OPS", "Attrs", "Call", "Constant", "Expr", "Function", "Module",
+    "ShapeError", "Var", "astext", "bind_params", "calls", "evaluate", "free_vars",
+    "get_network", "get_op", "make_call", "nn", "op", "post_order", "rewrite", "shapes",
+    "users",
 ]  # fmt: skip
