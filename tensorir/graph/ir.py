@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dtype import check_dtype
 from . import shapes
 
 Shape = tuple[int, ...]
@@ -99,6 +100,7 @@ class Var(Expr):
 
     def __post_init__(self):
         object.__setattr__(self, "shape", _as_shape(self.shape, f"Var {self.name!r}"))
+        check_dtype(self.dtype)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -181,7 +183,7 @@ class Function:
         return astext(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Module:
     """A tiny stand-in for Relay's IRModule: ``mod["main"]`` is the network's Function."""
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dtype import check_dtype
+
 # Relay's OpPattern values (include/tvm/relay/op_attr_types.h).
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE = (
     0,
@@ -482,6 +484,10 @@ def _layout_transform(shapes, dtypes, a):
 
 
 def _cast(shapes, dtypes, a):
+    try:
+        check_dtype(a["dtype"])
+    except ValueError as e:
+        raise ShapeError(str(e)) from None
     return tuple(shapes[0]), a["dtype"]
 
 

@@ -386,3 +386,10 @@ def test_printer_constants_and_tuples():
     assert "%0 = multiply(%x, meta[Constant][0] /* scale */)" in text
     assert "-> (Tensor[(3,), float32], Tensor[(3,), float32])" in text
     assert "  (%0, %1)" in text
+
+
+def test_dtype_errors():
+    with pytest.raises(ValueError, match="unsupported dtype 'float31'"):
+        Var("x", (2,), "float31")
+    with pytest.raises(ValueError, match="cast: unsupported dtype 'i32'"):
+        op.cast(Var("x", (2,)), "i32")

@@ -322,3 +322,26 @@ def test_evaluate_checks_inputs():
         evaluate(f, {})
     with pytest.raises(ValueError, match=r"%x must have shape \(2, 3\)"):
         evaluate(f, {"x": x[:1]})
+
+
+def test_int8_accumulates_in_out_dtype():
+    x = RNG.integers(-128, 128, (1, 6, 5, 5)).astype("int8")
+    w = RNG.integers(-128, 128, (4, 6, 3, 3)).astype("int8")
+    got = run(nn.conv2d(V("x", x), V("w", w), padding=1, out_dtype="int32"), x=x, w=w)
+    want = loop_conv(x.astype(np.int64), w.astype(np.int64), (1, 1), (1,) * 4, (1, 1), 1)
+    assert got.dtype == np.int32 and np.abs(want).max() > 127
+    np.testing.assert_array_equal(got, want)
+    a = RNG.integers(-128, 128, (2, 40)).astype("int8")
+    b = RNG.integers(-128, 128, (3, 40)).astype("int8")
+    got = run(nn.dense(V("a", a), V("b", b), out_dtype="int32"), a=a, b=b)
+    want = [
+        [sum(int(a[i, k]) * int(b[j, k]) for k in range(40)) for j in range(3)] for i in range(2)
+    ]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_every_op_has_a_reference_implementation():
+    from tensorir.graph import OPS
+    from tensorir.graph.reference import _IMPLS
+
+    assert sorted(OPS) == sorted(_IMPLS)
