@@ -217,7 +217,10 @@ def describe(expr: Expr) -> str:
     if isinstance(expr, Constant):
         label = f"constant {expr.name!r}" if expr.name else "constant"
         return f"{label}: {expr.shape} {expr.dtype}"
-    return f"output of {expr.op}: {expr.shape} {expr.dtype}"
+    # Name the op's weight Vars, if any, so the node can be found in a big network.
+    weights = ", ".join(f"%{a.name}" for a in expr.args if isinstance(a, Var))
+    where = f" (with {weights})" if weights else ""
+    return f"output of {expr.op}{where}: {expr.shape} {expr.dtype}"
 
 
 def make_call(op: str, args: Iterable[Expr], attrs: Mapping | None = None) -> Call:
