@@ -9,8 +9,9 @@ raises ``ShapeError`` with what it expected; ``ir.make_call`` adds the op and in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class OpDef:
 
     name: str
     inputs: tuple[str, ...]
-    defaults: dict
+    defaults: Mapping
     infer: Callable
     pattern: int
     fix: Callable | None = None  # canonicalises attribute values (int padding -> 4-tuple ...)
@@ -101,7 +102,8 @@ def get_op(name: str) -> OpDef:
 
 
 def _register(name, inputs, defaults, infer, pattern, fix=None):
-    OPS[name] = OpDef(name, tuple(inputs), dict(defaults), infer, pattern, fix)
+    # Read-only defaults: the table is shared by every graph and must not drift.
+    OPS[name] = OpDef(name, tuple(inputs), MappingProxyType(dict(defaults)), infer, pattern, fix)
 
 
 # --- attribute canonicalisation ------------------------------------------------------------

@@ -393,3 +393,12 @@ def test_dtype_errors():
         Var("x", (2,), "float31")
     with pytest.raises(ValueError, match="cast: unsupported dtype 'i32'"):
         op.cast(Var("x", (2,)), "i32")
+
+
+def test_error_names_the_producing_call_and_its_weights():
+    x = op.var("data", (1, 3, 8, 8))
+    c = nn.conv2d(x, op.var("conv0_weight", (4, 3, 3, 3)))
+    with pytest.raises(ValueError, match=r"data=output of nn.conv2d \(with %data, %conv0_weight\)"):
+        nn.dense(c, op.var("fc_weight", (10, 36)))
+    with pytest.raises(TypeError):
+        OPS["nn.conv2d"].defaults["groups"] = 2
