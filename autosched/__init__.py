@@ -12,11 +12,13 @@ The public API, in TVM ``auto_scheduler`` terms::
 
 from codegen.target import Target
 from runtime import device
+from runtime.graph_executor import GraphModule
 from tensorir import ComputeDAG, Tensor, TensorError, te
 from tensorir.bounds import LowerError
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
+from . import networks
 from .build_module import build, generate_source
 from .cost_model import LGBModel, RandomModel
 from .measure import (
@@ -27,6 +29,8 @@ from .measure import (
     MeasureResult,
     ProgramMeasurer,
 )
+from .network import NetworkLib, extract_tasks, load_module
+from .networks import from_onnx
 from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
 from .search_params import SearchParams
 from .search_policy import PreloadCustomSketchRule, PreloadMeasuredStates, SketchPolicy
@@ -37,6 +41,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApplyHistoryBest",
+    "GraphModule",
+    "NetworkLib",
+    "extract_tasks",
+    "from_onnx",
+    "load_module",
+    "networks",
     "ComputeDAG",
     "HardwareParams",
     "LGBModel",

@@ -50,8 +50,8 @@ def generate_source(sch, target, name: str = "main", limits: dict | None = None)
     return _emit(lower_for(sch, target, name, limits), target)
 
 
-def build(sch, target="llvm", name: str = "main", device=None):
-    """Compile a schedule into a callable module.
+def build(sch, target="llvm", name: str = "main", device=None, params=None):
+    """Compile a schedule into a callable module, or a whole network into a graph library.
 
     Parameters
     ----------
@@ -63,6 +63,8 @@ def build(sch, target="llvm", name: str = "main", device=None):
         Name of the generated function / kernels.
     device : runtime Device, optional
         Where to load the code; defaults to device 0 of the target's kind.
+    params : dict of str to ndarray, optional
+        A network's weights (only when ``sch`` is a network).
 
     Returns
     -------
@@ -70,7 +72,16 @@ def build(sch, target="llvm", name: str = "main", device=None):
         Call it with the DAG's tensors in order (inputs, then outputs) as numpy arrays or device
         arrays; ``time_evaluator(number, repeat, min_repeat_ms)`` times it and
         ``get_source()`` shows the generated code.
+    NetworkLib
+        For a network (a ``tensorir.graph`` Module or Function): every fused subgraph compiled
+        with its best record of the active ``ApplyHistoryBest``; run it with ``GraphModule``.
     """
+    from tensorir.graph import ir as graph_ir
+
+    if isinstance(sch, graph_ir.Module | graph_ir.Function):
+        from .network import build_network
+
+        return build_network(sch, target, params, device=device)
     from runtime import device as make_device
     from runtime import load_module
 

@@ -17,7 +17,12 @@ def main(argv: list[str] | None = None) -> int:
         "--target", action="append", choices=["llvm", "opencl", "cuda"],
         help="backend to run (repeatable; default: all available)",
     )  # fmt: skip
+    from .network_cli import add_network_commands, run_network_command
+
+    add_network_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in ("tune", "compile", "run", "benchmark"):
+        return run_network_command(args)
     if args.command == "demo":
         from .demo import run_demo
 

@@ -1,0 +1,330 @@
+"""Whole networks: task extraction and compilation with the history best.
+
+A network (``tensorir.graph``: a Module or Function plus its params) is optimised and split
+into fused groups by the graph passes (``tensorir.graph.passes.optimize`` / ``fuse_ops``, Relay's
+SimplifyInference, FoldConstant, FoldScaleAxis, AlterOpLayout for winograd and FuseOps). Each
+group becomes one ComputeDAG (its inputs as ``placeholder`` tensors, its ops built by
+``tensorir.ops.compute_op``):
+
+- :func:`extract_tasks` turns the groups that contain a reduction into SearchTasks,
+  deduplicated by workload key and weighted by how often they occur (Ansor notes 10.2);
+- :func:`build_network` compiles every group with its best record from the active
+  :class:`~autosched.records.ApplyHistoryBest` (a default schedule where there is none, with one
+  warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codegen.target import Target
+from runtime.graph_executor import GraphPlan, TensorSpec
+from tensorir.dag import ComputeDAG
+from tensorir.graph import ir as gir
+from tensorir.ops import NameScope, compute_op
+
+from .task import HardwareParams, SearchTask
+
+
+def _passes():
+    # Imported here: the passes package is large and only whole-network work needs it.
+    from tensorir.graph import passes
+
+    return passes
+
+
+@dataclass(frozen=True, eq=False)
+class GroupDAG:
+    """One fused group as a ComputeDAG; ``inputs`` are the graph exprs its placeholders stand
+    for, in the DAG's placeholder order."""
+
+    group: object
+    dag: ComputeDAG
+    inputs: tuple
+    name: str
+
+    @property
+    def has_reduction(self) -> bool:
+        return any(op.reduce_axes for op in self.dag.compute_ops)
+
+
+def _main(mod) -> gir.Function:
+    if isinstance(mod, gir.Module):
+        return mod["main"]
+    if isinstance(mod, gir.Function):
+        return mod
+    raise TypeError(
+        f"expected a network (tensorir.graph Module or Function, e.g. from get_network or "
+        f"from_onnx), got {type(mod).__name__}"
+    )
+
+
+def _use_winograd(target: Target, use_winograd) -> bool:
+    # TVM picks the winograd NHWC conv2d for 3x3 stride-1 convs under the auto-scheduler on
+    # both CPU and GPU targets; a caller may turn it off.
+    return True if use_winograd is None else bool(use_winograd)
+
+
+def partition(mod, params=None, target="llvm", use_winograd=None):
+    """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
+    in execution order."""
+    target = Target(target)
+    passes = _passes()
+    winograd = _use_winograd(target, use_winograd)
+    func = passes.optimize(_main(mod), params or {}, use_winograd=winograd)
+    groups = passes.fuse_ops(func)
+    return func, [_group_dag(g, i) for i, g in enumerate(groups)]
+
+
+def _group_dag(group, index: int) -> GroupDAG:
+    scope = NameScope()
+    tensor_of = {}
+    placeholders = []
+    for inp in group.inputs:
+        t = scope.placeholder(tuple(inp.shape), inp.dtype)
+        tensor_of[inp] = t
+        placeholders.append(t)
+    for call in group.calls:
+        args = [tensor_of[a] for a in call.args]
+        try:
+            tensor_of[call] = compute_op(call.op, args, dict(call.attrs), name_scope=scope)
+        except Exception as e:
+            raise type(e)(
+                f"building the te compute of {call.op} in fused group {index}: {e}"
+            ) from e  # noqa: E501
+    out = tensor_of[group.output]
+    name = "fused_" + "_".join(c.op.replace("nn.", "").replace(".", "_") for c in group.calls)
+    return GroupDAG(group, ComputeDAG([*placeholders, out]), tuple(group.inputs), name)
+
+
+def extract_tasks(
+    mod,
+    params=None,
+    target="llvm",
+    hardware_params: HardwareParams | None = None,
+    include_simple_tasks: bool = False,
+    use_winograd: bool | None = None,
+):
+    """Search tasks of a network and their weights (occurrence counts).
+
+    Parameters
+    ----------
+    mod : tensorir.graph Module or Function
+        The network, e.g. from ``networks.get_network`` or ``from_onnx``.
+    params : dict of str to ndarray
+        Its weights; they are bound as constants before the passes run.
+    target : str or Target
+    hardware_params : HardwareParams, optional
+        Given to every task (a remote device's limits); read from the host by default.
+    include_simple_tasks : bool
+        Also return groups without a reduction (elementwise / layout ops).
+    use_winograd : bool, optional
+        Use the winograd conv2d for 3x3 stride-1 NHWC convolutions (default: yes, as TVM).
+
+    Returns
+    -------
+    tasks : list of SearchTask
+        In the network's execution order, one per distinct workload key.
+    task_weights : list of int
+        How many times each task's subgraph occurs in the network.
+    """
+    target = Target(target)
+    found: dict[str, list] = {}
+    _, groups = partition(mod, params, target, use_winograd)
+    for gd in groups:
+        if not (include_simple_tasks or gd.has_reduction):
+            continue
+        key = gd.dag.workload_key
+        if key in found:
+            found[key][1] += 1
+        else:
+            found[key] = [gd, 1]
+    tasks, weights = [], []
+    for key, (gd, count) in found.items():
+        tasks.append(
+            SearchTask(
+                compute_dag=gd.dag,
+                workload_key=key,
+                target=target,
+                hardware_params=hardware_params,
+                desc=gd.name,
+            )
+        )
+        weights.append(count)
+    return tasks, weights
+
+
+# ---------------------------------------------------------------------------- build
+@dataclass
+class NetworkLib:
+    """A compiled network: the plan the graph executor runs plus the loaded kernels.
+
+    ``export_library(path)`` saves it; ``autosched.load_module(path)`` loads it back.
+    """
+
+    plan: GraphPlan
+    modules: list
+    target: Target
+    tuned: dict = field(default_factory=dict)  # group name -> True if it used a record
+
+    def export_library(self, path) -> None:
+        """Save the compiled network (kernels, plan and weights) under ``path``."""
+        self.plan.save(path)
+
+    def get_source(self) -> str:
+        return "\n\n".join(m.get_source() for m in self.modules)
+
+
+def load_module(path, dev=None) -> NetworkLib:
+    """Load a network saved by :meth:`NetworkLib.export_library`."""
+    from runtime import device as make_device
+    from runtime import load_module as load_kernel
+
+    plan = GraphPlan.load(path)
+    langs = {k["lang"] for k in plan.kernels}
+    target = Target({"llvm": "llvm", "cuda": "cuda", "opencl": "opencl"}[langs.pop()])
+    dev = make_device(dev if dev is not None else target.device_kind)
+    modules = [load_kernel(**k, device=dev) for k in plan.kernels]
+    return NetworkLib(plan, modules, target)
+
+
+def default_schedule(dag: ComputeDAG, target: Target):
+    """A schedule for a group without a tuning record: inline what can be inlined and run the
+    outer loops of the remaining stages in parallel (CPU). Correct, not fast."""
+    state = dag.get_init_state()
+    if target.kind != "llvm":
+        return state
+    try:
+        for op in dag.compute_ops:
+            if dag.is_strictly_inlinable(op) and not dag.is_output(op):
+                state.compute_inline(op.name)
+        for stage in state.stages:
+            if stage.is_placeholder or stage.compute_at != "root":
+                continue
+            spatial = [it for it in stage.iters if it.kind == "spatial"]
+            lead = []
+            for it in spatial:
+                lead.append(it)
+                if np.prod([i.extent for i in lead]) >= 64:
+                    break
+            if not lead:
+                continue
+            names = [it.name for it in lead]
+            fused = state.fuse(stage.op.name, names) if len(lead) > 1 else lead[0]
+            state.parallel(stage.op.name, fused.name)
+        return state
+    except Exception:  # a default that fails to apply is replaced by the plain loop nest
+        return dag.get_init_state()
+
+
+def build_network(mod, target="llvm", params=None, use_winograd=None, device=None) -> NetworkLib:
+    """Compile a network with the best records of the active ``ApplyHistoryBest``.
+
+    Every fused group is built with its best record; groups without one get
+    :func:`default_schedule`, and one warning lists them.
+    """
+    from runtime import device as make_device
+    from runtime import load_module as load_kernel
+
+    from .build_module import generate_source, gpu_limits
+    from .records import ApplyHistoryBest
+
+    target = Target(target)
+    dev = make_device(device if device is not None else target.device_kind)
+    limits = gpu_limits(dev) if target.is_gpu else None
+    func, groups = partition(mod, params, target, use_winograd)
+    ctx = ApplyHistoryBest.current()
+
+    kernels, modules, kernel_of_key, tuned, missing = [], [], {}, {}, []
+    for gd in groups:
+        key = gd.dag.workload_key
+        if key in kernel_of_key:
+            continue
+        found = ctx.lookup(key, target) if ctx is not None else None
+        if ctx is not None:
+            (ctx.hit_keys if found else ctx.missed_keys).add(key)
+        state = found[0].state.to_state(gd.dag) if found else default_schedule(gd.dag, target)
+        if not found and gd.has_reduction:
+            missing.append(gd.name)
+        src = generate_source(state, target, gd.name, limits).as_dict()
+        kernel_of_key[key] = len(kernels)
+        kernels.append(src)
+        modules.append(load_kernel(**src, device=dev))
+        tuned[gd.name] = bool(found)
+    if missing:
+        warnings.warn(
+            f"{len(missing)} of {len(kernels)} kernels have no tuning record and use a default "
+            f"schedule: {', '.join(sorted(set(missing)))}",
+            stacklevel=2,
+        )
+    plan = _plan(func, groups, kernels, kernel_of_key)
+    return NetworkLib(plan, modules, target, tuned)
+
+
+def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
+    """Storage plan: constants and inputs get their own buffers; intermediates reuse a freed
+    buffer of the same dtype that is large enough (greedy, in execution order)."""
+    storages: list[tuple[str, int]] = []
+    constants: dict[int, np.ndarray] = {}
+    sid_of: dict = {}
+    inputs: dict[str, TensorSpec] = {}
+
+    def new_storage(dtype, size):
+        storages.append((dtype, int(size)))
+        return len(storages) - 1
+
+    for v in func.params:
+        sid_of[v] = new_storage(v.dtype, np.prod(v.shape, dtype=np.int64))
+        inputs[v.name] = TensorSpec(sid_of[v], tuple(v.shape), v.dtype)
+    outputs = [o for o in func.outputs]
+    last_use: dict = {}
+    for i, gd in enumerate(groups):
+        for inp in gd.inputs:
+            last_use[inp] = i
+    for o in outputs:
+        last_use[o] = len(groups)
+    free: list[int] = []
+    calls, names = [], []
+    for i, gd in enumerate(groups):
+        arg_sids = []
+        for inp in gd.inputs:
+            if inp not in sid_of:
+                if isinstance(inp, gir.Constant):
+                    sid = new_storage(str(inp.value.dtype), inp.value.size)
+                    constants[sid] = np.ascontiguousarray(inp.value)
+                    sid_of[inp] = sid
+                else:
+                    raise ValueError(f"fused group {gd.name} reads {inp!r} before it is computed")
+            arg_sids.append(sid_of[inp])
+        out = gd.group.output
+        size = int(np.prod(out.shape, dtype=np.int64))
+        pick = [s for s in free if storages[s][0] == out.dtype and storages[s][1] >= size]
+        if pick:
+            sid = min(pick, key=lambda s: storages[s][1])
+            free.remove(sid)
+        else:
+            sid = new_storage(out.dtype, size)
+        sid_of[out] = sid
+        calls.append((kernel_of_key[gd.dag.workload_key], tuple(arg_sids + [sid])))
+        names.append(gd.name)
+        # Buffers whose last reader was this group can be reused from the next group on.
+        for inp in set(gd.inputs):
+            if isinstance(inp, gir.Call) and last_use.get(inp) == i:
+                free.append(sid_of[inp])
+    out_specs = []
+    for o in outputs:
+        if o not in sid_of:
+            raise ValueError(f"network output {o!r} is not computed by any kernel")
+        out_specs.append(TensorSpec(sid_of[o], tuple(o.shape), o.dtype))
+    return GraphPlan(
+        kernels=tuple(kernels),
+        storages=tuple(storages),
+        inputs=inputs,
+        outputs=tuple(out_specs),
+        constants=constants,
+        calls=tuple(calls),
+        names=tuple(names),
+    )

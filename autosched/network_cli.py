@@ -1,0 +1,168 @@
+"""``python -m autosched tune|compile|run|benchmark``: the whole-network workflow of the seeds.
+
+``tune`` extracts the tasks of a zoo network (or an ONNX file), tunes them with the gradient task
+scheduler (resuming from ``--log`` when it exists: a killed run loses at most the batch in
+flight), then compiles the network with the history best, checks its output against the numpy
+reference and benchmarks it. ``compile`` writes the compiled network to a file, ``run`` and
+``benchmark`` load such a file (or compile from the log) and run it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def add_network_commands(sub) -> None:
+    """Register the network subcommands on an argparse subparsers object."""
+    for name, text in (
+        ("tune", "tune a network's tasks, then compile, check and benchmark it"),
+        ("compile", "compile a network with the best records of a log"),
+        ("run", "compile (or load) a network, run it once and check it against numpy"),
+        ("benchmark", "compile (or load) a network and time it"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("--network", default="resnet-18", help="zoo name (default resnet-18)")
+        p.add_argument("--onnx", help="an ONNX file instead of a zoo network")
+        p.add_argument("--input-shape", help="ONNX input shape, e.g. 1,3,224,224")
+        p.add_argument("--batch-size", type=int, default=1)
+        p.add_argument("--layout", default="NHWC", choices=["NHWC", "NCHW"])
+        p.add_argument("--target", default="llvm")
+        p.add_argument("--log", help="records (default <network>-<layout>-B<n>-<target>.json)")
+        p.add_argument("--no-winograd", action="store_true", help="direct conv2d for 3x3 convs")
+        if name == "tune":
+            p.add_argument("--trials", type=int, default=96, help="measurement trials in total")
+            p.add_argument("--per-round", type=int, default=8, help="measurements per round")
+            p.add_argument(
+                "--population", type=int, default=256,
+                help="evolutionary search population (TVM: 2048; smaller = faster rounds)",
+            )  # fmt: skip
+            p.add_argument("--generations", type=int, default=1, help="evolution iterations")
+            p.add_argument("--no-resume", action="store_true", help="ignore an existing log")
+        if name == "compile":
+            p.add_argument("-o", "--output", required=True, help="where to write the library")
+        if name in ("run", "benchmark"):
+            p.add_argument("--lib", help="a library written by `compile` (else compile now)")
+        p.add_argument("--repeat", type=int, default=3)
+        p.add_argument("--min-repeat-ms", type=float, default=200)
+
+
+def _load_network(args):
+    from tensorir.graph import get_network
+
+    if args.onnx:
+        from tensorir.graph.onnx_frontend import from_onnx
+
+        shape = None
+        if args.input_shape:
+            import onnx
+
+            model = onnx.load(args.onnx)
+            inits = {i.name for i in model.graph.initializer}
+            first = next(i.name for i in model.graph.input if i.name not in inits)
+            shape = {first: tuple(int(x) for x in args.input_shape.split(","))}
+        mod, params = from_onnx(args.onnx, shape=shape)
+        func = mod["main"]
+        data = next(v for v in func.params if v.name not in params)
+        return mod, params, tuple(data.shape), data.name, Path(args.onnx).stem
+    mod, params, input_shape, _ = get_network(
+        args.network, batch_size=args.batch_size, layout=args.layout
+    )
+    return mod, params, tuple(input_shape), "data", args.network
+
+
+def _log_path(args, name: str) -> Path:
+    if args.log:
+        return Path(args.log)
+    kind = args.target.split()[0]
+    return Path(f"{name}-{args.layout}-B{args.batch_size}-{kind}.json")
+
+
+def _compile(args, mod, params, log: Path):
+    import autosched as ansor
+
+    use_winograd = False if args.no_winograd else None
+    t0 = time.perf_counter()
+    if log.exists():
+        with ansor.ApplyHistoryBest(str(log)) as ctx:
+            from .network import build_network
+
+            lib = build_network(mod, args.target, params, use_winograd=use_winograd)
+        print(f"Compile: {ctx.summary()} ({time.perf_counter() - t0:.1f} s)")
+    else:
+        from .network import build_network
+
+        print(f"Compile: no log {log}; every kernel uses the default schedule")
+        lib = build_network(mod, args.target, params, use_winograd=use_winograd)
+    return lib
+
+
+def _run_and_check(args, lib, mod, params, input_shape, input_name) -> int:
+    import autosched as ansor
+    from tensorir.graph import evaluate
+
+    dev = ansor.device(lib.target.device_kind, 0)
+    module = ansor.GraphModule(lib, dev)
+    rng = np.random.default_rng(0)
+    data = rng.uniform(-1, 1, input_shape).astype("float32")
+    module.set_input(input_name, data)
+    module.run()
+    out = module.get_output(0).numpy()
+    ref = evaluate(mod, {input_name: data}, params)
+    ref = ref[0] if isinstance(ref, list) else ref
+    err = float(np.max(np.abs(out - ref)) / (np.max(np.abs(ref)) + 1e-12))
+    ok = np.allclose(out, ref, rtol=1e-3, atol=1e-5)
+    print(f"Output {out.shape}: max relative error vs numpy reference {err:.2e} "
+          f"({'OK' if ok else 'WRONG'})")  # fmt: skip
+    if args.command in ("tune", "benchmark", "run"):
+        res = module.benchmark(dev, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+        times = np.array(res.results) * 1e3
+        print(
+            f"Execution time summary: mean {times.mean():.3f} ms, median "
+            f"{np.median(times):.3f} ms, std {times.std():.3f} ms ({len(times)} repeats)"
+        )
+    return 0 if ok else 1
+
+
+def run_network_command(args) -> int:
+    """Run one of the network subcommands parsed by :func:`add_network_commands`."""
+    import autosched as ansor
+
+    mod, params, input_shape, input_name, name = _load_network(args)
+    log = _log_path(args, name)
+    if args.command == "tune":
+        use_winograd = False if args.no_winograd else None
+        print("Extract tasks...")
+        tasks, weights = ansor.extract_tasks(mod, params, args.target, use_winograd=use_winograd)
+        for i, (task, w) in enumerate(zip(tasks, weights)):
+            key = task.workload_key
+            print(f"========== Task {i}  (workload key: {key}, weight {w}) ==========")
+            print(task.compute_dag)
+        if args.no_resume and log.exists():
+            log.unlink()
+        resume = log.exists()
+        tuner = ansor.TaskScheduler(tasks, weights, load_log_file=str(log) if resume else None)
+        params_search = ansor.SearchParams(
+            evolutionary_search_population=args.population,
+            evolutionary_search_num_iters=args.generations,
+        )
+        options = ansor.TuningOptions(
+            num_measure_trials=args.trials,
+            num_measures_per_round=args.per_round,
+            measure_callbacks=[ansor.RecordToFile(str(log))],
+        )
+        from_log = f", resuming from {log}" if resume else ""
+        print(f"Begin tuning ({args.trials} trials{from_log})...")
+        tuner.tune(options, search_policy_params=params_search)
+        print(f"Records: {log}")
+    if args.command in ("run", "benchmark") and getattr(args, "lib", None):
+        lib = ansor.load_module(args.lib)
+    else:
+        lib = _compile(args, mod, params, log)
+    if args.command == "compile":
+        lib.export_library(args.output)
+        print(f"Wrote {args.output}")
+        return 0
+    return _run_and_check(args, lib, mod, params, input_shape, input_name)

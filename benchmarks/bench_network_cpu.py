@@ -1,0 +1,129 @@
+"""Tuned networks on the CPU vs onnxruntime (and PyTorch if installed), side by side.
+
+    python benchmarks/bench_network_cpu.py                            # resnet-18 and mobilenet
+    python benchmarks/bench_network_cpu.py --networks resnet-18 --trials 2000
+    python benchmarks/bench_network_cpu.py --no-tune                  # reuse the logs
+
+For each network: extract the tasks of the NHWC network, tune them with the gradient task
+scheduler for ``--trials`` measurements (resuming from the log in ``--work-dir`` if there is
+one, so the budget adds up over runs), compile with the history best, check the output against
+the numpy reference and time it; then export the same network in NCHW (same weights: the zoo
+draws them layout-independently) to ONNX and time it under onnxruntime in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import autosched as ansor
+from tensorir.graph import evaluate, get_network
+from tensorir.graph.onnx_export import to_onnx
+
+
+def _median_ms(fn, min_s=1.0, max_calls=500) -> float:
+    fn()
+    times, end = [], time.perf_counter() + min_s
+    while len(times) < 5 or (time.perf_counter() < end and len(times) < max_calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def bench_one(name: str, args) -> dict:
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / f"{name}-NHWC-B1-llvm.json"
+    mod, params, input_shape, _ = get_network(name, batch_size=1, layout="NHWC")
+    tasks, weights = ansor.extract_tasks(mod, params, "llvm")
+    print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}")
+    tune_s = 0.0
+    if not args.no_tune and args.trials > 0:
+        tuner = ansor.TaskScheduler(
+            tasks, weights, load_log_file=str(log) if log.exists() else None
+        )
+        options = ansor.TuningOptions(
+            num_measure_trials=args.trials,
+            num_measures_per_round=args.per_round,
+            measure_callbacks=[ansor.RecordToFile(str(log))],
+        )
+        search = ansor.SearchParams(
+            evolutionary_search_population=args.population,
+            evolutionary_search_num_iters=args.generations,
+        )
+        t0 = time.perf_counter()
+        tuner.tune(options, search_policy_params=search)
+        tune_s = time.perf_counter() - t0
+    n_records = len(log.read_text().splitlines()) if log.exists() else 0
+    with ansor.ApplyHistoryBest(str(log) if log.exists() else []) as ctx:
+        lib = ansor.build(mod, "llvm", params=params)
+    print(f"[{name}] {ctx.summary()}")
+    module = ansor.GraphModule(lib)
+    x = np.random.default_rng(0).uniform(-1, 1, input_shape).astype("float32")
+    module.set_input("data", x)
+    module.run()
+    out = module.get_output(0).numpy()
+    ref = evaluate(mod, {"data": x}, params)
+    err = float(np.max(np.abs(out - ref)))
+    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+
+    row = {"network": name, "ours_ms": ours_ms, "max_abs_err": err, "tasks": len(tasks),
+           "trials_this_run": args.trials if not args.no_tune else 0, "records_in_log": n_records,
+           "tune_s": tune_s}  # fmt: skip
+    try:
+        import onnxruntime as ort
+
+        mod_nchw, params_nchw, shape_nchw, _ = get_network(name, batch_size=1, layout="NCHW")
+        model = to_onnx(mod_nchw, params_nchw)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(
+            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
+        x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        o = sess.run(None, {"data": x_nchw})[0]
+        row["ort_err"] = float(np.max(np.abs(o - ref)))
+        row["ort_ms"] = _median_ms(lambda: sess.run(None, {"data": x_nchw}))
+        row["ort_version"] = ort.__version__
+    except ImportError:
+        print("onnxruntime not installed: pip install onnxruntime")
+    try:
+        import torch  # noqa: F401
+
+        print("PyTorch is installed but no torch model of the zoo exists yet; skipped")
+    except ImportError:
+        pass
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--networks", default="resnet-18,mobilenet")
+    p.add_argument("--trials", type=int, default=1000, help="measurements per network this run")
+    p.add_argument("--per-round", type=int, default=16)
+    p.add_argument("--population", type=int, default=512)
+    p.add_argument("--generations", type=int, default=2)
+    p.add_argument("--no-tune", action="store_true", help="only compile from the logs and time")
+    p.add_argument("--work-dir", default="bench-network-cpu")
+    p.add_argument("--out", help="write the figures as JSON here")
+    args = p.parse_args()
+    rows = [bench_one(n, args) for n in args.networks.split(",")]
+    print()
+    print(f"{'network':<12} {'ours ms':>9} {'ORT ms':>9} {'ORT/ours':>9} {'tasks':>6} "
+          f"{'trials':>7} {'records':>8} {'tune s':>8}")  # fmt: skip
+    for r in rows:
+        ort_ms = r.get("ort_ms", float("nan"))
+        print(f"{r['network']:<12} {r['ours_ms']:9.2f} {ort_ms:9.2f} {ort_ms / r['ours_ms']:9.2f} "
+              f"{r['tasks']:6d} {r['trials_this_run']:7d} {r['records_in_log']:8d} "
+              f"{r['tune_s']:8.0f}")  # fmt: skip
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":  # tuning measures in spawned processes
+    main()

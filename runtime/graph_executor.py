@@ -1,0 +1,225 @@
+"""Run a compiled network: a list of kernel calls over planned buffers.
+
+The runtime knows nothing of graphs or schedules. A compiled network arrives as plain values
+(:class:`GraphPlan`): the kernels' artifacts (what ``codegen`` emits, ``Source.as_dict()``), the
+buffers (storage ids with dtype and element count; several tensors may share one storage when
+their lifetimes do not overlap), the constants, the named inputs and the outputs, and the
+ordered calls ``(kernel index, storage ids of its params)``. :class:`GraphModule` allocates the
+storages once on the device, binds every call to its buffers up front and then ``run()`` only
+launches, so the per-kernel overhead is one Python call, with no host synchronisation between
+kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .device import Device
+from .device import device as make_device
+from .module import Module, load_module
+from .ndarray import NDArray, array, empty, np_dtype
+from .timer import TimingResult, measure
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named graph tensor living in one storage: ``(storage id, shape, dtype)``."""
+
+    storage: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """Everything needed to run a compiled network, as plain values.
+
+    Attributes
+    ----------
+    kernels : tuple of dict
+        Artifacts accepted by :func:`runtime.load_module` (``lang, code, params, workspaces,
+        launches``), one per distinct kernel.
+    storages : tuple of (dtype, size)
+        Buffers to allocate, by storage id.
+    inputs : dict of str to TensorSpec
+        Network inputs by name.
+    outputs : tuple of TensorSpec
+        Network outputs in order.
+    constants : dict of int to ndarray
+        Storage id -> value copied once at load time (the network's weights).
+    calls : tuple of (int, tuple of int)
+        In execution order: kernel index and the storage ids of its params (inputs then output).
+    names : tuple of str
+        A name per call (the fused function's name), for profiling and errors.
+    """
+
+    kernels: tuple
+    storages: tuple
+    inputs: dict
+    outputs: tuple
+    constants: dict
+    calls: tuple
+    names: tuple = ()
+
+    # -------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Write the plan to ``path`` (a JSON file next to an ``.npz`` of the constants)."""
+        path = Path(path)
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "kernels": list(self.kernels),
+            "storages": [list(s) for s in self.storages],
+            "inputs": {k: [v.storage, list(v.shape), v.dtype] for k, v in self.inputs.items()},
+            "outputs": [[v.storage, list(v.shape), v.dtype] for v in self.outputs],
+            "calls": [[k, list(a)] for k, a in self.calls],
+            "names": list(self.names),
+        }
+        path.write_text(json.dumps(meta))
+        np.savez(_npz_path(path), **{str(k): v for k, v in self.constants.items()})
+
+    @classmethod
+    def load(cls, path) -> GraphPlan:
+        """Read a plan written by :meth:`save`."""
+        path = Path(path)
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a compiled network saved by export_library ({e})") from e
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: format version {meta.get('format_version')} but this autosched reads "
+                f"version {FORMAT_VERSION}; compile the network again"
+            )
+        with np.load(_npz_path(path)) as z:
+            constants = {int(k): z[k] for k in z.files}
+        return cls(
+            kernels=tuple(meta["kernels"]),
+            storages=tuple((d, int(s)) for d, s in meta["storages"]),
+            inputs={k: TensorSpec(s, tuple(sh), d) for k, (s, sh, d) in meta["inputs"].items()},
+            outputs=tuple(TensorSpec(s, tuple(sh), d) for s, sh, d in meta["outputs"]),
+            constants=constants,
+            calls=tuple((int(k), tuple(a)) for k, a in meta["calls"]),
+            names=tuple(meta.get("names", ())),
+        )
+
+
+def _npz_path(path: Path) -> Path:
+    return path.with_name(path.name + ".params.npz")
+
+
+class GraphModule:
+    """Run a compiled network on a device.
+
+    Parameters
+    ----------
+    lib : GraphPlan, or an object with a ``plan`` attribute (what ``autosched.build`` returns)
+    dev : Device or str, optional
+        Where to run; defaults to the device kind of the kernels.
+
+    Examples
+    --------
+    >>> module = GraphModule(lib, device("cpu"))
+    >>> module.set_input("data", x)
+    >>> module.run()
+    >>> y = module.get_output(0).numpy()
+    """
+
+    def __init__(self, lib, dev=None):
+        plan = lib if isinstance(lib, GraphPlan) else lib.plan
+        self.plan = plan
+        modules = getattr(lib, "modules", None)
+        if dev is None:
+            dev = modules[0].device if modules else Device(_kind_of(plan))
+        self.device = make_device(dev) if not isinstance(dev, Device) else dev
+        if modules is None or any(m.device != self.device for m in modules):
+            modules = [load_module(**k, device=self.device) for k in plan.kernels]
+        self.modules: list[Module] = list(modules)
+        self._buffers: list[NDArray] = [
+            empty((max(1, size),), dtype, self.device) for dtype, size in plan.storages
+        ]
+        for sid, value in plan.constants.items():
+            self._buffers[sid].copyfrom(np.ascontiguousarray(value).reshape(-1))
+        self._run_fns = []
+        for kernel, args in plan.calls:
+            module = self.modules[kernel]
+            handles = dict(module._workspace_handles)
+            for (name, _, _), sid in zip(module.params, args):
+                handles[name] = self._buffers[sid].handle
+            self._run_fns.append(module._bound_run(handles))
+        self._backend = self.device.backend
+
+    # -------------------------------------------------------------- graph I/O
+    def set_input(self, key=None, value=None, **params) -> None:
+        """Copy an input (numpy array or NDArray) into the network, by name."""
+        items = dict(params)
+        if key is not None:
+            items[key] = value
+        for name, val in items.items():
+            spec = self.plan.inputs.get(name)
+            if spec is None:
+                raise KeyError(f"no input named {name!r}; the inputs are {list(self.plan.inputs)}")
+            arr = val.numpy() if isinstance(val, NDArray) else np.asarray(val)
+            if tuple(arr.shape) != spec.shape:
+                raise ValueError(f"input {name!r}: expected shape {spec.shape}, got {arr.shape}")
+            if arr.dtype != np_dtype(spec.dtype):
+                raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
+            self._buffers[spec.storage].copyfrom(np.ascontiguousarray(arr).reshape(-1))
+
+    def get_input(self, name: str) -> NDArray:
+        spec = self.plan.inputs[name]
+        return _view(self._buffers[spec.storage], spec, self.device)
+
+    def run(self, **inputs) -> None:
+        """Run every kernel once (after setting ``inputs``, if given) and wait for the end."""
+        if inputs:
+            self.set_input(**inputs)
+        for fn in self._run_fns:
+            fn()
+        self._backend.synchronize()
+
+    def get_num_outputs(self) -> int:
+        return len(self.plan.outputs)
+
+    def get_output(self, index: int) -> NDArray:
+        """Output ``index`` as an NDArray on the host copy of its shape."""
+        if not 0 <= index < len(self.plan.outputs):
+            n = len(self.plan.outputs)
+            raise IndexError(f"output {index} out of range: the network has {n}")
+        spec = self.plan.outputs[index]
+        return _view(self._buffers[spec.storage], spec, self.device)
+
+    # -------------------------------------------------------------- timing
+    def benchmark(
+        self, dev=None, repeat: int = 5, number: int = 5, min_repeat_ms: float = 0
+    ) -> TimingResult:
+        """Time :meth:`run` like TVM's ``module.benchmark``: ``repeat`` results, each the mean
+        of ``number`` runs, ``number`` raised until a repeat lasts ``min_repeat_ms``."""
+        fns = self._run_fns
+
+        def run_all():
+            for fn in fns:
+                fn()
+
+        return measure(
+            self._backend.time_launches,
+            run_all,
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+        )
+
+
+def _view(buf: NDArray, spec: TensorSpec, dev) -> NDArray:
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    return array(buf.numpy()[:n].reshape(spec.shape), dev)
+
+
+def _kind_of(plan: GraphPlan) -> str:
+    langs = {k["lang"] for k in plan.kernels}
+    return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}[langs.pop()] if langs else "cpu"
