@@ -187,6 +187,40 @@ def _conv(node: Node):
     return y
 
 
+def _onnx_ceil_mode(node: Node, sizes, kernel, strides, dil, pads, counts_pad: bool):
+    """Our (ceil_mode, pads) for ONNX's ceil_mode=1.
+
+    ONNX (and torch) drop a last window that would start in the end padding; ceil_mode here
+    keeps it. Where every dim drops one, floor mode gives ONNX's sizes; where only some do,
+    the others get extra end padding, which neither max nor an average that does not count
+    padding can see.
+    """
+    n = len(sizes)
+    floor, ceil, want = [], [], []
+    for j in range(n):
+        b, e = pads[j], pads[j + n]
+        ceil.append(window_out(sizes[j], kernel[j], strides[j], dil[j], b, e, True))
+        floor.append(window_out(sizes[j], kernel[j], strides[j], dil[j], b, e, False))
+        drop = (ceil[j] - 1) * strides[j] >= sizes[j] + b
+        want.append(ceil[j] - 1 if drop else ceil[j])
+    if want == floor:
+        return False, pads
+    if want == ceil:
+        return True, pads
+    if counts_pad:
+        node.fail(
+            "ceil_mode=1 with count_include_pad=1 where only some dims drop ONNX's last window "
+            f"(input {tuple(sizes)}, kernel_shape {kernel}, strides {strides}, pads "
+            f"{list(pads)}) is not supported"
+        )
+    pads = list(pads)
+    for j in range(n):
+        if want[j] > floor[j]:
+            span = (kernel[j] - 1) * dil[j] + 1
+            pads[j + n] += (want[j] - 1) * strides[j] + span - (sizes[j] + pads[j] + pads[j + n])
+    return False, tuple(pads)
+
+
 def _pool(kind: str):
     def convert(node: Node):
         node.check_single_output()
@@ -201,20 +235,15 @@ def _pool(kind: str):
             node.unsupported("storage_order", node.attr("storage_order"), [0])
         pads = _pads(node, x.shape[2:], kernel, strides, dil)
         ceil = bool(node.attr("ceil_mode", 0))
+        include = bool(node.attr("count_include_pad", 0))
         if ceil:
-            # ONNX (and torch) drop a last window that would start in the end padding; ours
-            # keeps it. Where that matters, the floor size is ONNX's size.
-            for j in range(nsp):
-                size = x.shape[2 + j]
-                out = window_out(size, kernel[j], strides[j], dil[j], pads[j], pads[j + nsp], True)
-                if (out - 1) * strides[j] >= size + pads[j]:
-                    ceil = False
+            ceil, pads = _onnx_ceil_mode(node, x.shape[2:], kernel, strides, dil, pads,
+                                         kind == "avg" and include)  # fmt: skip
         layout = "NCHW" if nsp == 2 else "NCDHW"
         kw = dict(pool_size=kernel, strides=strides, padding=pads, dilation=dil, layout=layout,
                   ceil_mode=ceil)  # fmt: skip
         if kind == "max":
             return (nn.max_pool2d if nsp == 2 else nn.max_pool3d)(x, **kw)
-        include = bool(node.attr("count_include_pad", 0))
         return (nn.avg_pool2d if nsp == 2 else nn.avg_pool3d)(x, count_include_pad=include, **kw)
 
     return convert

@@ -10,6 +10,11 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from tensorir.graph import OnnxImportError, calls, evaluate, from_onnx  # noqa: E402
 
+try:
+    import onnxruntime as ORT
+except ImportError:
+    ORT = None
+
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
 
@@ -36,7 +41,7 @@ def make(nodes, inputs, outputs, inits=(), opset=17):
     return model
 
 
-def check(model, feeds, shape=None, rtol=1e-4, atol=1e-5):
+def check(model, feeds, shape=None, rtol=1e-4, atol=1e-5, ort=True):
     """Import, evaluate, compare each output with onnx's ReferenceEvaluator; returns the
     imported module."""
     mod, params = from_onnx(model, shape=shape)
@@ -47,6 +52,10 @@ def check(model, feeds, shape=None, rtol=1e-4, atol=1e-5):
     for a, b in zip(ours, ref):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    if ort and ORT is not None:  # a second, independent implementation
+        sess = ORT.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        for a, b in zip(ours, sess.run(None, feeds)):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
     return mod
 
 
@@ -122,7 +131,37 @@ def test_conv3d_and_pools3d():
 def test_pools(op_type, attrs):
     x = rand(1, 3, 8, 9)
     node = helper.make_node(op_type, ["x"], ["y"], **attrs)
-    check(make([node], {"x": x.shape}, {"y": None}, opset=19), {"x": x})
+    # onnxruntime sizes a dilated SAME_* pool window as if undilated (8 columns here, where the
+    # spec's ceil(9 / 1) and onnx's reference give 9): compare that case with onnx only.
+    ort = not ("dilations" in attrs and "auto_pad" in attrs)
+    check(make([node], {"x": x.shape}, {"y": None}, opset=19), {"x": x}, ort=ort)
+
+
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+def test_pool_ceil_mode_drops_a_window_starting_in_the_end_padding(op_type):
+    # H (7): ceil mode adds a 4th window; W (9, pads 1+1): its 6th window would start in the
+    # end padding, so ONNX drops it (5 columns, the floor size).
+    x = rand(1, 2, 7, 9)
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 1, 0, 1], ceil_mode=1)
+    mod = check(make([helper.make_node(op_type, ["x"], ["y"], **attrs)], {"x": x.shape},
+                     {"y": None}, opset=19), {"x": x})  # fmt: skip
+    assert mod["main"].shape == (1, 2, 4, 5)
+    pool = calls(mod["main"])[0]
+    assert pool.attrs["ceil_mode"] is False and pool.attrs["padding"] == (0, 1, 1, 1)
+    # Both dims dropping the window: plain floor mode, the padding unchanged.
+    attrs["pads"] = [1, 1, 1, 1]
+    mod = check(make([helper.make_node(op_type, ["x"], ["y"], **attrs)], {"x": x.shape},
+                     {"y": None}, opset=19), {"x": x})  # fmt: skip
+    pool = calls(mod["main"])[0]
+    assert pool.attrs["ceil_mode"] is False and pool.attrs["padding"] == (1, 1, 1, 1)
+
+
+def test_pool_ceil_mode_mixed_dims_counting_padding_is_refused():
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 1, 0, 1], ceil_mode=1,
+                 count_include_pad=1)  # fmt: skip
+    node = helper.make_node("AveragePool", ["x"], ["y"], name="ap", **attrs)
+    with pytest.raises(OnnxImportError, match=r"'ap' \(AveragePool\).*ceil_mode=1"):
+        from_onnx(make([node], {"x": (1, 2, 7, 9)}, {"y": None}, opset=19))
 
 
 def test_batchnorm_and_unary():
