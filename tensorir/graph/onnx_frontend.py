@@ -117,6 +117,9 @@ class _Importer:
                 node.fail(
                     f"attribute {name} is not supported; supported: {sorted(known) or 'none'}"
                 )
+        if not proto.output or not proto.output[0]:
+            node.fail("has no output")
+        node.check_single_output()
         for i, name in enumerate(proto.input):
             if name and name not in self.values:
                 node.fail(f"input {i} {name!r} is not produced by any earlier node or input")
@@ -131,9 +134,10 @@ class _Importer:
         elif isinstance(out, Expr):
             result = Value(expr=out)
         else:
-            result = Value(static=np.asarray(out))
-        if not proto.output or not proto.output[0]:
-            node.fail("has no output")
+            # Folded from an initializer (a transposed weight, say): still a parameter, named
+            # after the node's output; from Constants and shape arithmetic: a constant.
+            derived = any(self.values[n].param for n in proto.input if n)
+            result = Value(static=np.asarray(out), param=proto.output[0] if derived else None)
         self.values[proto.output[0]] = result
 
 
@@ -208,7 +212,6 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
 
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
     for name, value in inits.items():
-        imp.dtype_of(onnx.helper.np_dtype_to_tensor_dtype(value.dtype))
         imp.values[name] = Value(static=value, param=name)
     input_names = [i.name for i in graph.input if i.name not in inits]
     unknown = sorted(set(shape) - set(input_names))

@@ -108,7 +108,7 @@ class Node:
     def check_single_output(self):
         extra = [o for o in self.proto.output[1:] if o]
         if extra:
-            self.fail(f"only the first output is supported, but {extra} are used")
+            self.fail(f"only the first output is supported, but {extra} are asked for")
 
 
 _Converter = Callable[[Node], object]
@@ -223,7 +223,6 @@ def _onnx_ceil_mode(node: Node, sizes, kernel, strides, dil, pads, counts_pad: b
 
 def _pool(kind: str):
     def convert(node: Node):
-        node.check_single_output()
         x = node.expr(0)
         nsp = _spatial(node, x)
         kernel = node.attr("kernel_shape")
@@ -276,7 +275,6 @@ def _batch_norm(node: Node):
         node.unsupported("training_mode", node.attr("training_mode"), [0])
     if node.attr("spatial", 1) != 1:
         node.unsupported("spatial", node.attr("spatial"), [1])
-    node.check_single_output()
     args = [node.expr(i) for i in range(5)]
     return nn.batch_norm(*args, axis=1, epsilon=float(node.attr("epsilon", 1e-5)))
 
@@ -591,7 +589,6 @@ def _identity(node: Node):
 
 @_register("Dropout", "ratio seed")
 def _dropout(node: Node):
-    node.check_single_output()
     if node.has(2) and bool(node.static(2, "training_mode").reshape(-1)[0]):
         node.fail("training_mode=True is not supported (inference only)")
     return node.value(0)

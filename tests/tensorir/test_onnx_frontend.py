@@ -350,6 +350,31 @@ def test_squeeze_unsqueeze_pad_attributes_before_opset_13():
     np.testing.assert_array_equal(evaluate(mod, {"x": x}), want)
 
 
+def test_weight_folded_from_an_initializer_stays_a_parameter():
+    # Transpose of an initializer is done at import time; the result is a parameter named
+    # after the Transpose's output, not a constant baked into the graph.
+    x, w = rand(3, 4), rand(5, 4)
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "wt"], ["y"]),
+    ]
+    mod = check(make(nodes, {"x": x.shape}, {"y": None}, {"w": w}), {"x": x})
+    f = mod["main"]
+    assert [v.name for v in f.params] == ["x", "wt_T"] and ops_of(mod) == ["nn.dense"]
+    _, params = from_onnx(make(nodes, {"x": x.shape}, {"y": None}, {"w": w}))
+    np.testing.assert_array_equal(params["wt_T"], w)  # (w^T)^T, folded twice
+
+
+def test_input_dtype_from_model_or_dtype_argument():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    model = make([node], {"x": (2, 3)}, {"y": None})
+    assert from_onnx(model)[0]["main"].param("x").dtype == "float32"
+    mod, _ = from_onnx(model, dtype={"x": "float64"})
+    assert mod["main"].param("x").dtype == "float64"
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.UNDEFINED
+    assert from_onnx(model, dtype="float16")[0]["main"].param("x").dtype == "float16"
+
+
 def test_constant_node_and_cast_fold():
     x = rand(2, 3)
     k = rand(2, 3)
@@ -501,6 +526,30 @@ def test_graph_tensor_where_a_constant_is_needed():
     model.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
     with pytest.raises(OnnxImportError, match=r"'r' \(Reshape\).*known at import time"):
         from_onnx(model)
+
+
+def test_second_outputs_are_refused():
+    node = helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp")
+    model = make([node], {"x": (1, 1, 4, 4)}, {"y": None})
+    with pytest.raises(OnnxImportError, match=r"'mp' \(MaxPool\).*\['idx'\]"):
+        from_onnx(model)
+    node = helper.make_node("Dropout", ["x"], ["y", "mask"])
+    with pytest.raises(OnnxImportError, match="only the first output"):
+        from_onnx(make([node], {"x": (2, 2)}, {"y": None}))
+
+
+def test_missing_onnx_package(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ImportError, match="pip install onnx"):
+        from_onnx("model.onnx")
+
+
+def test_unsupported_cast_type():
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16, name="c")
+    with pytest.raises(OnnxImportError, match=r"'c' \(Cast\).*bfloat16.*float32"):
+        from_onnx(make([node], {"x": (2,)}, {"y": None}))
 
 
 def test_shape_error_is_wrapped_with_the_node():
