@@ -44,6 +44,7 @@ class _Importer:
         self.weights: list[Var] = []  # in first-use order
         self._param_vars: dict[str, Var] = {}
         self._names: set[str] = set()
+        self._derived: dict[tuple[str, str], Var] = {}
 
     # --- values ---------------------------------------------------------------------------
 
@@ -65,10 +66,14 @@ class _Importer:
         initializer plus ``suffix`` (a Constant if ``v`` is no initializer)."""
         if v.param is None:
             return Constant(value)
+        done = self._derived.get((v.param, suffix))
+        if done is not None and np.array_equal(self.params[done.name], value):
+            return done  # the same weight folded the same way by another node
         name, k = v.param + suffix, 1
         while name in self._names:
             name, k = f"{v.param}{suffix}{k}", k + 1
-        return self._new_param(name, value)
+        self._derived[v.param, suffix] = var = self._new_param(name, value)
+        return var
 
     def _new_param(self, name: str, value: np.ndarray) -> Var:
         var = Var(name, value.shape, str(value.dtype))

@@ -248,7 +248,11 @@ def test_gemm_without_c_and_matrix_c():
         helper.make_node("Gemm", ["a", "b"], ["y"]),
         helper.make_node("Gemm", ["a", "b", "c"], ["z"]),
     ]
-    check(make(nodes, {"a": a.shape}, {"y": None, "z": None}, {"b": b, "c": c}), {"a": a})
+    model = make(nodes, {"a": a.shape}, {"y": None, "z": None}, {"b": b, "c": c})
+    mod = check(model, {"a": a})
+    # b is transposed once, shared by both dense calls
+    assert [v.name for v in mod["main"].params] == ["a", "b_T", "c"]
+    assert ops_of(mod) == ["nn.dense", "nn.dense", "add"]
 
 
 def test_matmul():
@@ -431,8 +435,9 @@ def _cnn(opset=15):
     return model, inits
 
 
-def test_cnn_model():
-    model, inits = _cnn()
+@pytest.mark.parametrize("opset", [15, 21])
+def test_cnn_model(opset):
+    model, inits = _cnn(opset)
     x = rand(2, 3, 8, 8)
     mod = check(model, {"data": x}, shape={"data": (2, 3, 8, 8)})
     f = mod["main"]
