@@ -21,6 +21,7 @@ from .ir import (
     rewrite,
     users,
 )
+from .onnx_frontend import OnnxImportError, from_onnx
 from .printer import astext
 from .reference import evaluate
 from .shapes import OPS, ShapeError, get_op
@@ -28,7 +29,7 @@ from .zoo import NETWORKS, get_network
 
 __all__ = [
     "NETWORKS", "OPS", "Attrs", "Call", "Constant", "Expr", "Function", "Module",
-    "ShapeError", "Var", "astext", "bind_params", "calls", "evaluate", "free_vars",
-    "get_network", "get_op", "make_call", "nn", "op", "post_order", "rewrite", "shapes",
-    "users",
+    "OnnxImportError", "ShapeError", "Var", "astext", "bind_params", "calls", "evaluate",
+    "free_vars", "from_onnx", "get_network", "get_op", "make_call", "nn", "op", "post_order",
+    "rewrite", "shapes", "users",
 ]  # fmt: skip

@@ -1,0 +1,254 @@
+"""Import an ONNX model as a graph ``Module`` (like ``relay.frontend.from_onnx``).
+
+The per-op converters are in ``onnx_ops.py``; this file walks the graph. onnx is an optional
+dependency, imported only when ``from_onnx`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..dtype import DTYPES
+from .ir import Constant, Expr, Function, Module, Var
+from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
+
+__all__ = ["OnnxImportError", "from_onnx", "supported_ops"]
+
+_MIN_OPSET = 7  # older opsets have the legacy "broadcast" attribute on binary ops
+
+
+def supported_ops() -> list[str]:
+    """The ONNX op types ``from_onnx`` converts (default domain)."""
+    return sorted(CONVERTERS)
+
+
+def _import_onnx():
+    try:
+        import onnx
+        import onnx.numpy_helper  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "from_onnx needs the onnx package: pip install onnx (or the 'onnx' extra)"
+        ) from e
+    return onnx
+
+
+class _Importer:
+    def __init__(self, onnx, graph, opset: int):
+        self.onnx, self.graph, self.opset = onnx, graph, opset
+        self.values: dict[str, Value] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self.inputs: list[Var] = []
+        self.weights: list[Var] = []  # in first-use order
+        self._param_vars: dict[str, Var] = {}
+        self._names: set[str] = set()
+        self._derived: dict[tuple[str, str], Var] = {}
+
+    # --- values ---------------------------------------------------------------------------
+
+    def expr(self, v: Value) -> Expr:
+        """``v`` as a graph node: its expression, the Var of its initializer (created on
+        first use), or a Constant."""
+        if v.expr is not None:
+            return v.expr
+        if v.param is not None:
+            var = self._param_vars.get(v.param)
+            if var is None:
+                var = self._new_param(v.param, v.static)
+                self._param_vars[v.param] = var
+            return var
+        return Constant(v.static)
+
+    def derived(self, v: Value, suffix: str, value: np.ndarray) -> Expr:
+        """A value computed at import time from ``v``: a new parameter named after ``v``'s
+        initializer plus ``suffix`` (a Constant if ``v`` is no initializer)."""
+        if v.param is None:
+            return Constant(value)
+        done = self._derived.get((v.param, suffix))
+        if done is not None and np.array_equal(self.params[done.name], value):
+            return done  # the same weight folded the same way by another node
+        name, k = v.param + suffix, 1
+        while name in self._names:
+            name, k = f"{v.param}{suffix}{k}", k + 1
+        self._derived[v.param, suffix] = var = self._new_param(name, value)
+        return var
+
+    def _new_param(self, name: str, value: np.ndarray) -> Var:
+        var = Var(name, value.shape, str(value.dtype))
+        self._names.add(name)
+        self.params[name] = value
+        self.weights.append(var)
+        return var
+
+    def dtype_of(self, elem_type: int, node: Node | None = None) -> str:
+        try:
+            name = str(np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
+        except (KeyError, TypeError, ValueError):
+            name = f"ONNX type {elem_type}"
+        if name not in DTYPES:
+            msg = f"data type {name} is not supported; supported: {sorted(DTYPES)}"
+            if node is not None:
+                node.fail(msg)
+            raise OnnxImportError(msg)
+        return name
+
+    # --- nodes ----------------------------------------------------------------------------
+
+    def attrs(self, proto) -> dict:
+        out = {}
+        for a in proto.attribute:
+            val = self.onnx.helper.get_attribute_value(a)
+            if isinstance(val, bytes):
+                val = val.decode()
+            elif isinstance(val, self.onnx.TensorProto):
+                val = self.onnx.numpy_helper.to_array(val)
+            elif isinstance(val, list):
+                val = tuple(v.decode() if isinstance(v, bytes) else v for v in val)
+            out[a.name] = val
+        return out
+
+    def convert(self, proto, index: int):
+        node = Node(self, proto, index, self.attrs(proto), self.opset)
+        if proto.domain not in ("", "ai.onnx"):
+            node.fail(f"domain {proto.domain!r} is not supported; only the default ONNX domain")
+        entry = CONVERTERS.get(proto.op_type)
+        if entry is None:
+            node.fail(f"op type {proto.op_type} is not supported; supported: {supported_ops()}")
+        fn, known = entry
+        for name in node.attrs:
+            if name not in known:
+                node.fail(
+                    f"attribute {name} is not supported; supported: {sorted(known) or 'none'}"
+                )
+        if not proto.output or not proto.output[0]:
+            node.fail("has no output")
+        node.check_single_output()
+        for i, name in enumerate(proto.input):
+            if name and name not in self.values:
+                node.fail(f"input {i} {name!r} is not produced by any earlier node or input")
+        try:
+            out = fn(node)
+        except OnnxImportError:
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            raise OnnxImportError(f"{node.where}: {e}") from e
+        if isinstance(out, Value):
+            result = out
+        elif isinstance(out, Expr):
+            result = Value(expr=out)
+        else:
+            # Folded from an initializer (a transposed weight, say): still a parameter, named
+            # after the node's output; from Constants and shape arithmetic: a constant.
+            derived = any(self.values[n].param for n in proto.input if n)
+            result = Value(static=np.asarray(out), param=proto.output[0] if derived else None)
+        self.values[proto.output[0]] = result
+
+
+def _input_shape(onnx_input, shape: Mapping) -> tuple[int, ...]:
+    name = onnx_input.name
+    if name in shape:
+        return tuple(int(d) for d in shape[name])
+    t = onnx_input.type.tensor_type
+    dims = list(t.shape.dim) if t.HasField("shape") else None
+    if dims is None or any(not d.HasField("dim_value") for d in dims):
+        shown = "unknown rank" if dims is None else tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims
+        )  # fmt: skip
+        raise OnnxImportError(
+            f"input {name!r} has a dynamic shape ({shown}); pass its static shape with "
+            f"shape={{{name!r}: (...)}}"
+        )
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="float32"):
+    """Convert an ONNX model into a graph ``Module`` and its parameters.
+
+    Parameters
+    ----------
+    model_or_path : onnx.ModelProto or str or os.PathLike
+        The model, or a path to an ``.onnx`` file.
+    shape : dict name -> tuple of int, optional
+        Static shapes of graph inputs; needed for inputs with dynamic dims, and overriding the
+        model's shape otherwise.
+    dtype : str or dict name -> str
+        The dtype of inputs whose type the model leaves undefined; a dict gives it per input
+        and overrides the model's type.
+
+    Returns
+    -------
+    mod : Module
+        ``mod["main"]`` takes the graph inputs, then one Var per initializer it uses (named
+        after the initializer, in first-use order), and returns the graph outputs (a tuple
+        body when there are several).
+    params : dict name -> np.ndarray
+        The initializer values. An initializer that an op needs transposed (Gemm's
+        ``transB=0``, MatMul's right operand) or scaled (Gemm's ``beta``) is folded into a new
+        parameter ``<name>_T`` / ``<name>_scaled``.
+
+    Raises
+    ------
+    ImportError
+        onnx is not installed.
+    OnnxImportError (a ValueError)
+        An unsupported op, attribute value or data type (the message names the node, the op
+        type and what is supported), or an input without a static shape.
+
+    Notes
+    -----
+    Calls are NCHW (``data_layout`` "NCHW", kernels OIHW; NCDHW/OIDHW for 5-D tensors), as in
+    ONNX. Shapes are static, so Shape and the arithmetic on its output (Gather, Unsqueeze,
+    Concat, Cast, Add, ...) are evaluated at import time and feed Reshape as constants.
+    ``supported_ops()`` lists the op types.
+    """
+    onnx = _import_onnx()
+    model = model_or_path
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(model_or_path)
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    opset = opsets[0] if opsets else 1
+    if opset < _MIN_OPSET:
+        raise OnnxImportError(f"opset {opset} is not supported; supported: {_MIN_OPSET} and newer")
+    graph = model.graph
+    shape = dict(shape or {})
+    imp = _Importer(onnx, graph, opset)
+
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    for name, value in inits.items():
+        imp.values[name] = Value(static=value, param=name)
+    input_names = [i.name for i in graph.input if i.name not in inits]
+    unknown = sorted(set(shape) - set(input_names))
+    if unknown:
+        raise OnnxImportError(
+            f"shape= names {unknown}, which are not graph inputs; the inputs are {input_names}"
+        )
+    for i in graph.input:
+        if i.name in inits:
+            continue
+        elem = i.type.tensor_type.elem_type
+        if isinstance(dtype, Mapping) and i.name in dtype:
+            dt = dtype[i.name]
+        elif elem:
+            dt = imp.dtype_of(elem)
+        else:
+            dt = dtype if isinstance(dtype, str) else "float32"
+        var = Var(i.name, _input_shape(i, shape), dt)
+        imp._names.add(i.name)
+        imp.inputs.append(var)
+        imp.values[i.name] = Value(expr=var)
+
+    for index, node in enumerate(graph.node):
+        imp.convert(node, index)
+
+    outs = []
+    for o in graph.output:
+        if o.name not in imp.values:
+            raise OnnxImportError(f"graph output {o.name!r} is not produced by any node")
+        outs.append(imp.expr(imp.values[o.name]))
+    body = outs[0] if len(outs) == 1 else tuple(outs)
+    func = Function(tuple(imp.inputs) + tuple(imp.weights), body)
+    used = {v.name for v in imp.weights}
+    params = {k: v for k, v in imp.params.items() if k in used}
+    return Module.from_function(func), params
