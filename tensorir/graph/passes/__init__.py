@@ -1,0 +1,27 @@
+"""Graph passes (Function -> Function) and operator fusion, as Relay's opt_level 3 pipeline.
+
+``optimize`` runs them in Relay's order; ``fuse_ops`` partitions the result into the fused
+groups that become tuning tasks.
+"""
+
+from .fold import fold_constant
+from .fold_scale import fold_scale_axis
+from .fuse import (
+    FusedGroup,
+    count_by_signature,
+    fuse_ops,
+    group_ops,
+    group_signature,
+    op_pattern,
+    print_groups,
+)
+from .layout import convert_layout
+from .pipeline import optimize
+from .simplify import canonicalize_ops, simplify_inference
+from .winograd import alter_op_layout_winograd
+
+__all__ = [
+    "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops", "convert_layout",
+    "count_by_signature", "fold_constant", "fold_scale_axis", "fuse_ops", "group_ops",
+    "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
+]  # fmt: skip
