@@ -186,6 +186,31 @@ def test_too_few_trials_is_a_clear_error():
         ansor.TaskScheduler(tasks, task_weights=[1, 2])
     with pytest.raises(ValueError, match="strategy"):
         ansor.TaskScheduler(tasks, strategy="greedy")
+    options = ansor.TuningOptions(num_measure_trials=30, verbose=0)
+    for bad in ("beam.xgb", "sketch.tree"):
+        with pytest.raises(ValueError, match="search.policy|cost model"):
+            ansor.TaskScheduler(tasks, callbacks=[]).tune(options, search_policy=bad)
+
+
+def test_policies_share_one_cost_model(monkeypatch):
+    ts = ansor.TaskScheduler(_tasks())
+    ts.tune_option, ts.num_measures_per_round = ansor.TuningOptions(verbose=0), 4
+    pols = ts._make_policies("sketch.random", {"evolutionary_search_population": 32}, False, None)
+    assert all(isinstance(p.model, ansor.RandomModel) and p.model is pols[0].model for p in pols)
+    assert [p.task for p in pols] == ts.tasks
+    assert pols[2].params.evolutionary_search_population == 32
+    pols = ts._make_policies("default", None, False, None)
+    model = pols[0].model
+    assert isinstance(model, ansor.LGBModel) and all(p.model is model for p in pols)
+    assert model.num_warmup_sample == 3 * 4  # the warm-up round of every task is random
+    # adaptive_training: retrain only once the data grew by 20% since the last training.
+    model = ts._make_policies("sketch.xgb", None, True, None)[0].model
+    trained = []
+    monkeypatch.setattr(ansor.LGBModel, "train", lambda self: trained.append(len(self.features)))
+    for n in (10, 11, 12, 13, 14, 15):
+        model.features = [None] * n
+        model.train()
+    assert trained == [10, 12, 15]
 
 
 # ------------------------------------------------------------------ real tuning
