@@ -35,6 +35,12 @@ from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_reco
 from .search_params import SearchParams
 from .search_policy import PreloadCustomSketchRule, PreloadMeasuredStates, SketchPolicy
 from .task import HardwareParams, SearchTask, register_workload
+from .task_scheduler import (
+    LogEstimatedLatency,
+    PrintTableInfo,
+    TaskScheduler,
+    TaskSchedulerCallback,
+)
 from .tuning import TuningOptions, auto_schedule
 
 __version__ = "0.1.0"
@@ -52,17 +58,21 @@ __all__ = [
     "LGBModel",
     "LocalBuilder",
     "LocalRunner",
+    "LogEstimatedLatency",
     "MeasureErrorNo",
     "MeasureInput",
     "MeasureResult",
     "PreloadCustomSketchRule",
     "PreloadMeasuredStates",
+    "PrintTableInfo",
     "ProgramMeasurer",
     "RandomModel",
     "RecordToFile",
     "SearchParams",
     "SearchTask",
     "SketchPolicy",
+    "TaskScheduler",
+    "TaskSchedulerCallback",
     "TuningOptions",
     "auto_schedule",
     "load_best_record",

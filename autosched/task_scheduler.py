@@ -1,0 +1,679 @@
+"""``TaskScheduler``: share one trial budget among weighted tasks (Ansor's task scheduler).
+
+Tuning a network means tuning many tasks (subgraphs), each used ``w_i`` times. The scheduler
+minimises an objective of the tasks' best latencies, by default ``sum(w_i * latency_i)``, by
+giving each search round (``num_measures_per_round`` trials) to the task whose tuning is expected
+to lower the objective most (ansor-notes section 8):
+
+1. optionally restore the state of a previous run from its log (``load_log_file``);
+2. warm up: one round for every task not restored from the log;
+3. until the budget is spent or every task is dead: pick a task (``"gradient"`` or
+   ``"round-robin"``), run one round of its :class:`~autosched.search_policy.SketchPolicy`
+   (``continue_search_one_round``), update its best latency; stop early when the objective has
+   not improved for ``early_stopping`` trials.
+
+All policies share one cost model and one :class:`~autosched.measure.ProgramMeasurer`, so a
+``RecordToFile`` callback writes every task's records to one log, batch by batch (a killed run
+loses at most the batch in flight and resumes with ``load_log_file``).
+
+Example
+-------
+>>> tasks = [ansor.SearchTask(ansor.ComputeDAG(t)) for t in (wl1, wl2)]
+>>> tuner = ansor.TaskScheduler(tasks, task_weights=[2, 1], load_log_file="log.json")
+>>> tuner.tune(ansor.TuningOptions(num_measure_trials=2000,
+...                                measure_callbacks=[ansor.RecordToFile("log.json")]))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .cost_model import LGBModel, RandomModel
+from .measure import MAX_COST, MeasureErrorNo, MeasureInput
+
+__all__ = [
+    "LogEstimatedLatency",
+    "PrintTableInfo",
+    "TaskScheduler",
+    "TaskSchedulerCallback",
+    "derive_similarity_tag",
+]
+
+# A best cost at or above this means "no valid result yet" (failed programs cost MAX_COST).
+_NO_RESULT = 1e9
+
+
+def derive_similarity_tag(dag, log_base: float = 1.618) -> str:
+    """The similarity tag of a DAG: tasks with equal non-empty tags form a similarity group.
+
+    The tag concatenates the ``auto_scheduler_task_scheduler_tag`` attributes of the DAG's ops
+    and ``int(log_{log_base}(flop_count + 1))``. No built-in workload sets the attribute, so the
+    similarity term of the gradient is dormant unless the user tags ops (as in TVM).
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+    log_base : float
+        Base of the logarithm that buckets FLOP counts.
+
+    Returns
+    -------
+    str
+        The tag, or ``""`` (no group) when no op is tagged.
+    """
+    tag = ""
+    for op in dag.ops:
+        attr = (getattr(op, "attrs", None) or {}).get("auto_scheduler_task_scheduler_tag")
+        if attr:
+            tag += f"{attr}_"
+    if tag:
+        tag += str(int(math.log(max(dag.flop_count(), 0) + 1, log_base)))
+    return tag
+
+
+class _AdaptiveLGBModel(LGBModel):
+    """``LGBModel`` that skips retraining until its data grew by 20% since the last fit
+    (TVM's ``adaptive_training``)."""
+
+    last_train_size = 0
+
+    def train(self) -> None:
+        n = len(self.features)
+        if self.last_train_size and n - self.last_train_size < self.last_train_size / 5:
+            return
+        super().train()
+        self.last_train_size = n
+
+
+def _make_cost_model(kind: str, num_warmup_sample: int, adaptive_training: bool):
+    if kind == "random":
+        return RandomModel()
+    if kind in ("xgb", "lgb"):
+        cls = _AdaptiveLGBModel if adaptive_training else LGBModel
+        return cls(num_warmup_sample=num_warmup_sample)
+    raise ValueError(
+        f"unknown cost model {kind!r} in search_policy; use 'default', 'sketch.xgb' "
+        "(= 'sketch.lgb') or 'sketch.random'"
+    )
+
+
+class _PreloadRecords:
+    """Init-search callback: add already-replayed records to a policy's measured set (what
+    :class:`~autosched.search_policy.PreloadMeasuredStates` does, without re-reading the log)."""
+
+    def __init__(self, inputs, results):
+        self.inputs, self.results = inputs, results
+
+    def enter(self, policy) -> None:
+        from .evolution import state_key
+
+        keep = [
+            k
+            for k, inp in enumerate(self.inputs)
+            if state_key(inp.state) not in policy.measured_keys
+        ]
+        inputs = [self.inputs[k] for k in keep]
+        policy.record_results(inputs, [self.results[k] for k in keep])
+        policy.num_trials -= len(inputs)  # resumed records are not trials of this run
+
+
+class TaskScheduler:
+    """Allocate measurement trials among tasks tuned together (round-robin or gradient).
+
+    Parameters
+    ----------
+    tasks : list of SearchTask
+        The tasks to tune.
+    task_weights : list of float, optional
+        How often each task runs in the network. The default objective is
+        ``sum(w_i * latency_i)`` (plain ``sum(latency_i)`` without weights).
+    objective_func : callable, optional
+        ``f(best_costs) -> float`` to minimise instead of the weighted sum; it receives the
+        best latency (seconds, ``1e10`` when none is valid yet) of every task.
+    strategy : {"gradient", "round-robin"}
+        How the next task is chosen after the warm-up round.
+    load_model_file : str, optional
+        A cost model saved with ``LGBModel.save``; loaded instead of training on the log.
+    load_log_file : str, optional
+        A log of a previous run (``RecordToFile``). Its records of these tasks (same workload
+        key and target) restore trial counts, best latencies and histories, are preloaded into
+        the policies (never measured again) and train the cost model; tasks found in it skip the
+        warm-up round. A missing file is treated as empty.
+    alpha, beta : float
+        Gradient strategy: weight of the backward (observed) gradient against the forward
+        (optimistic) estimate, and the factor on the similarity-group speed bound.
+    gamma : float
+        Accepted for TVM compatibility; unused (as in TVM).
+    backward_window_size : int
+        Rounds over which the backward gradient is measured.
+    callbacks : list of TaskSchedulerCallback, optional
+        Called before / after each round. Default: :class:`PrintTableInfo`, and
+        :class:`LogEstimatedLatency` writing ``total_latency.tsv`` next to the log of the first
+        ``RecordToFile`` measure callback when there is one.
+
+    Attributes
+    ----------
+    best_costs : numpy.ndarray
+        Best mean latency (seconds) found per task; ``1e10`` while there is no valid result.
+    task_cts : list of int
+        Rounds done per task (restored ones: ``round(records / num_measures_per_round)``).
+    task_trials : list of int
+        Candidates measured per task, records restored from ``load_log_file`` included.
+    task_costs_history : list of list of float
+        ``best_costs[i]`` after each round of task ``i``.
+    task_best_cts : list of int
+        The round count of task ``i`` when its best cost last improved.
+    dead_tasks : set of int
+        Tasks no longer tuned (search space exhausted or per-task early stopping).
+    ct : int
+        Trials measured by this :meth:`tune` call.
+    num_measures_per_round : int
+        Trials per round, fixed by :meth:`tune`.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence,
+        task_weights: Sequence[float] | None = None,
+        objective_func: Callable | None = None,
+        strategy: str = "gradient",
+        load_model_file: str | None = None,
+        load_log_file: str | None = None,
+        alpha: float = 0.2,
+        beta: float = 2,
+        gamma: float = 0.5,
+        backward_window_size: int = 3,
+        callbacks: Sequence | None = None,
+    ):
+        self.tasks = list(tasks)
+        if not self.tasks:
+            raise ValueError("TaskScheduler needs at least one task")
+        if strategy not in ("gradient", "round-robin"):
+            raise ValueError(f"strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+        if task_weights is not None:
+            task_weights = [float(w) for w in task_weights]
+            if len(task_weights) != len(self.tasks):
+                raise ValueError(
+                    f"{len(task_weights)} task weights for {len(self.tasks)} tasks; give one each"
+                )
+        self.task_weights = task_weights
+        if objective_func is not None:
+            self.objective_func = objective_func
+        elif task_weights is not None:
+            self.objective_func = lambda costs: sum(c * w for c, w in zip(costs, task_weights))
+        else:
+            self.objective_func = sum
+        self.strategy = strategy
+        self.load_model_file = load_model_file
+        self.load_log_file = load_log_file
+        self.alpha = alpha
+        self.beta = beta
+        self.gamma = gamma
+        self.backward_window_size = backward_window_size
+        self.callbacks = None if callbacks is None else list(callbacks)
+        self.rng = np.random.default_rng()  # ties between equal gradients
+
+        n = len(self.tasks)
+        self.task_cts = [0] * n
+        self.task_best_cts = [0] * n
+        self.task_trials = [0] * n
+        self.task_costs_history: list[list[float]] = [[] for _ in range(n)]
+        self.best_costs = np.full(n, MAX_COST)
+        self.cur_score = self._compute_score(self.best_costs)
+        self.dead_tasks: set[int] = set()
+
+        self.tune_option = self.measurer = self.search_policies = None
+        self.num_measures_per_round: int | None = None
+        self.per_task_early_stopping: int | None = None
+        self.ct = self.best_ct = 0
+        self.best_score = self.cur_score
+        self.tic = time.time()
+        self._rr_idx = -1
+
+        # Similarity groups (dormant unless ops carry auto_scheduler_task_scheduler_tag).
+        self.task_tags: list[str | None] = []
+        self.tag_to_group_id: dict[str, int] = {}
+        self.group_task_ids: list[list[int]] = []
+        self.flop_cts: list[float] = []
+        for i, task in enumerate(self.tasks):
+            tag = derive_similarity_tag(task.compute_dag)
+            self.task_tags.append(tag)
+            self.flop_cts.append(float(task.compute_dag.flop_count()))
+            if tag:
+                gid = self.tag_to_group_id.setdefault(tag, len(self.group_task_ids))
+                if gid == len(self.group_task_ids):
+                    self.group_task_ids.append([])
+                self.group_task_ids[gid].append(i)
+
+    # ------------------------------------------------------------------ tuning
+
+    def tune(
+        self,
+        tuning_options,
+        search_policy="default",
+        search_policy_params=None,
+        adaptive_training: bool = False,
+        per_task_early_stopping: int | None = None,
+    ) -> None:
+        """Tune all tasks together until ``tuning_options.num_measure_trials`` are measured.
+
+        Parameters
+        ----------
+        tuning_options : TuningOptions
+            Trials of this call (records restored from ``load_log_file`` do not count), trials
+            per round, global ``early_stopping`` (trials without improvement of the objective,
+            once every task has a valid result), verbosity, builder, runner and measure
+            callbacks (e.g. ``RecordToFile``).
+        search_policy : str or list of SketchPolicy
+            ``"default"`` / ``"sketch.xgb"`` (``"sketch.lgb"``): one SketchPolicy per task
+            sharing one :class:`~autosched.cost_model.LGBModel`; ``"sketch.random"``: sharing
+            one RandomModel; or one ready policy per task (resumed records are still preloaded
+            into them, skipping states they already know).
+        search_policy_params : SearchParams or dict, optional
+            Parameters of the policies made from a string.
+        adaptive_training : bool
+            Retrain the LightGBM model only once the data grew by 20% since the last training.
+        per_task_early_stopping : int, optional
+            A task whose best latency has not improved for more than this many trials is dead.
+
+        Raises
+        ------
+        ValueError
+            If ``num_measure_trials`` is smaller than the number of tasks (every task needs a
+            round of at least one trial), or for an unknown policy name.
+        """
+        options = tuning_options
+        n = len(self.tasks)
+        self.tune_option = options
+        self.per_task_early_stopping = per_task_early_stopping
+        per_round = min(options.num_measures_per_round, options.num_measure_trials // n)
+        if per_round <= 0:
+            raise ValueError(
+                f"num_measure_trials={options.num_measure_trials} is too small for {n} tasks: "
+                f"every task needs at least one round; use num_measure_trials >= {n} (better "
+                f">= {n * options.num_measures_per_round}, one full round of "
+                f"{options.num_measures_per_round} per task)"
+            )
+        self.num_measures_per_round = per_round
+        early_stopping = options.early_stopping
+        if early_stopping is None or early_stopping < 0:
+            early_stopping = None
+        if self.callbacks is None:
+            self.callbacks = self._default_callbacks(options)
+
+        resumed = self._restore_status(self.load_log_file) if self.load_log_file else None
+        self.search_policies = self._make_policies(
+            search_policy, search_policy_params, adaptive_training, resumed
+        )
+        self.measurer = options.make_measurer()
+        self.ct = 0
+        self.tic = time.time()
+        self._rr_idx = -1
+        try:
+            for i in range(n):  # warm-up: one round for every task without history
+                if not self.task_cts[i] and self.ct < options.num_measure_trials:
+                    self._tune_task(i)
+            self.best_ct, self.best_score = self.ct, self.cur_score
+            while self.ct < options.num_measure_trials and len(self.dead_tasks) < n:
+                idx = self._choose_task()
+                self._tune_task(idx)
+                self._adjust_similarity_group(idx)
+                if self.cur_score < self.best_score:
+                    self.best_score, self.best_ct = self.cur_score, self.ct
+                elif (
+                    early_stopping is not None
+                    and self.ct - self.best_ct >= early_stopping
+                    and all(c < _NO_RESULT for c in self.best_costs)
+                ):
+                    self._say(
+                        f"Stop early since no performance improvement in the last "
+                        f"{early_stopping} measurement trials."
+                    )
+                    break
+        except BaseException:
+            self.measurer.close(clean=False)  # the log keeps every finished batch
+            raise
+        self.measurer.close()
+        for cb in self.callbacks:
+            cb.finish(self)
+
+    def _tune_task(self, idx: int) -> None:
+        """One search round of task ``idx`` and the bookkeeping after it."""
+        for cb in self.callbacks:
+            cb.pre_tune(self, idx)
+        num = min(self.num_measures_per_round, self.tune_option.num_measure_trials - self.ct)
+        policy = self.search_policies[idx]
+        retries = getattr(getattr(policy, "params", None), "retry_search_one_round_on_empty", 0)
+        for _ in range(1 + max(0, retries)):
+            inputs, results = policy.continue_search_one_round(num, self.measurer)
+            if inputs:
+                break
+        improved = False
+        for res in results:
+            if res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < self.best_costs[idx]:
+                self.best_costs[idx] = res.mean_cost
+                improved = True
+        self.task_cts[idx] += 1
+        if improved:
+            self.task_best_cts[idx] = self.task_cts[idx]
+        self.task_trials[idx] += len(inputs)
+        self.task_costs_history[idx].append(float(self.best_costs[idx]))
+        self.ct += len(inputs)
+        self.cur_score = self._compute_score(self.best_costs)
+        if not inputs:
+            self._say(f"Task {idx} ({self._desc(idx)}): search space exhausted; no more rounds.")
+            self.dead_tasks.add(idx)
+        elif self._stalled(idx):
+            self._say(
+                f"Task {idx} ({self._desc(idx)}): no improvement in the last "
+                f"{self.per_task_early_stopping} trials; no more rounds."
+            )
+            self.dead_tasks.add(idx)
+        for cb in self.callbacks:
+            cb.post_tune(self, idx)
+
+    def _stalled(self, idx: int) -> bool:
+        if self.per_task_early_stopping is None or self.per_task_early_stopping < 0:
+            return False
+        no_change = (self.task_cts[idx] - self.task_best_cts[idx]) * self.num_measures_per_round
+        return no_change > self.per_task_early_stopping
+
+    # ------------------------------------------------------------------ task choice
+
+    def _compute_score(self, costs) -> float:
+        return float(self.objective_func(list(costs)))
+
+    def _gradients(self) -> list[float]:
+        """``d objective / d trials`` estimate per task (0 for dead tasks; more negative =
+        larger expected decrease), ansor-notes 8.3."""
+        grads = []
+        delta = 1e-4
+        base = self._compute_score(self.best_costs)
+        for i in range(len(self.tasks)):
+            if i in self.dead_tasks:
+                grads.append(0.0)
+                continue
+            best = float(self.best_costs[i])
+            costs = list(self.best_costs)
+            costs[i] -= delta
+            chain_grad = (base - self._compute_score(costs)) / delta
+            t = self.task_cts[i]
+            hist = self.task_costs_history[i]
+            w = self.backward_window_size
+            if t - 1 < len(hist) and t - 1 - w >= 0:
+                backward_grad = (hist[t - 1] - hist[t - 1 - w]) / w
+            else:
+                backward_grad = 0.0
+            g_next_1 = best - best / max(t, 1)
+            g_next_2 = self.beta * 1e30
+            gid = self.tag_to_group_id.get(self.task_tags[i] or "")
+            if gid is not None and len(self.group_task_ids[gid]) > 1:
+                best_flops = max(
+                    self.flop_cts[j] / self.best_costs[j] for j in self.group_task_ids[gid]
+                )
+                g_next_2 = self.beta * self.flop_cts[i] / best_flops
+            forward_grad = min(g_next_1, g_next_2) - best
+            grads.append(
+                chain_grad * (self.alpha * backward_grad + (1 - self.alpha) * forward_grad)
+            )
+        return grads
+
+    def _choose_task(self) -> int:
+        """The next task to tune (never a dead one while a live one exists)."""
+        n = len(self.tasks)
+        if self.strategy == "round-robin":
+            idx = self._rr_idx
+            for _ in range(n):
+                idx = (idx + 1) % n
+                if idx not in self.dead_tasks:
+                    break
+            self._rr_idx = idx
+            return idx
+        grads = self._gradients()
+        alive = [i for i in range(n) if i not in self.dead_tasks] or list(range(n))
+        values = [grads[i] for i in alive]
+        if max(values) == min(values):
+            return int(alive[self.rng.integers(len(alive))])
+        return int(alive[int(np.argmin(values))])
+
+    def _adjust_similarity_group(self, idx: int) -> None:
+        """Drop ``idx`` from its group when it stays much slower than the group's best."""
+        gid = self.tag_to_group_id.get(self.task_tags[idx] or "")
+        if gid is None or len(self.group_task_ids[gid]) <= 1:
+            return
+        members = self.group_task_ids[gid]
+        best_flops = max(self.flop_cts[j] / self.best_costs[j] for j in members)
+        cur_flops = self.flop_cts[idx] / self.best_costs[idx]
+        most_other_rounds = max(self.task_cts[j] for j in members if j != idx)
+        if cur_flops < best_flops / self.beta and self.task_cts[idx] > 5 + most_other_rounds:
+            self.task_tags[idx] = None
+            members.remove(idx)
+
+    # ------------------------------------------------------------------ policies and resume
+
+    def _make_policies(self, search_policy, params, adaptive_training, resumed) -> list:
+        from .search_params import SearchParams
+        from .search_policy import SketchPolicy
+
+        verbose = self.tune_option.verbose
+        records = resumed or {}
+        if not isinstance(search_policy, str):
+            policies = list(search_policy)
+            if len(policies) != len(self.tasks):
+                raise ValueError(f"{len(policies)} search policies for {len(self.tasks)} tasks")
+            for i, pol in enumerate(policies):
+                if i in records:
+                    _PreloadRecords(*records[i]).enter(pol)
+            return policies
+        name = "sketch.xgb" if search_policy == "default" else search_policy
+        kind, _, model_kind = name.partition(".")
+        if kind != "sketch" or not model_kind:
+            raise ValueError(
+                f"unknown search policy {search_policy!r}; use 'default', 'sketch.xgb' "
+                "(= 'sketch.lgb'), 'sketch.random' or a list of SketchPolicy"
+            )
+        model = _make_cost_model(
+            model_kind, len(self.tasks) * self.num_measures_per_round, adaptive_training
+        )
+        if model_kind != "random":
+            if self.load_model_file and os.path.exists(self.load_model_file):
+                model.load(self.load_model_file)
+            elif records:
+                inputs = [inp for i in sorted(records) for inp in records[i][0]]
+                results = [res for i in sorted(records) for res in records[i][1]]
+                model.update(inputs, results)
+        if isinstance(params, dict):
+            params = SearchParams(**params)
+        return [
+            SketchPolicy(
+                task,
+                model,
+                params,
+                verbose=verbose,
+                init_search_callbacks=[_PreloadRecords(*records[i])] if i in records else None,
+            )  # fmt: skip
+            for i, task in enumerate(self.tasks)
+        ]
+
+    def _restore_status(self, log_file) -> dict[int, tuple[list, list]]:
+        """Counts, best costs and histories from ``log_file``; returns the replayed records
+        per task index (``{i: (inputs, results)}``)."""
+        from .records import load_records
+
+        if not os.path.exists(log_file):
+            self._say(f"TaskScheduler: {log_file} does not exist yet; starting from scratch.")
+            return {}
+        index: dict[tuple[str, str], int] = {}
+        for i, task in enumerate(self.tasks):
+            index.setdefault((task.workload_key, str(task.target)), i)
+        dags = {task.workload_key: task.compute_dag for task in self.tasks}
+        costs: list[list[float]] = [[] for _ in self.tasks]
+        replayed: dict[int, tuple[list, list]] = {}
+        total = skipped = 0
+        for inp, res in load_records(log_file, dags):
+            total += 1
+            i = index.get((inp.task.workload_key, str(inp.task.target)))
+            if i is None:
+                continue
+            ok = res.error_no == MeasureErrorNo.NO_ERROR
+            costs[i].append(res.mean_cost if ok else MAX_COST)
+            try:
+                state = inp.state.to_state(self.tasks[i].compute_dag)
+            except Exception:  # noqa: BLE001 - a record from an older step format
+                skipped += 1
+                continue
+            ins, outs = replayed.setdefault(i, ([], []))
+            ins.append(MeasureInput(self.tasks[i], state))
+            outs.append(res)
+        per_round = self.num_measures_per_round
+        for i, cs in enumerate(costs):
+            self.task_trials[i] = len(cs)
+            # An estimate, as in TVM: exact only if the previous run used the same round size.
+            rounds = int(len(cs) / per_round + 0.5)
+            self.task_cts[i] = rounds
+            # Best cost after each (estimated) round, and the round that reached the best.
+            history = [min(cs[: r * per_round] or [MAX_COST]) for r in range(1, rounds + 1)]
+            history[-1:] = [min(cs)] if rounds else []
+            self.task_costs_history[i] = history
+            self.best_costs[i] = min(cs) if cs else MAX_COST
+            self.task_best_cts[i] = next(
+                (r + 1 for r, c in enumerate(history) if c == self.best_costs[i] < MAX_COST), 0
+            )
+            if rounds and self._stalled(i):
+                self.dead_tasks.add(i)
+        self.cur_score = self._compute_score(self.best_costs)
+        used = sum(self.task_trials)
+        self._say(
+            f"TaskScheduler: loaded {total} records from {log_file} ({used} of these tasks)"
+            + (f" ({skipped} could not be replayed)" if skipped else "")
+        )
+        return replayed
+
+    # ------------------------------------------------------------------ helpers
+
+    def _default_callbacks(self, options) -> list:
+        from .records import RecordToFile
+
+        callbacks: list = [PrintTableInfo()]
+        for cb in options.measure_callbacks:
+            if isinstance(cb, RecordToFile):
+                callbacks.append(LogEstimatedLatency(cb.path.parent / "total_latency.tsv"))
+                break
+        return callbacks
+
+    def _desc(self, idx: int) -> str:
+        return getattr(self.tasks[idx], "desc", "") or str(idx)
+
+    def _say(self, msg: str) -> None:
+        if self.tune_option is None or self.tune_option.verbose >= 1:
+            print(msg, flush=True)
+
+    @property
+    def total_trials(self) -> int:
+        """Trials of all tasks, records restored from ``load_log_file`` included."""
+        return sum(self.task_trials)
+
+    def estimated_latency_ms(self) -> float | None:
+        """The objective in milliseconds, or None while some task has no valid result."""
+        if all(c < _NO_RESULT for c in self.best_costs):
+            return self.cur_score * 1e3
+        return None
+
+
+class TaskSchedulerCallback:
+    """Base class of task scheduler callbacks; every hook does nothing by default."""
+
+    def pre_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        """Called before task ``task_id`` is tuned for one round."""
+
+    def post_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        """Called after task ``task_id`` was tuned for one round."""
+
+    def finish(self, task_scheduler: TaskScheduler) -> None:
+        """Called once when :meth:`TaskScheduler.tune` returns normally."""
+
+
+def _print_title(title: str) -> None:
+    print("-" * 70)
+    print("-" * 30 + f"  [ {title} ]")
+    print("-" * 70)
+
+
+class PrintTableInfo(TaskSchedulerCallback):
+    """Print the progress table before each round (when ``verbose >= 1``), TVM's format::
+
+        |  ID  | Latency (ms) | Speed (GFLOPS) | Trials |
+        -------------------------------------------------
+        |    0 |        0.005 |           0.88 |     64 |
+        -------------------------------------------------
+        Estimated total latency: 1.587 ms  Trials: 4992  Used time : 13296 s  Next ID: 3
+
+    ``Trials`` per task counts its measured candidates (records restored from a log
+    included); the total latency is the objective and is ``-`` until every task has a valid
+    result. After the last round a final table ends with a ``Done`` line.
+    """
+
+    def pre_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        if task_scheduler.tune_option.verbose < 1:
+            return
+        self._table(task_scheduler)
+        print(f"{self._summary(task_scheduler)}  Next ID: {task_id}", flush=True)
+
+    def finish(self, task_scheduler: TaskScheduler) -> None:
+        if task_scheduler.tune_option.verbose < 1:
+            return
+        self._table(task_scheduler)
+        print(f"{self._summary(task_scheduler)}  Done", flush=True)
+
+    @staticmethod
+    def _table(ts: TaskScheduler) -> None:
+        _print_title("Task Scheduler")
+        print("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |")
+        print("-" * 49)
+        for i in range(len(ts.tasks)):
+            cost = float(ts.best_costs[i])
+            valid = cost < _NO_RESULT
+            latency = f"{1e3 * cost:.3f}" if valid else "-"
+            flop = ts.flop_cts[i]
+            speed = f"{flop / cost / 1e9:.2f}" if valid and flop > 0 else "-"
+            print(f"| {i:4d} | {latency:>12s} | {speed:>14s} | {ts.task_trials[i]:6d} |")
+        print("-" * 49)
+
+    @staticmethod
+    def _summary(ts: TaskScheduler) -> str:
+        total = ts.estimated_latency_ms()
+        total_str = "-" if total is None else f"{total:.3f}"
+        return (
+            f"Estimated total latency: {total_str} ms  Trials: {ts.total_trials}  "
+            f"Used time : {time.time() - ts.tic:.0f} s"
+        )
+
+
+class LogEstimatedLatency(TaskSchedulerCallback):
+    """Append ``ElapsedTime(s)\\tS\\tEstimatedLatency(ms)\\tX\\tTrials\\tN`` after each round.
+
+    Parameters
+    ----------
+    log_file : str or Path
+        The TSV file; appended to (a resumed run continues it), flushed every row. ``X`` is
+        ``N/A`` until every task has a valid result; ``N`` is the total number of trials of
+        the tasks (records restored from a log included).
+    """
+
+    def __init__(self, log_file):
+        self.log_file = log_file
+
+    def post_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        total = task_scheduler.estimated_latency_ms()
+        total_str = "N/A" if total is None else f"{total:.3f}"
+        with open(self.log_file, "a", encoding="utf-8") as f:
+            f.write(
+                f"ElapsedTime(s)\t{time.time() - task_scheduler.tic:.0f}\t"
+                f"EstimatedLatency(ms)\t{total_str}\tTrials\t{task_scheduler.total_trials}\n"
+            )
+            f.flush()
