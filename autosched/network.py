@@ -244,7 +244,8 @@ def build_network(mod, target="llvm", params=None, use_winograd=None, device=Non
         if key in kernel_of_key:
             continue
         found = ctx.lookup(key, target) if ctx is not None else None
-        if ctx is not None:
+        if ctx is not None and (found or gd.has_reduction):
+            # Groups without a reduction are never tuned (as in TVM): not reported missing.
             (ctx.hit_keys if found else ctx.missed_keys).add(key)
         state = found[0].state.to_state(gd.dag) if found else default_schedule(gd.dag, target)
         if not found and gd.has_reduction:

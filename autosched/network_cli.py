@@ -33,10 +33,10 @@ def add_network_commands(sub) -> None:
         p.add_argument("--log", help="records (default <network>-<layout>-B<n>-<target>.json)")
         p.add_argument("--no-winograd", action="store_true", help="direct conv2d for 3x3 convs")
         if name == "tune":
-            p.add_argument("--trials", type=int, default=96, help="measurement trials in total")
-            p.add_argument("--per-round", type=int, default=8, help="measurements per round")
+            p.add_argument("--trials", type=int, default=48, help="measurement trials in total")
+            p.add_argument("--per-round", type=int, default=2, help="measurements per round")
             p.add_argument(
-                "--population", type=int, default=256,
+                "--population", type=int, default=64,
                 help="evolutionary search population (TVM: 2048; smaller = faster rounds)",
             )  # fmt: skip
             p.add_argument("--generations", type=int, default=1, help="evolution iterations")
