@@ -152,6 +152,12 @@ def test_fold_scale_axis_forward_needs_positive_scales_and_conv_only_users():
             np.testing.assert_allclose(a, b, rtol=1e-5)
     f = Function((x,), nn.conv2d(nn.relu(op.multiply(x, 2.0)), w, data_layout="NHWC"))
     assert "multiply" not in _ops(fold_scale_axis(f))  # the control: a positive scalar folds
+    # without a relu in between the sign does not matter: conv(s * x, W) = conv(x, W * s)
+    neg = Constant(np.asarray([1.0, -1.0, 2.0, -0.5], "float32").reshape(1, 1, 1, 4))
+    f = Function((x,), nn.conv2d(op.multiply(x, neg), w, data_layout="NHWC"))
+    g = fold_scale_axis(f)
+    assert _ops(g) == ["nn.conv2d"]
+    np.testing.assert_allclose(evaluate(g, {"x": xv}), evaluate(f, {"x": xv}), rtol=1e-5)
 
 
 def test_fold_scale_axis_into_depthwise_and_dense():
