@@ -10,6 +10,7 @@ import pytest
 
 from tensorir.graph import Call, Function, get_network, make_call, nn, op
 from tensorir.graph.passes import (
+    MAX_FUSED_OPS,
     count_by_signature,
     fuse_ops,
     group_ops,
@@ -154,6 +155,16 @@ def test_broadcast_with_bigger_output_is_not_elemwise_for_the_anchor():
     groups = fuse_ops(f)
     assert _ops(groups) == [(CONV,), ("add",)]
     assert groups[1].pattern == BROADCAST
+
+
+def test_groups_stop_at_max_fused_ops():
+    x = op.var("x", (4,))
+    y = x
+    for _ in range(300):
+        y = nn.relu(y)
+    groups = fuse_ops(Function((x,), y))
+    assert [len(g.calls) for g in groups] == [MAX_FUSED_OPS, 300 - MAX_FUSED_OPS]
+    assert groups[1].inputs == (groups[0].output,)
 
 
 def test_unknown_op_pattern_is_named():
