@@ -10,6 +10,7 @@ import pytest
 
 from tensorir.graph import Call, Function, get_network, make_call, nn, op
 from tensorir.graph.passes import (
+    MAX_FUSED_OPS,
     count_by_signature,
     fuse_ops,
     group_ops,
@@ -156,6 +157,16 @@ def test_broadcast_with_bigger_output_is_not_elemwise_for_the_anchor():
     assert groups[1].pattern == BROADCAST
 
 
+def test_groups_stop_at_max_fused_ops():
+    x = op.var("x", (4,))
+    y = x
+    for _ in range(300):
+        y = nn.relu(y)
+    groups = fuse_ops(Function((x,), y))
+    assert [len(g.calls) for g in groups] == [MAX_FUSED_OPS, 300 - MAX_FUSED_OPS]
+    assert groups[1].inputs == (groups[0].output,)
+
+
 def test_unknown_op_pattern_is_named():
     x = op.var("x", (2, 2))
     bogus = Call("my.custom_op", (x,), nn.relu(x).attrs, (2, 2), "float32")
@@ -296,3 +307,48 @@ def test_resnet50_nhwc_tasks():
     assert all(t[0] == (WINO, "add", R) for t in wino)
     last = [t for t in got if "multiply" in t[0]]
     assert last == [((CONV, "add", "multiply", "add", R), (1, 7, 7, 512), (1, 1, 512, 2048), 1)]
+
+
+# The workload keys of the seed tune_network_mali (mobilenet NHWC batch 1): each task's
+# placeholder shapes then its output shape, in the seed's task order. Task 16 is the first
+# conv: relay.testing's mobilenet normalises it on axis 1 even in NHWC (shape [1, 112, 1, 1]
+# scale and shift that cannot fold into the conv); our zoo uses the channel axis (see
+# docs/graph-ir.md), so that one task differs: conv + add(1, 1, 1, 32) + relu.
+MOBILENET_SEED_KEYS = [
+    [[1, 7, 7, 1024], [1, 1, 1024, 1024], [1, 1, 1, 1024], [1, 7, 7, 1024]],
+    [[1, 14, 14, 256], [1, 1, 256, 512], [1, 1, 1, 512], [1, 14, 14, 512]],
+    [[1, 28, 28, 256], [3, 3, 256, 1], [1, 1, 1, 256], [1, 28, 28, 256]],
+    [[1, 28, 28, 128], [1, 1, 128, 256], [1, 1, 1, 256], [1, 28, 28, 256]],
+    [[1, 7, 7, 512], [1, 1, 512, 1024], [1, 1, 1, 1024], [1, 7, 7, 1024]],
+    [[1, 7, 7, 1024], [1, 1, 1, 1024]],
+    [[1, 1000], [1, 1000]],
+    [[1, 56, 56, 128], [1, 1, 128, 128], [1, 1, 1, 128], [1, 56, 56, 128]],
+    [[1, 7, 7, 1024], [3, 3, 1024, 1], [1, 1, 1, 1024], [1, 7, 7, 1024]],
+    [[1, 56, 56, 64], [1, 1, 64, 128], [1, 1, 1, 128], [1, 56, 56, 128]],
+    [[1, 14, 14, 512], [3, 3, 512, 1], [1, 1, 1, 512], [1, 7, 7, 512]],
+    [[1, 28, 28, 256], [1, 1, 256, 256], [1, 1, 1, 256], [1, 28, 28, 256]],
+    [[1, 56, 56, 128], [3, 3, 128, 1], [1, 1, 1, 128], [1, 56, 56, 128]],
+    [[1, 112, 112, 64], [3, 3, 64, 1], [1, 1, 1, 64], [1, 56, 56, 64]],
+    [[1, 112, 112, 32], [3, 3, 32, 1], [1, 1, 1, 32], [1, 112, 112, 32]],
+    [[1, 56, 56, 128], [3, 3, 128, 1], [1, 1, 1, 128], [1, 28, 28, 128]],
+    [[1, 224, 224, 3], [3, 3, 3, 32], [1, 112, 1, 1], [1, 112, 1, 1], [1, 112, 112, 32]],
+    [[1, 14, 14, 512], [1, 1, 512, 512], [1, 1, 1, 512], [1, 14, 14, 512]],
+    [[1, 1024], [1000, 1024], [1, 1000], [1, 1000]],
+    [[1, 14, 14, 512], [3, 3, 512, 1], [1, 1, 1, 512], [1, 14, 14, 512]],
+    [[1, 28, 28, 256], [3, 3, 256, 1], [1, 1, 1, 256], [1, 14, 14, 256]],
+    [[1, 112, 112, 32], [1, 1, 32, 64], [1, 1, 1, 64], [1, 112, 112, 64]],
+]
+
+
+def test_mobilenet_placeholders_match_the_mali_seed():
+    ours = sorted(
+        [list(a.shape) for a in g.inputs] + [list(g.output.shape)]
+        for g, _ in count_by_signature(fuse_ops(_optimized("mobilenet")))
+    )
+    want = [k for k in MOBILENET_SEED_KEYS if [1, 112, 1, 1] not in k]
+    want += [[[1, 224, 224, 3], [3, 3, 3, 32], [1, 1, 1, 32], [1, 112, 112, 32]]]
+    # TVM's dense bias reads [1, 1000] (bias_add canonicalised with an expand_dims in that
+    # TVM version); the resnet-18 seed (newer) shows [1000], which is what we produce.
+    want = [[[1000] if s == [1, 1000] and k[0] == [1, 1024] and i == 2 else s
+             for i, s in enumerate(k)] for k in want]  # fmt: skip
+    assert ours == sorted(want)

@@ -7,6 +7,7 @@ groups that become tuning tasks.
 from .fold import fold_constant
 from .fold_scale import fold_scale_axis
 from .fuse import (
+    MAX_FUSED_OPS,
     FusedGroup,
     count_by_signature,
     fuse_ops,
@@ -21,7 +22,7 @@ from .simplify import canonicalize_ops, simplify_inference
 from .winograd import alter_op_layout_winograd
 
 __all__ = [
-    "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops", "convert_layout",
+    "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops", "convert_layout",
     "count_by_signature", "fold_constant", "fold_scale_axis", "fuse_ops", "group_ops",
     "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
 ]  # fmt: skip

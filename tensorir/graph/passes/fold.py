@@ -13,7 +13,8 @@ def fold_constant(func: Function) -> Function:
 
     The value comes from the numpy reference (``evaluate``), so folding a winograd weight
     transform, a layout transform of a weight or a BN-derived scale gives exactly what the
-    unfolded graph would compute.
+    unfolded graph would compute. The folded value keeps the name of its only named input,
+    so a scaled or winograd-transformed weight is still called ``conv0_weight``.
     """
 
     def visit(node, args):

@@ -42,7 +42,12 @@ from ..shapes import (
     OUT_ELEMWISE_FUSABLE,
 )
 
-__all__ = ["FusedGroup", "fuse_ops", "group_signature", "op_pattern", "print_groups"]
+MAX_FUSED_OPS = 256  # Relay's kMaxFusedOps: a group never grows past this many calls
+
+__all__ = [
+    "MAX_FUSED_OPS", "FusedGroup", "count_by_signature", "fuse_ops", "group_ops",
+    "group_signature", "op_pattern", "print_groups",
+]  # fmt: skip
 
 _KNOWN_PATTERNS = (ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, OPAQUE)
 _PATTERN_NAMES = {
@@ -117,6 +122,7 @@ class _Groups:
         self.parent = list(range(len(patterns)))
         self.pattern = list(patterns)
         self.anchor = [p == OUT_ELEMWISE_FUSABLE for p in patterns]
+        self.size = [1] * len(patterns)  # Relay's num_nodes, kept on the group objects
 
     def root(self, i: int) -> int:
         while self.parent[i] != i:
@@ -129,6 +135,7 @@ class _Groups:
         if c == p:
             return
         self.parent[c] = p
+        self.size[p] += self.size[c]
         # As Relay's MergeFromTo: the pattern only changes when the child brings an anchor.
         if self.anchor[c]:
             self.anchor[p] = True
@@ -241,11 +248,13 @@ def fuse_ops(func: Function) -> list[FusedGroup]:
 
     for phase in (0, 1):
         for i in range(n):
-            # Relay reads the pattern of the node's own (initial) group object, which is the
-            # merged pattern only when the node is its group's root.
-            own = groups.pattern[i] if groups.root(i) == i else patterns[i]
+            # Relay reads the pattern of the node's own group object (not its root's): it is
+            # the merged pattern only if the node was a root when something merged into it.
+            own = groups.pattern[i]
             sink = parent[i]
             if own == OPAQUE or sink is None:
+                continue
+            if groups.size[sink] + groups.size[i] > MAX_FUSED_OPS:
                 continue
             if groups.root(i) == groups.root(sink):
                 continue
