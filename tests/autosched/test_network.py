@@ -211,3 +211,20 @@ def test_cli_compile_and_run_a_network(tmp_path, capsys):
                  "--min-repeat-ms", "0"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "(OK)" in out and "Execution time summary" in out
+
+
+def test_onnx_model_compiles_and_matches_onnxruntime():
+    """zoo (NCHW) -> ONNX -> from_onnx -> NHWC passes -> compiled -> same as onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from tensorir.graph.onnx_export import to_onnx
+
+    mod, params, input_shape, _ = ansor.networks.get_network("mobilenet", layout="NCHW")
+    model = to_onnx(mod, params)
+    imported, imported_params = ansor.from_onnx(model, shape={"data": input_shape})
+    with pytest.warns(UserWarning, match="default schedule"):
+        lib = ansor.build(imported, "llvm", params=imported_params)
+    x = np.random.default_rng(5).uniform(-1, 1, input_shape).astype("float32")
+    _, out = _run(lib, x)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(out, sess.run(None, {"data": x})[0], rtol=1e-4, atol=1e-6)
