@@ -74,7 +74,8 @@ def test_eps_greedy_pick_mixes_random_and_never_repeats(task):
 
 
 def _time(func, args):
-    return func.time_evaluator(number=5, repeat=5)(*args).median
+    # The minimum over repeats: other processes on a 2-core machine only ever add time.
+    return min(func.time_evaluator(number=5, repeat=7)(*args).results)
 
 
 def test_tune_end_to_end_faster_than_unscheduled_and_right(task, tmp_path):
