@@ -143,7 +143,13 @@ def run_network_command(args) -> int:
         if args.no_resume and log.exists():
             log.unlink()
         resume = log.exists()
-        tuner = ansor.TaskScheduler(tasks, weights, load_log_file=str(log) if resume else None)
+        from .task_scheduler import LogEstimatedLatency, PrintTableInfo, ProgressBar
+
+        callbacks = [PrintTableInfo(), LogEstimatedLatency(log.parent / "total_latency.tsv"),
+                     ProgressBar(args.trials)]  # fmt: skip
+        tuner = ansor.TaskScheduler(
+            tasks, weights, load_log_file=str(log) if resume else None, callbacks=callbacks
+        )
         params_search = ansor.SearchParams(
             evolutionary_search_population=args.population,
             evolutionary_search_num_iters=args.generations,

@@ -677,3 +677,45 @@ class LogEstimatedLatency(TaskSchedulerCallback):
                 f"EstimatedLatency(ms)\t{total_str}\tTrials\t{task_scheduler.total_trials}\n"
             )
             f.flush()
+
+
+class ProgressBar(TaskSchedulerCallback):
+    """A one-line progress bar after each round: trials done, estimated latency, time left.
+
+    Uses ``tqdm`` when it is installed (a live bar), plain text lines otherwise.
+    """
+
+    def __init__(self, total_trials: int, width: int = 30):
+        self.total = max(1, int(total_trials))
+        self.width = width
+        self._bar = None
+        try:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, unit="trial", desc="tuning", leave=True)
+        except ImportError:
+            pass
+        self._shown = 0
+
+    def post_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        done = min(task_scheduler.ct, self.total)
+        latency = task_scheduler.estimated_latency_ms()
+        lat = "-" if latency is None else f"{latency:.3f} ms"
+        elapsed = time.time() - task_scheduler.tic
+        if self._bar is not None:
+            self._bar.update(done - self._shown)
+            self._bar.set_postfix_str(f"est. latency {lat}")
+        else:
+            filled = int(self.width * done / self.total)
+            eta = elapsed / done * (self.total - done) if done else float("nan")
+            bar = "#" * filled + "." * (self.width - filled)
+            print(
+                f"[{bar}] {done}/{self.total} trials, est. latency {lat}, "
+                f"{elapsed:.0f} s elapsed, ~{eta:.0f} s left",
+                flush=True,
+            )
+        self._shown = done
+
+    def finish(self, task_scheduler: TaskScheduler) -> None:
+        if self._bar is not None:
+            self._bar.close()

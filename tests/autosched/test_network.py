@@ -228,3 +228,23 @@ def test_onnx_model_compiles_and_matches_onnxruntime():
     _, out = _run(lib, x)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(out, sess.run(None, {"data": x})[0], rtol=1e-4, atol=1e-6)
+
+
+def test_progress_bar_line(capsys, monkeypatch):
+    import builtins
+    import time as _time
+    from types import SimpleNamespace
+
+    from autosched.task_scheduler import ProgressBar
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(
+        builtins, "__import__",
+        lambda name, *a, **k: (_ for _ in ()).throw(ImportError) if name == "tqdm"
+        else real_import(name, *a, **k),
+    )  # fmt: skip
+    bar = ProgressBar(40, width=10)
+    fake = SimpleNamespace(ct=10, tic=_time.time() - 5, estimated_latency_ms=lambda: 12.5)
+    bar.post_tune(fake, 0)
+    out = capsys.readouterr().out
+    assert "[##........] 10/40 trials" in out and "12.500 ms" in out
