@@ -96,7 +96,10 @@ def _group_dag(group, index: int) -> GroupDAG:
                 f"building the te compute of {call.op} in fused group {index}: {e}"
             ) from e  # noqa: E501
     out = tensor_of[group.output]
-    name = "fused_" + "_".join(c.op.replace("nn.", "").replace(".", "_") for c in group.calls)
+    short = {"nn.contrib_conv2d_winograd_without_weight_transform": "conv2d_winograd"}
+    name = "fused_" + "_".join(
+        short.get(c.op, c.op.replace("nn.", "").replace(".", "_")) for c in group.calls
+    )
     return GroupDAG(group, ComputeDAG([*placeholders, out]), tuple(group.inputs), name)
 
 
