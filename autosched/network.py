@@ -62,20 +62,14 @@ def _main(mod) -> gir.Function:
     )
 
 
-def _use_winograd(target: Target, use_winograd) -> bool:
-    # TVM picks the winograd NHWC conv2d for 3x3 stride-1 convs under the auto-scheduler on
-    # both CPU and GPU targets; a caller may turn it off.
-    return True if use_winograd is None else bool(use_winograd)
-
-
 def partition(mod, params=None, target="llvm", use_winograd=None):
     """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
     in execution order."""
-    target = Target(target)
-    passes = _passes()
-    winograd = _use_winograd(target, use_winograd)
-    func = passes.optimize(_main(mod), params or {}, use_winograd=winograd)
-    groups = passes.fuse_ops(func)
+    # TVM picks the winograd NHWC conv2d for 3x3 stride-1 convs under the auto-scheduler on
+    # both CPU and GPU targets; a caller may turn it off.
+    winograd = True if use_winograd is None else bool(use_winograd)
+    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd)
+    groups = _passes().fuse_ops(func)
     return func, [_group_dag(g, i) for i, g in enumerate(groups)]
 
 

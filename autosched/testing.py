@@ -101,28 +101,10 @@ def softmax(n: int, m: int, dtype: str = "float32"):
 
 
 def _pad(data, before, after, value, name: str, axis_names: str):
-    """topi's pad: ``if_then_else(all(in range), data[i - before], value)``; no stage conditions
-    for unpadded dims, and a plain copy when nothing is padded."""
-    shape = tuple(s + b + a for s, b, a in zip(data.shape, before, after))
-    pad_value = te.const(value, data.dtype)
+    """topi's pad (``tensorir.ops``' own, so the hand-written workloads print the same)."""
+    from tensorir.ops._util import pad
 
-    def fpad(*idx):
-        conds = []
-        src = []
-        for i, s, b, a in zip(idx, data.shape, before, after):
-            if b == 0 and a == 0:
-                src.append(i)
-                continue
-            conds += [i >= b, i < s + b]
-            src.append(i - b if b else i)
-        if not conds:
-            return data[tuple(src)]
-        return te.if_then_else(te.all(*conds), data[tuple(src)], pad_value)
-
-    names = [f"{axis_names}{k}" for k in range(len(shape))]
-    # compute() takes axis names from the lambda's parameters; build one with these names.
-    fn = eval(f"lambda {', '.join(names)}: fpad({', '.join(names)})", {"fpad": fpad})  # noqa: S307
-    return te.compute(shape, fn, name=name, tag="injective,pad")
+    return pad(data, before, after, value, name=name, axis_names=axis_names)
 
 
 def _bias_relu(out, bias):
