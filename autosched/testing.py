@@ -10,11 +10,10 @@ read like the seed printouts; placeholders get descriptive unique names (``data`
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from tensorir import te
+from tensorir.ops import winograd as _ops_winograd
 
 __all__ = [
     "conv2d_nchw",
@@ -260,71 +259,8 @@ def conv2d_nchw(
 
 # ----------------------------------------------------------------------------- winograd
 
-# Finite interpolation points by count (alpha - 1), as in topi's lookup table.
-_POINTS = {
-    3: [0, -1, 1],
-    4: [0, -1, 1, Fraction(1, 2)],
-    5: [0, -1, 1, Fraction(1, 2), -2],
-    6: [0, -1, 1, Fraction(1, 2), Fraction(-1, 2), 2],
-}
-
-
-def winograd_matrices(tile_size: int, kernel_size: int = 3):
-    """The Cook-Toom matrices ``(A, B, G)`` of F(tile_size, kernel_size) as topi builds them.
-
-    Shapes: A ``[alpha, m]``, B ``[alpha, alpha]``, G ``[alpha, r]`` with
-    ``alpha = m + r - 1``; then ``Y = A^T [(G g G^T) * (B^T d B)] A`` for a tile ``d``.
-    Computed exactly with fractions, returned as float64.
-    """
-    m, r = tile_size, kernel_size
-    alpha = m + r - 1
-    pts = _POINTS.get(alpha - 1)
-    if pts is None or r < 2:
-        raise ValueError(f"winograd: unsupported tile size {m} for kernel {r}; use 2 or 4")
-    pts = [Fraction(p) for p in pts]
-    n = alpha - 1  # finite points; the last row/column stands for the point at infinity
-
-    def vandermonde(cols: int) -> list[list[Fraction]]:
-        rows = [[pts[i] ** j for j in range(cols)] for i in range(n)]
-        return rows + [[Fraction(int(j == cols - 1)) for j in range(cols)]]
-
-    # f_i = prod_{k != i} (p_i - p_k), the Lagrange denominators; topi flips the sign of f_0.
-    f = [_prod(pts[i] - pts[k] for k in range(n) if k != i) for i in range(n)]
-    sign = [Fraction(-1) if (i == 0 and f[0] < 0) else Fraction(1) for i in range(n)]
-    A = vandermonde(m)
-    G = [[v / (f[i] * sign[i]) for v in row] for i, row in enumerate(vandermonde(r)[:n])]
-    G.append(vandermonde(r)[n])
-    # Column i < n of B: the coefficients of prod_{k != i} (x - p_k); the last column holds
-    # those of prod_k (x - p_k) (interpolating x^n), with 1 in the corner.
-    B = [[Fraction(0)] * alpha for _ in range(alpha)]
-    for i in range(n):
-        lag = _poly_from_roots([pts[k] for k in range(n) if k != i])
-        for d in range(n):
-            B[d][i] = lag[d] * sign[i]
-    full = _poly_from_roots(pts)
-    for d in range(n):
-        B[d][n] = full[d]
-    B[n][n] = Fraction(1)
-    return tuple(np.array(x, dtype=np.float64) for x in (A, B, G))
-
-
-def _prod(values) -> Fraction:
-    out = Fraction(1)
-    for v in values:
-        out *= v
-    return out
-
-
-def _poly_from_roots(roots) -> list[Fraction]:
-    """Coefficients (lowest degree first) of prod (x - root)."""
-    coef = [Fraction(1)]
-    for rt in roots:
-        nxt = [Fraction(0)] * (len(coef) + 1)
-        for d, c in enumerate(coef):
-            nxt[d + 1] += c
-            nxt[d] -= rt * c
-        coef = nxt
-    return coef
+# The Cook-Toom matrices come from the operator library: one implementation of topi's table.
+winograd_matrices = _ops_winograd.winograd_matrices
 
 
 def winograd_kernel_pack(kernel_hwio: np.ndarray, tile_size: int = 2) -> np.ndarray:
