@@ -83,19 +83,16 @@ def _log_path(args, name: str) -> Path:
 def _compile(args, mod, params, log: Path):
     import autosched as ansor
 
+    from .network import build_network
+
     use_winograd = False if args.no_winograd else None
-    t0 = time.perf_counter()
-    if log.exists():
-        with ansor.ApplyHistoryBest(str(log)) as ctx:
-            from .network import build_network
-
-            lib = build_network(mod, args.target, params, use_winograd=use_winograd)
-        print(f"Compile: {ctx.summary()} ({time.perf_counter() - t0:.1f} s)")
-    else:
-        from .network import build_network
-
+    if not log.exists():
         print(f"Compile: no log {log}; every kernel uses the default schedule")
+        return build_network(mod, args.target, params, use_winograd=use_winograd)
+    t0 = time.perf_counter()
+    with ansor.ApplyHistoryBest(str(log)) as ctx:
         lib = build_network(mod, args.target, params, use_winograd=use_winograd)
+    print(f"Compile: {ctx.summary()} ({time.perf_counter() - t0:.1f} s)")
     return lib
 
 
