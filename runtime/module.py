@@ -26,7 +26,7 @@ class Module:
     used in place); NDArrays on the module's device are used in place.
     """
 
-    def __init__(self, lang, code, params, workspaces, launches, dev: Device):
+    def __init__(self, lang, code, params, workspaces, launches, dev: Device, binary=None):
         self.lang = lang
         self.code = code
         self.params = tuple((str(n), str(d), int(s)) for n, d, s in params)
@@ -45,7 +45,10 @@ class Module:
             if unknown:
                 raise ValueError(f"launch {name!r} names unknown buffers {unknown}; known: {names}")
         kernel_names = tuple(dict.fromkeys(la[0] for la in self.launches))
-        self._compiled = self._backend.compile(code, kernel_names)
+        if binary is None:
+            self._compiled = self._backend.compile(code, kernel_names)
+        else:
+            self._compiled = self._backend.compile(code, kernel_names, binary=binary)
         self._workspace_handles = {
             n: self._backend.alloc(max(1, s * np_dtype(d).itemsize)) for n, d, s in self.workspaces
         }
@@ -177,7 +180,9 @@ class Module:
         return f"Module(lang={self.lang!r}, device={self.device}, kernels=[{kernels}])"
 
 
-def load_module(lang, code, params, workspaces, launches, device=None, dev=None) -> Module:
+def load_module(
+    lang, code, params, workspaces, launches, device=None, dev=None, binary=None
+) -> Module:
     """Compile ``code`` for ``device`` and return a :class:`Module`.
 
     Parameters
@@ -192,6 +197,9 @@ def load_module(lang, code, params, workspaces, launches, device=None, dev=None)
         Run in order by each call.
     device : Device or str, optional
         Defaults to the device kind of ``lang`` (index 0).
+    binary : bytes, optional
+        ``code`` compiled ahead of time for this device (for "llvm":
+        ``runtime.cpu.compile_object(code)``); loading then skips the compiler.
 
     Raises
     ------
@@ -207,4 +215,4 @@ def load_module(lang, code, params, workspaces, launches, device=None, dev=None)
             f"{lang} code runs on a {LANG_DEVICE[lang]} device, not on {target}; "
             f"pass device=runtime.device({LANG_DEVICE[lang]!r})"
         )
-    return Module(lang, code, params, workspaces, launches, target)
+    return Module(lang, code, params, workspaces, launches, target, binary=binary)

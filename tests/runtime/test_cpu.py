@@ -169,3 +169,25 @@ def test_threadpool_launcher_end_to_end():
     out = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_precompiled_object_runs_like_the_jit(restore_threads):
+    # The tuner compiles in builder processes and ships object bytes to the measuring process:
+    # linking those bytes must give the same function, parallel launcher and libm calls included.
+    cpu.set_num_threads(2)
+    src = build_llvm(heavy_parallel(41, 4)).as_dict()
+    binary = cpu.compile_object(src["code"])
+    assert isinstance(binary, bytes) and len(binary) > 0
+    jit = runtime.load_module(**src)
+    linked = runtime.load_module(**src, binary=binary)
+    a = RNG.standard_normal(41).astype("float32")
+    b1, b2 = RNG.standard_normal(41).astype("float32"), np.zeros(41, "float32")
+    b2[:] = b1
+    jit(a, b1)
+    linked(a, b2)
+    np.testing.assert_array_equal(b1, b2)
+
+
+def test_compile_object_rejects_bad_ir():
+    with pytest.raises(runtime.errors.CompileError, match="LLVM rejected"):
+        cpu.compile_object("define i32 @f( {")
