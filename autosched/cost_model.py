@@ -38,6 +38,12 @@ class CostModel:
         """Scores of ``states`` of ``task``, higher meaning faster; shape ``(len(states),)``."""
         raise NotImplementedError
 
+    @property
+    def warming_up(self) -> bool:
+        """True while the scores are random because too little has been measured; the search
+        then skips the evolution, which would only shuffle random scores."""
+        return False
+
 
 class RandomModel(CostModel):
     """Uniform random scores in [0, 1); ``update`` does nothing (TVM's RandomModel)."""
@@ -233,12 +239,16 @@ class LGBModel(CostModel):
     def trained(self) -> bool:
         return self.booster is not None
 
+    @property
+    def warming_up(self) -> bool:
+        return self.booster is None or len(self.features) <= self.num_warmup_sample
+
     def predict(self, task, states) -> np.ndarray:
         """Pack-sum scores of ``states``; ``-inf`` for states without features (invalid).
 
         Before more than ``num_warmup_sample`` programs are known: uniform random in [0, 1).
         """
-        if self.booster is None or len(self.features) <= self.num_warmup_sample:
+        if self.warming_up:
             return self.rng.random(len(states))
         return self.predict_features(states_features(task, states))
 

@@ -504,15 +504,47 @@ DEFAULT_CACHE = FeatureCache()
 def states_features(task, states, cache: FeatureCache | None = None) -> list[np.ndarray]:
     """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
 
+    A large batch of new states is extracted in parallel worker processes
+    (:mod:`autosched.feature_pool`); the rows are the same as in-process.
+
     Returns read-only arrays (cached arrays are shared).
     """
+    from . import feature_pool
+
     cache = DEFAULT_CACHE if cache is None else cache
-    out = []
-    for s in states:
-        key = cache.key(task, s)
-        arr = cache.get(key)
-        if arr is None:
-            arr = state_features(task, s)
-            cache.put(key, arr)
-        out.append(arr)
+    keys = [cache.key(task, s) for s in states]
+    out: list = [None] * len(keys)
+    first: dict = {}  # key of a state to extract -> its first index in the batch
+    for i, key in enumerate(keys):
+        if key in first:  # a duplicate within the batch is extracted once
+            cache.hits += 1
+            continue
+        out[i] = cache.get(key)
+        if out[i] is None:
+            first[key] = i
+    missing = [i for i, arr in enumerate(out) if arr is None]
+    todo = list(first.values())
+    workers = feature_pool.num_workers() if len(todo) >= feature_pool.MIN_BATCH else 0
+    rows = None
+    if workers:
+        try:
+            rows = feature_pool.extract_many(task, [keys[i][2] for i in todo], workers)
+        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
+            import warnings
+
+            warnings.warn(
+                f"parallel feature extraction failed ({type(exc).__name__}: {exc}); "
+                "extracting in this process",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            feature_pool.shutdown()
+    if rows is None:
+        rows = [state_features(task, states[i]) for i in todo]
+    fresh = {}
+    for i, arr in zip(todo, rows, strict=True):
+        cache.put(keys[i], arr)
+        fresh[keys[i]] = arr
+    for i in missing:
+        out[i] = fresh[keys[i]]
     return out

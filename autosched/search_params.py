@@ -42,6 +42,11 @@ class SearchParams:
     mutate_tile_size_weight, mutate_auto_unroll_weight, mutate_compute_location_weight,
     mutate_parallel_weight : float
         CPU mutation-rule weights (selection probability = weight / sum of weights).
+    scale_population_to_batch : bool
+        In a round that measures fewer states than ``num_measures_per_round`` (the last round of
+        a budget that is not a multiple of it), shrink the evolution's population in proportion
+        (to at least ``sample_init_min_population``). Not in TVM, which runs the full population
+        to pick e.g. 8 states; that search costs as much as a full round.
     """
 
     eps_greedy: float = 0.05
@@ -63,3 +68,4 @@ class SearchParams:
     mutate_auto_unroll_weight: float = 0.04
     mutate_compute_location_weight: float = 0.05
     mutate_parallel_weight: float = 0.01
+    scale_population_to_batch: bool = True

@@ -9,7 +9,7 @@ spent; the task scheduler calls ``continue_search_one_round`` instead.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -100,11 +100,11 @@ class SketchPolicy:
                 )
         return self._sketches
 
-    def sample_initial_population(self) -> list:
+    def sample_initial_population(self, params=None) -> list:
         """Random concrete states from the sketches (at least ``sample_init_min_population``)."""
         from .annotate import sample_init_population
 
-        p = self.params
+        p = self.params if params is None else params
         out: dict = {}
         target, fruitless = p.evolutionary_search_population, 0
         while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
@@ -121,11 +121,27 @@ class SketchPolicy:
 
     # ------------------------------------------------------------------ one round
 
-    def search_one_round(self, num_measure: int) -> tuple[list, list]:
-        """Evolve a population; return (best predicted states, random states) not yet measured."""
+    def search_one_round(
+        self, num_measure: int, population: int | None = None
+    ) -> tuple[list, list]:
+        """Evolve a population; return (best predicted states, random states) not yet measured.
+
+        ``population`` overrides ``params.evolutionary_search_population`` for this round.
+        """
         p = self.params
+        if population is not None:
+            p = replace(p, evolutionary_search_population=int(population))
         t0 = time.perf_counter()
-        init = self.sample_initial_population()
+        if getattr(self.model, "warming_up", False):
+            # Random scores: evolving under them is wasted work (about 1 ms per mutation), so
+            # measure fresh random samples, as many as the round needs (TVM evolves anyway).
+            small = max(p.sample_init_min_population, 4 * num_measure)
+            init = self.sample_initial_population(replace(p, evolutionary_search_population=small))
+            order = self.rng.permutation(len(init))
+            picks = [init[i] for i in order if state_key(init[i]) not in self.measured_keys]
+            self.time_split.search += time.perf_counter() - t0
+            return picks[: 2 * num_measure], picks[2 * num_measure :]
+        init = self.sample_initial_population(p)
         n_seed = min(len(self.measured), int(p.sample_init_use_measured_ratio * len(init)))
         seeds = [s for _, s in sorted(self.measured, key=lambda x: -x[0])[:n_seed]]
         num_random = 3 * int(p.eps_greedy * num_measure)
@@ -144,9 +160,11 @@ class SketchPolicy:
         self.time_split.search += time.perf_counter() - t0
         return best, random_states
 
-    def continue_search_one_round(self, num_measure: int, measurer) -> tuple[list, list]:
+    def continue_search_one_round(
+        self, num_measure: int, measurer, population: int | None = None
+    ) -> tuple[list, list]:
         """One round: search, pick, measure, retrain. Returns (inputs, results) measured."""
-        best, random_states = self.search_one_round(num_measure)
+        best, random_states = self.search_one_round(num_measure, population)
         picked = pick_states_eps_greedy(
             best, random_states, num_measure, self.params.eps_greedy, self.measured_keys
         )
@@ -187,7 +205,9 @@ class SketchPolicy:
             round_no += 1
             num = min(num_measures_per_round, n_trials - trials)
             best_before = self.best_cost
-            inputs, results = self.continue_search_one_round(num, measurer)
+            inputs, results = self.continue_search_one_round(
+                num, measurer, self._round_population(num, num_measures_per_round)
+            )
             if not inputs:
                 empty_rounds += 1
                 if empty_rounds > self.params.retry_search_one_round_on_empty:
@@ -211,6 +231,14 @@ class SketchPolicy:
                 self._say(1, f"no improvement in {early_stopping} trials; stopping early")
                 break
         return self.best_state
+
+    def _round_population(self, num: int, per_round: int) -> int | None:
+        """The population of a short round (see ``SearchParams.scale_population_to_batch``)."""
+        p = self.params
+        if not p.scale_population_to_batch or num >= per_round:
+            return None
+        scaled = -(-p.evolutionary_search_population * num // per_round)  # ceil
+        return max(scaled, p.sample_init_min_population)
 
     def _say(self, level: int, msg: str) -> None:
         if self.verbose >= level:

@@ -207,3 +207,40 @@ def test_states_features_caches_by_steps():
     assert not np.array_equal(a[0], a[1])
     b = states_features(task, [s2], cache=cache)
     assert b[0] is a[1] and cache.hits == 2
+
+
+def test_parallel_extraction_equals_in_process(monkeypatch):
+    # The worker pool replays each state from its steps; its rows must be the in-process rows.
+    from autosched import feature_pool
+    from autosched.annotate import sample_init_population
+    from autosched.search_params import SearchParams
+    from autosched.sketch import generate_sketches
+
+    dag = ComputeDAG(testing.matmul(64, 48, 32))
+    task = SearchTask(dag, target="llvm")
+    params = SearchParams()
+    rng = np.random.default_rng(5)
+    states = sample_init_population(task, generate_sketches(task, None, params), 40, rng, params)
+    states = states + states[:5]  # duplicates within a batch
+    monkeypatch.setattr(feature_pool, "MIN_BATCH", 8)
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "2")
+    try:
+        par = states_features(task, states, cache=FeatureCache())
+    finally:
+        feature_pool.shutdown()
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")
+    seq = states_features(task, states, cache=FeatureCache())
+    assert len(par) == len(seq) == len(states)
+    assert sum(len(f) for f in seq) > 0
+    for a, b in zip(par, seq, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_feature_workers_env_is_checked(monkeypatch):
+    from autosched import feature_pool
+
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "many")
+    with pytest.raises(ValueError, match="AUTOSCHED_FEATURE_WORKERS"):
+        feature_pool.num_workers()
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")
+    assert feature_pool.num_workers() == 0

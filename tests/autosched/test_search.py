@@ -154,3 +154,54 @@ def test_crashing_hanging_and_wrong_kernels_do_not_stop_the_search(task, tmp_pat
 def test_zero_trials_returns_the_best_predicted_state(task):
     state = ansor.auto_schedule(task, _policy(task), ansor.TuningOptions(verbose=0))
     assert state is not None and state.concrete
+
+
+def test_short_last_round_searches_a_proportional_population(task):
+    # 20 trials at 16 per round: the second round measures 4 and evolves 128 * 4 / 16 = 32.
+    class _Spy(_ScoreBySplit):
+        sizes: list = []
+
+        def predict(self, task, states):
+            self.sizes.append(len(states))
+            return super().predict(task, states)
+
+    class _FakeMeasurer:
+        class stats:
+            build_s = run_s = 0.0
+
+        def measure(self, inputs):
+            return [ansor.MeasureResult((1e-3,), 0, "", 0.0, 0.0) for _ in inputs]
+
+    params = ansor.SearchParams(
+        evolutionary_search_population=128, evolutionary_search_num_iters=1,
+        sample_init_min_population=8,
+    )  # fmt: skip
+    spy = _Spy()
+    pol = ansor.SketchPolicy(task, spy, params, seed=0, verbose=0)
+    pol.search(20, None, 16, _FakeMeasurer())
+    assert pol.num_trials == 20
+    # Generation 1 of each round is the sampled population (plus seeds); generation 2 is exact.
+    assert spy.sizes[1] == 128 and spy.sizes[3] == 32
+    assert pol._round_population(16, 16) is None and pol._round_population(1, 64) == 8
+
+
+def test_warming_up_model_skips_the_evolution(task):
+    # While the model's scores are random, a round measures fresh random samples: no predict
+    # calls, no already-measured state, and enough states for the batch.
+    class _Warming(_ScoreBySplit):
+        warming_up = True
+        calls = 0
+
+        def predict(self, task, states):
+            self.calls += 1
+            return super().predict(task, states)
+
+    model = _Warming()
+    pol = ansor.SketchPolicy(task, model, SMALL, seed=0, verbose=0)
+    first, _ = pol.search_one_round(8)
+    pol.measured_keys.update(state_key(s) for s in first)
+    best, rand = pol.search_one_round(8)
+    assert model.calls == 0
+    assert len(best) == 16 and rand
+    assert not {state_key(s) for s in best} & pol.measured_keys
+    assert ansor.LGBModel().warming_up and not ansor.RandomModel(0).warming_up

@@ -1,0 +1,119 @@
+"""Feature extraction of many states in parallel worker processes.
+
+Under a trained cost model one search round lowers thousands of new states for their features
+(about 5 ms each, almost all of it lowering), while the host's other cores sit idle. This pool
+spreads those states over ``spawn``-ed workers: each gets the DAG and a chunk of step lists,
+replays them (about 0.5 ms each), lowers and extracts, and sends the rows back. The result is
+exactly what :func:`autosched.features.state_features` computes in-process.
+
+The pool is created on first use and shared by all tasks of the process. Set
+``AUTOSCHED_FEATURE_WORKERS`` to the number of workers (0 turns the pool off; the default is
+the number of usable cores, and no pool on a single core).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+__all__ = ["MIN_BATCH", "extract_many", "num_workers", "shutdown"]
+
+# Below this many states the pickling round trip and worker start are not worth it.
+MIN_BATCH = 128
+
+_pool: dict = {}
+
+
+def num_workers() -> int:
+    """Workers the pool uses (0: extract in this process)."""
+    env = os.environ.get("AUTOSCHED_FEATURE_WORKERS")
+    if env is not None and env.strip() != "":
+        try:
+            return max(0, int(env))
+        except ValueError as err:
+            raise ValueError(
+                f"AUTOSCHED_FEATURE_WORKERS must be a non-negative int, got {env!r}"
+            ) from err
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return cores if cores > 1 else 0
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    ex = _pool.get("executor")
+    if ex is None or _pool.get("workers") != workers:
+        shutdown()
+        # spawn: the parent may hold LightGBM / OpenMP threads, which fork() does not copy.
+        ctx = multiprocessing.get_context("spawn")
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        _pool.update(executor=ex, workers=workers)
+    return ex
+
+
+def shutdown() -> None:
+    """Stop the worker processes (they are started again on the next use)."""
+    ex = _pool.pop("executor", None)
+    _pool.pop("workers", None)
+    if ex is not None:
+        ex.shutdown(wait=False, cancel_futures=True)
+
+
+atexit.register(shutdown)
+
+
+def _extract_chunk(job: tuple) -> list[np.ndarray]:
+    """Worker side: replay, lower, verify (GPU) and extract each state of the chunk."""
+    dag, gpu_limits, cache_line_bytes, steps_json = job
+    from tensorir.lower import lower
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json
+
+    from .features import N_FEATURES, program_features
+
+    out = []
+    for text in steps_json:
+        try:
+            state = replay(dag, steps_from_json(json.loads(text)[1]))
+            program = lower(state)
+            if gpu_limits is not None:
+                from tensorir.passes.verify_gpu import verify_gpu_program
+
+                verify_gpu_program(program, gpu_limits)
+        except Exception:  # noqa: BLE001 - an invalid state is scored -inf, as in-process
+            out.append(np.zeros((0, N_FEATURES), np.float32))
+            continue
+        out.append(program_features(program, cache_line_bytes))
+    return out
+
+
+def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
+    """Feature rows of the states whose ``to_json()`` texts are ``steps_json``, in order.
+
+    Parameters
+    ----------
+    task : SearchTask
+    steps_json : list of str
+        ``json.dumps(state.to_json())`` of each state (the feature cache's key part).
+    workers : int
+        Worker processes to spread the states over (at least 1).
+    """
+    limits = task.hardware_params.as_limits() if task.target.is_gpu else None
+    line = task.hardware_params.cache_line_bytes or 64
+    # Two chunks per worker: one slow chunk does not leave the other workers idle for long.
+    n_chunks = min(len(steps_json), 2 * workers)
+    bounds = np.linspace(0, len(steps_json), n_chunks + 1).astype(int)
+    jobs = [
+        (task.compute_dag, limits, line, steps_json[lo:hi])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    out: list[np.ndarray] = []
+    for rows in _executor(workers).map(_extract_chunk, jobs):
+        out.extend(rows)
+    return out
