@@ -47,9 +47,17 @@ def bench_one(name: str, args) -> dict:
         tuner = ansor.TaskScheduler(
             tasks, weights, load_log_file=str(log) if log.exists() else None
         )
+        # In a network each kernel starts with cold caches (the previous one evicted its data),
+        # so tune for that, as TVM's CPU network tutorial does.
+        runner = (
+            ansor.LocalRunner(repeat=args.flush_repeat, enable_cpu_cache_flush=True)
+            if args.cache_flush
+            else ansor.LocalRunner()
+        )
         options = ansor.TuningOptions(
             num_measure_trials=args.trials,
             num_measures_per_round=args.per_round,
+            runner=runner,
             measure_callbacks=[ansor.RecordToFile(str(log))],
         )
         search = ansor.SearchParams(
@@ -109,6 +117,13 @@ def main() -> None:
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--generations", type=int, default=2)
     p.add_argument("--no-tune", action="store_true", help="only compile from the logs and time")
+    p.add_argument(
+        "--cache-flush",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time candidates with cold caches (LocalRunner enable_cpu_cache_flush)",
+    )
+    p.add_argument("--flush-repeat", type=int, default=10, help="cold runs per candidate")
     p.add_argument("--work-dir", default="bench-network-cpu")
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args()

@@ -1,0 +1,226 @@
+"""Auto-scheduled kernels and resnet-18 on an NVIDIA GPU vs PyTorch (cuBLAS / cuDNN), side by side.
+
+    python benchmarks/bench_gpu.py --trials 64                     # the six operators
+    python benchmarks/bench_gpu.py --ops none --network-trials 300 # resnet-18 only
+    python benchmarks/bench_gpu.py --no-tune                       # re-time from the logs
+
+Every tuning run appends to the logs in ``--work-dir`` and resumes from them, so a long tune
+runs as several calls of a few minutes each (also on another machine: copy the folder).
+PyTorch runs fp32 with TF32 off (``allow_tf32 = False`` for matmul and cuDNN) and NHWC
+(channels_last) convolutions; kernels of both sides are timed with CUDA events after warm-up.
+resnet-18 is compared with PyTorch eager and with PyTorch replaying a captured CUDA graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import autosched as ansor
+from autosched import testing
+from tensorir.interp import eval_dag
+
+# name -> (tensors of our DAG, PyTorch version taking the same numpy arrays moved to the GPU)
+OPS = {
+    "matmul": lambda: testing.matmul(1024, 1024, 1024),
+    "dense": lambda: testing.dense_bias(1, 512, 1000),
+    "conv2d_56": lambda: testing.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1),
+    "conv2d_14s2": lambda: testing.conv2d_nhwc(1, 14, 14, 256, 512, 3, 3, 2, 1),
+    "conv2d_7": lambda: testing.conv2d_nhwc(1, 7, 7, 512, 512, 3, 3, 1, 1),
+    "depthwise": lambda: testing.depthwise_conv2d_nhwc(1, 112, 112, 32),
+}
+
+
+def _torch_op(name, torch, args):
+    """A zero-argument PyTorch callable computing op ``name`` on ``args`` (on the GPU)."""
+    F = torch.nn.functional
+    t = [torch.from_numpy(a).cuda() for a in args]
+    if name == "matmul":
+        return lambda: torch.matmul(t[0], t[1])
+    if name == "dense":
+        return lambda: F.linear(t[0], t[1], t[2])
+    if name.startswith("conv2d") or name == "depthwise":
+        stride = 2 if name == "conv2d_14s2" else 1
+        x = t[0].permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+        if name == "depthwise":  # our kernel is HWC1 (testing.depthwise_conv2d_nhwc)
+            w = t[1].permute(2, 3, 0, 1).contiguous(memory_format=torch.channels_last)
+            return lambda: F.conv2d(x, w, None, 1, 1, 1, x.shape[1])
+        w = t[1].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # HWIO->OIHW
+        return lambda: F.conv2d(x, w, None, stride, 1)
+    raise KeyError(name)
+
+
+def cuda_event_ms(torch, fn, min_ms: float = 300.0, repeat: int = 5) -> float:
+    """Median over ``repeat`` of the mean time of ``fn`` over enough calls to last ``min_ms``."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    number = 1
+    while True:  # find a call count that lasts min_ms
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        if start.elapsed_time(end) >= min_ms or number >= 1 << 16:
+            break
+        number *= 2
+    times = []
+    for _ in range(repeat):
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / number)
+    return float(np.median(times))
+
+
+def bench_op(name: str, args, work: Path, torch) -> dict:
+    dag = ansor.ComputeDAG(OPS[name]())
+    task = ansor.SearchTask(dag, target="cuda", desc=name)
+    log = work / f"{name}.json"
+    tune_s = 0.0
+    if args.trials > 0 and not args.no_tune:
+        done = len(log.read_text().splitlines()) if log.exists() else 0
+        todo = max(0, args.trials - done)
+        if todo:
+            policy = ansor.SketchPolicy(
+                task, ansor.LGBModel(), seed=0, verbose=1,
+                init_search_callbacks=[ansor.PreloadMeasuredStates(str(log))] if done else None,
+            )  # fmt: skip
+            with ansor.LocalRPCMeasureContext(min_repeat_ms=args.min_repeat_ms) as ctx:
+                options = ansor.TuningOptions(
+                    num_measure_trials=todo, runner=ctx.runner,
+                    measure_callbacks=[ansor.RecordToFile(str(log))],
+                )  # fmt: skip
+                t0 = time.perf_counter()
+                task.tune(options, policy)
+                tune_s = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+    out = np.full(dag.output_tensors[0].shape, np.nan, "float32")
+    func = ansor.build(task.apply_best(str(log)), "cuda")
+    func(*inputs, out)
+    err = float(np.max(np.abs(out - eval_dag(dag, inputs)[0])))
+    ours_ms = func.time_evaluator(number=1, repeat=5, min_repeat_ms=args.min_repeat_ms)(
+        *inputs, out
+    ).median * 1e3  # fmt: skip
+    torch_ms = cuda_event_ms(torch, _torch_op(name, torch, inputs), args.min_repeat_ms)
+    n_records = len(log.read_text().splitlines()) if log.exists() else 0
+    row = {
+        "op": name,
+        "ours_ms": ours_ms,
+        "torch_ms": torch_ms,
+        "max_abs_err": err,
+        "gflops": dag.flop_count() / ours_ms / 1e6,
+        "records": n_records,
+        "tune_s": tune_s,
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def bench_resnet18(args, work: Path, torch) -> dict:
+    from torch_graph import torch_function
+
+    from tensorir.graph import evaluate, get_network
+
+    mod, params, shape, _ = get_network("resnet-18", batch_size=1, layout="NHWC")
+    log = work / "resnet-18-NHWC-B1-cuda.json"
+    tasks, weights = ansor.extract_tasks(mod, params, "cuda")
+    print(f"[resnet-18] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
+    tune_s = 0.0
+    if args.network_trials > 0 and not args.no_tune:
+        with ansor.LocalRPCMeasureContext(min_repeat_ms=args.min_repeat_ms) as ctx:
+            tuner = ansor.TaskScheduler(
+                tasks, weights, load_log_file=str(log) if log.exists() else None
+            )
+            options = ansor.TuningOptions(
+                num_measure_trials=args.network_trials, runner=ctx.runner,
+                num_measures_per_round=args.per_round,
+                measure_callbacks=[ansor.RecordToFile(str(log))],
+            )  # fmt: skip
+            t0 = time.perf_counter()
+            tuner.tune(options)
+            tune_s = time.perf_counter() - t0
+    with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
+        lib = ansor.build(mod, "cuda", params=params)
+    module = ansor.GraphModule(lib)
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype("float32")
+    module.set_input("data", x)
+    module.run()
+    out = module.get_output(0).numpy()
+    ref = evaluate(mod, {"data": x}, params)
+    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+
+    mod_nchw, params_nchw, shape_nchw, _ = get_network("resnet-18", 1, layout="NCHW")
+    fn = torch_function(mod_nchw, params_nchw, "cuda")
+    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).cuda()
+    with torch.no_grad():
+        torch_out = fn(xt).cpu().numpy()
+        eager_ms = cuda_event_ms(torch, lambda: fn(xt))
+        static_x = xt.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn(static_x)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(static_x)
+        graph_ms = cuda_event_ms(torch, graph.replay)
+    row = {"network": "resnet-18", "ours_ms": ours_ms, "torch_eager_ms": eager_ms,
+           "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
+           "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
+           "records": len(log.read_text().splitlines()) if log.exists() else 0,
+           "tune_s_this_run": tune_s}  # fmt: skip
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated from {list(OPS)} or none")
+    p.add_argument("--trials", type=int, default=64, help="records per operator log to reach")
+    p.add_argument("--network-trials", type=int, default=0, help="resnet-18 trials this run")
+    p.add_argument("--network", action="store_true", help="also build and time resnet-18")
+    p.add_argument("--per-round", type=int, default=32)
+    p.add_argument("--min-repeat-ms", type=float, default=100)
+    p.add_argument("--no-tune", action="store_true")
+    p.add_argument("--work-dir", default="bench-gpu")
+    p.add_argument("--out", help="write the rows as JSON here")
+    args = p.parse_args()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    ops = [] if args.ops == "none" else [o for o in args.ops.split(",") if o]
+    rows = [bench_op(name, args, work, torch) for name in ops]
+    if args.network or args.network_trials:
+        rows.append(bench_resnet18(args, work, torch))
+    print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, TF32 off")
+    print(f"{'op':12} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'records':>8}")
+    for r in rows:
+        if "op" in r:
+            print(f"{r['op']:12} {r['ours_ms']:9.4f} {r['torch_ms']:9.4f} "
+                  f"{r['torch_ms'] / r['ours_ms']:10.2f} {r['records']:8d}")  # fmt: skip
+        else:
+            print(f"resnet-18: ours {r['ours_ms']:.3f} ms, PyTorch eager "
+                  f"{r['torch_eager_ms']:.3f} ms, PyTorch CUDA graph "
+                  f"{r['torch_graph_ms']:.3f} ms ({r['records']} records)")  # fmt: skip
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
