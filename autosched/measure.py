@@ -1,9 +1,12 @@
 """Measurement: build candidates to code, run them safely, and say why one failed.
 
 ``MeasureInput`` (a task and a loop state) goes through a :class:`LocalBuilder` (replay, lower,
-codegen in a process pool) and a :class:`LocalRunner` (load, check against the reference
-interpreter, time, in a separate process that may crash or hang without taking the search
-with it) to a ``MeasureResult``. Failures are results with a :class:`MeasureErrorNo` code (TVM's
+codegen and compilation to machine code in a process pool) and a :class:`LocalRunner` (load,
+check against the reference interpreter, time, in a separate process that may crash or hang
+without taking the search with it) to a ``MeasureResult``. The runner measures CPU, CUDA and
+OpenCL candidates alike (the device follows the generated code's language);
+:class:`LocalRPCMeasureContext` bundles a builder and a runner set up for GPUs, as in TVM.
+Failures are results with a :class:`MeasureErrorNo` code (TVM's
 numbering, so logs read alike) and a readable message, never exceptions.
 :class:`ProgramMeasurer` drives both per batch, keeps the best per workload, calls callbacks
 such as ``records.RecordToFile`` and totals the build / run wall time.
@@ -28,6 +31,7 @@ __all__ = [
     "MAX_COST",
     "BuildResult",
     "LocalBuilder",
+    "LocalRPCMeasureContext",
     "LocalRunner",
     "MeasureErrorNo",
     "MeasureInput",
@@ -171,6 +175,8 @@ class LocalBuilder(_ClosedOnExit):
     The pool starts on the first :meth:`build` and is reused; call :meth:`close` (or use the
     builder as a context manager) to stop it. States travel as ``(dag, steps JSON)`` and are
     replayed in the worker, so a step list that does not replay is INSTANTIATION_ERROR there.
+    CUDA candidates are compiled to a cubin by nvcc in the workers for the device's ``-arch``
+    (read once from device 0 unless the target names one); an nvcc error is COMPILE_DEVICE.
     """
 
     def __init__(self, timeout: float = 15, n_parallel: int | None = None):
@@ -198,11 +204,17 @@ class LocalBuilder(_ClosedOnExit):
         list of BuildResult
             One per input, in order.
         """
+        from .hardware import with_device_arch
+
         results: list[BuildResult | None] = [None] * len(inputs)
         jobs = []
+        targets: dict[str, str] = {}  # task target -> the one compiled for (cuda gets -arch)
         for i, inp in enumerate(inputs):
             try:
-                job = (inp.task.compute_dag, _steps_json(inp.state), str(inp.task.target))
+                target = str(inp.task.target)
+                if target not in targets:
+                    targets[target] = str(with_device_arch(target))
+                job = (inp.task.compute_dag, _steps_json(inp.state), targets[target])
             except Exception as exc:  # e.g. a step that cannot be serialised
                 results[i] = BuildResult(
                     None, MeasureErrorNo.INSTANTIATION_ERROR, f"serialising the steps: {exc!r}"
@@ -246,6 +258,10 @@ class LocalRunner(_ClosedOnExit):
 
     A candidate that crashes the worker becomes RUNTIME_DEVICE, one that runs past ``timeout``
     RUN_TIMEOUT (the worker is killed); a fresh worker then measures the rest of the batch.
+    GPU candidates run on device 0 of their language's kind in the same worker (which owns the
+    CUDA context / OpenCL queue; the tuning process never creates one). A GPU error raised by
+    the driver is RUNTIME_DEVICE too; if it left the context unusable (CUDA's sticky errors,
+    e.g. an illegal address) the worker is replaced before the next candidate.
     Before timing, each candidate's outputs are compared once with ``tensorir.interp.eval_dag``
     on reproducible random inputs (cached per workload key in the worker); a mismatch is
     WRONG_ANSWER.
@@ -269,8 +285,9 @@ class LocalRunner(_ClosedOnExit):
     Attributes
     ----------
     test_faults : dict of int to str
-        TEST-ONLY. ``{index in the batch: "segfault" | "hang" | "wrong" | "raise"}`` makes
-        the worker misbehave on those candidates of the next :meth:`run` calls.
+        TEST-ONLY. ``{index in the batch: "segfault" | "hang" | "wrong" | "raise" |
+        "device_fault"}`` makes the worker misbehave on those candidates of the next
+        :meth:`run` calls ("device_fault", GPU only, first launches an out-of-bounds kernel).
     """
 
     def __init__(
@@ -350,6 +367,9 @@ class LocalRunner(_ClosedOnExit):
             if reply is not None and reply[0] == "ready":
                 reply = proc.recv(self.timeout)
         if reply is not None and reply[0] == "done":
+            if reply[4]:  # the worker's GPU context is broken: replace the worker
+                self._proc = None
+                proc.kill()
             return reply[1], reply[2], reply[3]
         # No answer: the worker died (a crashing kernel) or hangs. Either way it is replaced.
         self._proc = None
@@ -366,6 +386,69 @@ class LocalRunner(_ClosedOnExit):
         if self._proc is not None:
             self._proc.stop()
             self._proc = None
+
+
+class LocalRPCMeasureContext(_ClosedOnExit):
+    """Isolated measurement for GPUs, under TVM's name: ``.builder`` and ``.runner``.
+
+    Use as ``TuningOptions(runner=ctx.runner, builder=ctx.builder, ...)`` (the builder may be
+    left as "local"), then ``ctx.close()``, or ``with LocalRPCMeasureContext() as ctx:``.
+    TVM starts an RPC tracker and server on this machine; here the isolation is the runner's
+    long-lived worker process, which owns the GPU context, so no sockets are involved.
+
+    Measurement protocol for one candidate, and its cost:
+
+    1. build (in ``builder``, on all host cores, ``n_parallel`` at a time): replay, lower,
+       generate code and, for CUDA, nvcc to a cubin (about 1 s of one core per candidate;
+       OpenCL is built in the runner: its binaries are not portable);
+    2. in the runner's worker: load the module (``cuModuleLoadData`` of the cubin, a few ms;
+       an OpenCL program build, 0.1-0.5 s on PoCL), copy the reference inputs (cached per
+       workload) to the device, run once and compare all outputs with the reference
+       interpreter (WRONG_ANSWER on mismatch);
+    3. time with device events (CUDA events / OpenCL profiling events): one warm-up run, then
+       ``repeat`` costs, each the mean of ``number`` back-to-back runs with no host sync in
+       between, ``number`` grown until one repeat lasts ``min_repeat_ms`` (one sync per
+       attempt).
+
+    Steps 2-3 cost about ``repeat * min_repeat_ms`` plus the load and the check: with the
+    defaults about 0.35 s per candidate on a GPU (0.3 s of it the GPU warming, as TVM
+    recommends). A crash (segfault) restarts the worker (1-3 s with the CUDA context) and
+    recomputes the reference for the next candidate's workload.
+
+    Parameters
+    ----------
+    number, repeat, min_repeat_ms, timeout : see :class:`LocalRunner`.
+    n_parallel : int, optional
+        Build processes (default: all usable cores).
+    build_timeout : float
+        Seconds one build (including nvcc) may take.
+    check_correctness : bool
+        Compare outputs with the reference interpreter before timing.
+    """
+
+    def __init__(
+        self,
+        repeat: int = 1,
+        min_repeat_ms: float = 300,
+        timeout: float = 10,
+        n_parallel: int | None = None,
+        number: int = 3,
+        build_timeout: float = 15,
+        check_correctness: bool = True,
+    ):
+        self.builder = LocalBuilder(timeout=build_timeout, n_parallel=n_parallel)
+        self.runner = LocalRunner(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            timeout=timeout,
+            check_correctness=check_correctness,
+        )
+
+    def close(self) -> None:
+        """Stop the build and measuring processes."""
+        self.builder.close()
+        self.runner.close()
 
 
 @dataclass
