@@ -14,7 +14,6 @@ from autosched.measure import (
     LocalRPCMeasureContext,
     MeasureErrorNo,
     MeasureInput,
-    ProgramMeasurer,
 )
 from autosched.testing import matmul_relu
 from tensorir.dag import ComputeDAG
