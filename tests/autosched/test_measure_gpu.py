@@ -40,6 +40,12 @@ def gpu_matmul_relu(dag, threads: int):
     return elementwise_gpu(s, "T_relu", threads)
 
 
+def _opencl_is_gpu() -> bool:
+    from runtime import device
+
+    return bool(device("opencl").properties["is_gpu"])
+
+
 @pytest.fixture(scope="module")
 def dag():
     return ComputeDAG(matmul_relu(64, 64, 32))
@@ -86,10 +92,12 @@ def test_opencl_candidates_measure_and_faults_become_records(opencl_ctx, dag):
         E.NO_ERROR,  # a fresh worker measures the next candidate
     ], [r.error_msg[:200] for r in results]
     assert pids[0] == pids[1] == pids[2] == pids[3] and pids[4] is None and pids[5] is None
-    assert pids[6] is None and pids[7] is not None and pids[7] != pids[0]
+    assert pids[7] is not None and pids[7] != pids[0]
     assert "RuntimeError: injected fault" in results[1].error_msg
     assert "'T_relu' differs" in results[3].error_msg
-    assert "signal 11" in results[4].error_msg and "signal 11" in results[6].error_msg
+    assert "signal 11" in results[4].error_msg
+    if not _opencl_is_gpu():  # PoCL runs kernels in-process: the bad write kills the worker
+        assert pids[6] is None and "signal 11" in results[6].error_msg
     assert "did not finish within 8 s" in results[5].error_msg
     for r in results:
         if r.error_no == E.NO_ERROR:
