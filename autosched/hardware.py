@@ -71,7 +71,8 @@ def gpu_params(target: Target) -> dict:
     warp = int(props.get("warp_size") or 1)
     return dict(
         num_cores=int(props["num_cores"]),
-        vector_unit_bytes=int(props.get("vector_unit_bytes", 16)),
+        # TVM uses 16 bytes on GPUs; a CPU OpenCL device (PoCL) reports its SIMD width.
+        vector_unit_bytes=16 if props.get("is_gpu", True) else int(props["vector_unit_bytes"]),
         cache_line_bytes=int(props.get("cache_line_bytes", 64)),
         max_shared_memory_per_block=int(props["max_shared_memory_per_block"]),
         max_local_memory_per_block=INT32_MAX,
