@@ -331,8 +331,10 @@ def _inject(fault: str | None, before_run: bool, args=None, dev=None) -> None:
 def runner_main(conn) -> None:
     """Serve jobs from the parent over ``conn`` until it sends None or goes away.
 
-    Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready",)`` when
-    the reference is available (the parent's run timeout starts then) and
+    Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready", refs)``
+    when the reference is available (the parent's run timeout starts then; ``refs`` is the
+    ``(inputs, outputs)`` just computed when the job has ``want_ref``, so that the parent can
+    hand it to a replacement worker as ``job["ref"]`` instead of recomputing it) and
     ``("done", costs, error_no, error_msg, restart)`` at the end.
     """
     try:
@@ -348,13 +350,17 @@ def runner_main(conn) -> None:
             return
         if job is None:
             return
+        key = job["key"]
+        fresh = key not in runner.refs
         try:
-            runner.reference(job["key"], job["dag"])
+            if job.get("ref") is not None:  # the parent kept it from an earlier worker
+                runner.refs[key] = job["ref"]
+            refs = runner.reference(key, job["dag"])
         except Exception as exc:
             msg = f"reference interpreter failed: {short_error(exc)}"
             conn.send(("done", (), RUNTIME_DEVICE, msg, False))
             continue
-        conn.send(("ready",))
+        conn.send(("ready", refs if fresh and job.get("want_ref") else None))
         conn.send(("done", *runner.run(job)))
 
 

@@ -253,6 +253,34 @@ class LocalBuilder(_ClosedOnExit):
             self._pool = None
 
 
+class _ReferenceCache:
+    """Reference ``(inputs, outputs)`` per workload key, oldest dropped past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 512 * 1024**2):
+        self.max_bytes = max_bytes
+        self._items: dict[str, tuple] = {}
+        self._bytes = 0
+
+    @staticmethod
+    def _size(ref) -> int:
+        return sum(a.nbytes for arrays in ref for a in arrays)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def get(self, key: str):
+        return self._items.get(key)
+
+    def put(self, key: str, ref) -> None:
+        size = self._size(ref)
+        if key in self._items or size > self.max_bytes:
+            return
+        while self._items and self._bytes + size > self.max_bytes:
+            self._bytes -= self._size(self._items.pop(next(iter(self._items))))
+        self._items[key] = ref
+        self._bytes += size
+
+
 class LocalRunner(_ClosedOnExit):
     """Runs built candidates one at a time in a long-lived ``spawn``-ed worker process.
 
@@ -263,8 +291,8 @@ class LocalRunner(_ClosedOnExit):
     the driver is RUNTIME_DEVICE too; if it left the context unusable (CUDA's sticky errors,
     e.g. an illegal address) the worker is replaced before the next candidate.
     Before timing, each candidate's outputs are compared once with ``tensorir.interp.eval_dag``
-    on reproducible random inputs (cached per workload key in the worker); a mismatch is
-    WRONG_ANSWER.
+    on reproducible random inputs (computed once per workload key and kept in the worker and
+    by the runner, which hands it to a replacement worker); a mismatch is WRONG_ANSWER.
 
     Parameters
     ----------
@@ -313,6 +341,8 @@ class LocalRunner(_ClosedOnExit):
         self.reference_timeout = max(300.0, self.timeout)  # the interpreter is slow on big DAGs
         self.test_faults: dict[int, str] = {}
         self._proc: _worker.RunnerProcess | None = None
+        self._proc_keys: set[str] = set()  # workloads whose reference the worker holds
+        self._refs = _ReferenceCache()
 
     def run(
         self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]
@@ -345,10 +375,15 @@ class LocalRunner(_ClosedOnExit):
             raise ValueError(f"unknown test fault {fault!r}; use one of {_worker.FAULTS}")
         if self._proc is None:
             self._proc = _worker.RunnerProcess()
+            self._proc_keys = set()
         proc = self._proc
         flush = self.enable_cpu_cache_flush
+        key = inp.task.workload_key
         job = {
-            "key": inp.task.workload_key,
+            "key": key,
+            # The reference outlives a crashed worker: computed once per workload, kept here.
+            "ref": self._refs.get(key) if key not in self._proc_keys else None,
+            "want_ref": key not in self._refs,
             "dag": inp.task.compute_dag,
             "source": br.source,
             "number": 1 if flush else self.number,
@@ -365,6 +400,9 @@ class LocalRunner(_ClosedOnExit):
         else:
             reply = proc.recv(self.reference_timeout)
             if reply is not None and reply[0] == "ready":
+                self._proc_keys.add(key)
+                if reply[1] is not None:
+                    self._refs.put(key, reply[1])
                 reply = proc.recv(self.timeout)
         if reply is not None and reply[0] == "done":
             if reply[4]:  # the worker's GPU context is broken: replace the worker
@@ -412,8 +450,8 @@ class LocalRPCMeasureContext(_ClosedOnExit):
 
     Steps 2-3 cost about ``repeat * min_repeat_ms`` plus the load and the check: with the
     defaults about 0.35 s per candidate on a GPU (0.3 s of it the GPU warming, as TVM
-    recommends). A crash (segfault) restarts the worker (1-3 s with the CUDA context) and
-    recomputes the reference for the next candidate's workload.
+    recommends). A crash (segfault) restarts the worker (1-3 s with the CUDA context); the
+    reference outputs, kept by the runner, are not recomputed.
 
     Parameters
     ----------
