@@ -114,7 +114,7 @@ def test_context_plugs_into_a_measurer_and_closes(dag):
     if not device("opencl").exists:
         pytest.skip("no usable OpenCL device")
     task = _Task(dag, "opencl")
-    ctx = LocalRPCMeasureContext(repeat=2, min_repeat_ms=5, n_parallel=1)
+    ctx = LocalRPCMeasureContext(repeat=2, min_repeat_ms=5, timeout=60, n_parallel=1)
     opts = TuningOptions(runner=ctx.runner, builder=ctx.builder)
     measurer = opts.make_measurer()
     assert measurer.runner is ctx.runner and measurer.builder is ctx.builder
