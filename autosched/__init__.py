@@ -23,6 +23,7 @@ from .build_module import build, generate_source
 from .cost_model import LGBModel, RandomModel
 from .measure import (
     LocalBuilder,
+    LocalRPCMeasureContext,
     LocalRunner,
     MeasureErrorNo,
     MeasureInput,
@@ -57,6 +58,7 @@ __all__ = [
     "HardwareParams",
     "LGBModel",
     "LocalBuilder",
+    "LocalRPCMeasureContext",
     "LocalRunner",
     "LogEstimatedLatency",
     "MeasureErrorNo",

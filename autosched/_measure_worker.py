@@ -6,9 +6,14 @@ they import it fresh (no inherited threads, and libgomp's OpenMP pool works in t
 which it does not after ``fork``):
 
 * builder pool workers call :func:`build_one`: replay the steps on the DAG, lower, generate
-  code, and return the codegen ``Source`` as plain values;
-* the runner's long-lived worker runs :func:`runner_main`: load each candidate, check its
-  output against the reference interpreter once, then time it.
+  code, compile it to machine code where that can be done off the device (LLVM to an object
+  file, CUDA to a cubin with nvcc) and return the codegen ``Source`` as plain values, the
+  machine code under ``"binary"``;
+* the runner's long-lived worker runs :func:`runner_main`: load each candidate on the device
+  its language runs on (CPU, CUDA through pycuda, OpenCL through pyopencl; GPU contexts are
+  created in this process only), check its output against the reference interpreter once,
+  then time it. A device error that leaves the GPU context unusable (CUDA's sticky errors such
+  as an illegal address) is reported and the worker asks to be replaced.
 
 Everything crossing the process boundary is plain values (dicts, tuples, JSON step lists) or a
 pickled ``ComputeDAG``.
@@ -32,7 +37,9 @@ RUNTIME_DEVICE, WRONG_ANSWER, BUILD_TIMEOUT = 4, 5, 6
 
 # TEST-ONLY fault injection: the runner passes one of these per candidate when a test asks for
 # it (``LocalRunner.test_faults``); production runs always pass None.
-FAULTS = ("segfault", "hang", "wrong", "raise")
+# "device_fault" launches a kernel that writes far out of bounds on the candidate's device (a
+# CUDA illegal address; on PoCL, which runs kernels in-process, a segfault).
+FAULTS = ("segfault", "hang", "wrong", "raise", "device_fault")
 
 _SEED = 0  # inputs are random but reproducible across runs and machines
 
@@ -60,8 +67,10 @@ def build_one(job: tuple) -> tuple:
     """Build one candidate. ``job = (dag, steps_json, target, timeout)``.
 
     Returns ``(source_dict or None, error_no, error_msg, seconds)``. The timeout is enforced
-    here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them); the
-    parent keeps a hard deadline as well in case the process stops responding altogether.
+    here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them; nvcc is
+    killed by ``subprocess.run`` when the alarm interrupts the wait); the parent keeps a hard
+    deadline as well in case the process stops responding altogether. A CUDA ``target`` should
+    carry ``-arch`` (the parent fills it from the device).
     """
     dag, steps_json, target, timeout = job
     from autosched.build_module import generate_source
@@ -86,14 +95,28 @@ def build_one(job: tuple) -> tuple:
 
                 stage = "LLVM compilation"
                 src["binary"] = compile_object(src["code"])
+            elif src["lang"] == "cuda":
+                # nvcc takes ~1 s per candidate: here, on all host cores, not in the runner.
+                from codegen.target import Target
+                from runtime.cuda import DEFAULT_ARCH, compile_cubin
+
+                stage = "nvcc"
+                arch = Target(target).get("arch") or DEFAULT_ARCH
+                src["binary"] = compile_cubin(src["code"], arch)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _SoftTimeout:
         msg = f"build did not finish within {timeout:g} s (while {stage})"
         return None, BUILD_TIMEOUT, msg, time.perf_counter() - start
     except Exception as exc:  # every failure becomes a result; the search goes on
-        code = INSTANTIATION_ERROR if stage == "replaying the steps" else COMPILE_HOST
-        return None, code, f"{stage}: {short_error(exc)}", time.perf_counter() - start
+        code = {"replaying the steps": INSTANTIATION_ERROR, "nvcc": COMPILE_DEVICE}.get(
+            stage, COMPILE_HOST
+        )
+        msg = f"{stage}: {short_error(exc)}"
+        log = getattr(exc, "log", "")
+        if log:
+            msg += "\n" + log[:2000]
+        return None, code, msg, time.perf_counter() - start
     return src, NO_ERROR, "", time.perf_counter() - start
 
 
@@ -172,7 +195,6 @@ class _Runner:
         import runtime
 
         self.runtime = runtime
-        self.dev = runtime.device("cpu")
         self.refs: dict[str, tuple[list, list]] = {}  # workload key -> (inputs, outputs)
         self.flush_buf: np.ndarray | None = None
 
@@ -191,11 +213,20 @@ class _Runner:
         self.flush_buf += 1.0
 
     def run(self, job: dict) -> tuple:
-        """``(costs, error_no, error_msg)`` for one built candidate."""
+        """``(costs, error_no, error_msg, restart)`` for one built candidate; ``restart`` asks
+        the parent to replace this process (its GPU context is no longer usable)."""
+        from runtime.module import LANG_DEVICE
+
+        dev = self.runtime.device(LANG_DEVICE.get(job["source"]["lang"], "cpu"))
+        costs, code, msg = self._run(job, dev)
+        restart = code == RUNTIME_DEVICE and dev.kind != "cpu" and not _device_usable(dev)
+        return costs, code, msg, restart
+
+    def _run(self, job: dict, dev) -> tuple:
         dag, fault = job["dag"], job["fault"]
         inputs, refs = self.reference(job["key"], dag)
         try:
-            mod = self.runtime.load_module(**job["source"], device=self.dev)
+            mod = self.runtime.load_module(**job["source"], device=dev)
         except Exception as exc:
             return (), COMPILE_DEVICE, f"loading the module: {short_error(exc)}"
         in_names = [t.name for t in dag.input_tensors]
@@ -212,7 +243,7 @@ class _Runner:
         except KeyError as exc:
             return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
         try:
-            _inject(fault, before_run=True)
+            _inject(fault, before_run=True, dev=dev)
             if job["check"]:
                 mod(*args)
                 if fault == "wrong":
@@ -244,10 +275,48 @@ class _Runner:
         return costs
 
 
-def _inject(fault: str | None, before_run: bool, args=None) -> None:
+def _device_usable(dev) -> bool:
+    """False when ``dev``'s context is broken (after a CUDA illegal address every call fails)."""
+    try:
+        backend = dev.backend
+        buf = backend.alloc(4)
+        backend.copy_to_device(buf, np.zeros(1, np.float32))
+        backend.synchronize()
+    except Exception:
+        return False
+    return True
+
+
+_OOB_KERNEL = {
+    "cuda": 'extern "C" __global__ void oob(float* a) { a[(1ull << 40) + threadIdx.x] = 1.0f; }',
+    "opencl": "__kernel void oob(__global float* a) { a[(1ul << 40) + get_local_id(0)] = 1.0f; }",
+}
+
+
+def _device_fault(dev) -> None:
+    """Write 4 TiB past a 4-byte buffer on ``dev`` and wait for the kernel."""
+    import runtime
+
+    lang = "cuda" if dev.kind == "cuda" else "opencl"
+    mod = runtime.load_module(
+        lang,
+        _OOB_KERNEL[lang],
+        [("a", "float32", 1)],
+        [],
+        [("oob", ("a",), (1, 1, 1), (32, 1, 1))],
+        device=dev,
+    )
+    mod(np.zeros(1, np.float32))
+
+
+def _inject(fault: str | None, before_run: bool, args=None, dev=None) -> None:
     """TEST-ONLY: make this candidate crash, hang, raise or compute a wrong answer."""
     if fault is None:
         return
+    if before_run and fault == "device_fault":
+        if dev is None or dev.kind == "cpu":
+            raise ValueError("the device_fault test fault needs a GPU (cuda / opencl) candidate")
+        _device_fault(dev)
     if before_run and fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV, the process dies like a bad kernel
     if before_run and fault == "hang":
@@ -262,9 +331,11 @@ def _inject(fault: str | None, before_run: bool, args=None) -> None:
 def runner_main(conn) -> None:
     """Serve jobs from the parent over ``conn`` until it sends None or goes away.
 
-    Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready",)`` when
-    the reference is available (the parent's run timeout starts then) and
-    ``("done", costs, error_no, error_msg)`` at the end.
+    Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready", refs)``
+    when the reference is available (the parent's run timeout starts then; ``refs`` is the
+    ``(inputs, outputs)`` just computed when the job has ``want_ref``, so that the parent can
+    hand it to a replacement worker as ``job["ref"]`` instead of recomputing it) and
+    ``("done", costs, error_no, error_msg, restart)`` at the end.
     """
     try:
         runner = _Runner()
@@ -279,13 +350,17 @@ def runner_main(conn) -> None:
             return
         if job is None:
             return
+        key = job["key"]
+        fresh = key not in runner.refs
         try:
-            runner.reference(job["key"], job["dag"])
+            if job.get("ref") is not None:  # the parent kept it from an earlier worker
+                runner.refs[key] = job["ref"]
+            refs = runner.reference(key, job["dag"])
         except Exception as exc:
             msg = f"reference interpreter failed: {short_error(exc)}"
-            conn.send(("done", (), RUNTIME_DEVICE, msg))
+            conn.send(("done", (), RUNTIME_DEVICE, msg, False))
             continue
-        conn.send(("ready",))
+        conn.send(("ready", refs if fresh and job.get("want_ref") else None))
         conn.send(("done", *runner.run(job)))
 
 

@@ -52,7 +52,8 @@ def registered_workloads() -> dict[str, object]:
 class HardwareParams:
     """What the search needs to know about the machine (TVM's ``HardwareParams``).
 
-    ``None`` fields are filled from the target's device by :meth:`for_target`.
+    ``None`` fields are filled by :meth:`for_target`: on CPU from the host, on GPU from the
+    target's device (see :mod:`autosched.hardware` for the defaults used without one).
 
     Parameters
     ----------
@@ -79,8 +80,13 @@ class HardwareParams:
 
     @classmethod
     def for_target(cls, target, given: HardwareParams | None = None) -> HardwareParams:
-        """Fill the fields of ``given`` that are None from the target's defaults."""
+        """Fill the fields of ``given`` that are None from the target's device or defaults.
+
+        The device is only read when some field is missing.
+        """
         target = Target(target)
+        if given is not None and all(v is not None for v in given.__dict__.values()):
+            return given
         defaults = _default_params(target)
         if given is None:
             return defaults
@@ -124,18 +130,9 @@ def _default_params(target: Target) -> HardwareParams:
             max_vthread_extent=1,
             warp_size=1,
         )
-    # GPU defaults (an NVIDIA GPU); the GPU issue reads them from the device.
-    mali = target.get("device") == "mali"
-    return HardwareParams(
-        num_cores=4 if mali else 132,
-        vector_unit_bytes=16,
-        cache_line_bytes=64,
-        max_shared_memory_per_block=32768 if mali else 49152,
-        max_local_memory_per_block=2**31 - 1,
-        max_threads_per_block=256 if mali else 1024,
-        max_vthread_extent=1 if mali else 8,
-        warp_size=1 if mali else 32,
-    )
+    from .hardware import gpu_params
+
+    return HardwareParams(**gpu_params(target))
 
 
 class SearchTask:

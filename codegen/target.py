@@ -48,6 +48,14 @@ class Target:
                 return v
         return default
 
+    def with_options(self, **options: str) -> Target:
+        """This target with ``options`` set (replacing same-named ones), e.g.
+        ``Target("cuda").with_options(arch="sm_90")`` is ``cuda -arch=sm_90``."""
+        kept = [(k, v) for k, v in self.options if k not in options]
+        return Target(
+            " ".join([self.kind, *(f"-{k}={v}" for k, v in kept + list(options.items()))])
+        )
+
     @property
     def device_kind(self) -> str:
         """The runtime device kind that runs this target's code."""

@@ -3,13 +3,20 @@
 Uses the device's primary context (the one PyTorch and the CUDA runtime use), so baselines in
 the same process share it. Kernels are compiled for the device's own architecture
 (``sm_<major><minor>``); generated code declares its kernels ``extern "C"``, so SourceModule is
-told ``no_extern_c=True``.
+told ``no_extern_c=True``. A cubin compiled ahead of time (:func:`compile_cubin`, which needs
+nvcc but not pycuda or a GPU) loads with ``compile(..., binary=cubin)`` without running nvcc.
+:func:`query_properties` reads a device's limits without creating a context.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
 import threading
 
 import numpy as np
@@ -19,6 +26,100 @@ from .errors import CompileError, LaunchError
 # Static shared memory above this needs opt-in (dynamic shared memory); generated kernels use
 # static arrays, so this is the limit that applies to them.
 STATIC_SHARED_LIMIT = 48 * 1024
+
+# nvcc's -arch when no device says otherwise (the oldest architecture CUDA 12 and 13 both build).
+DEFAULT_ARCH = "sm_75"
+
+
+def compile_cubin(code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout=None) -> bytes:
+    """Compile CUDA source to a cubin with nvcc (no pycuda or GPU needed).
+
+    Parameters
+    ----------
+    code : str
+        CUDA C++ with ``extern "C"`` kernels (what ``codegen.cuda`` emits).
+    arch : str
+        ``sm_XY`` of the device that will load the cubin.
+    options : sequence of str
+        Extra nvcc flags.
+    timeout : float, optional
+        Seconds nvcc may take.
+
+    Raises
+    ------
+    CompileError
+        If nvcc is missing or rejects the code (the log carries nvcc's stderr).
+    """
+    nvcc = shutil.which("nvcc") or (
+        os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if "CUDA_HOME" in os.environ else None
+    )
+    if nvcc is None or not os.path.exists(nvcc):
+        raise CompileError("nvcc not found on PATH (or in $CUDA_HOME/bin)")
+    with tempfile.TemporaryDirectory(prefix="autosched_nvcc_") as tmp:
+        src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(code)
+        cmd = [nvcc, "--cubin", f"-arch={arch}", *options, "-o", out, src]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            raise CompileError(f"nvcc did not finish within {timeout} s") from err
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc failed for {arch}", proc.stderr.strip())
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def _device_properties(cuda, device) -> dict:
+    """The limits and facts of a pycuda ``Device`` (attribute queries need no context)."""
+    a = cuda.device_attribute
+    get = device.get_attribute
+    major, minor = device.compute_capability()
+    return {
+        "name": device.name(),
+        "compute_version": f"{major}.{minor}",
+        "arch": f"sm_{major}{minor}",
+        "num_cores": get(a.MULTIPROCESSOR_COUNT),
+        "multi_processor_count": get(a.MULTIPROCESSOR_COUNT),
+        "max_threads_per_block": get(a.MAX_THREADS_PER_BLOCK),
+        "max_thread_x": get(a.MAX_BLOCK_DIM_X),
+        "max_thread_y": get(a.MAX_BLOCK_DIM_Y),
+        "max_thread_z": get(a.MAX_BLOCK_DIM_Z),
+        "max_grid_x": get(a.MAX_GRID_DIM_X),
+        "max_grid_y": get(a.MAX_GRID_DIM_Y),
+        "max_grid_z": get(a.MAX_GRID_DIM_Z),
+        "max_shared_memory_per_block": min(get(a.MAX_SHARED_MEMORY_PER_BLOCK), STATIC_SHARED_LIMIT),
+        "max_shared_memory_per_multiprocessor": get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+        # TVM's Ansor leaves local memory unbounded; spills are slow, not invalid.
+        "max_local_memory_per_block": 2**31 - 1,
+        "max_registers_per_block": get(a.MAX_REGISTERS_PER_BLOCK),
+        "max_registers_per_multiprocessor": get(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+        "max_threads_per_multiprocessor": get(a.MAX_THREADS_PER_MULTIPROCESSOR),
+        "warp_size": get(a.WARP_SIZE),
+        "max_vthread_extent": 8,
+        "l2_cache_size": get(a.L2_CACHE_SIZE),
+        "clock_rate_khz": get(a.CLOCK_RATE),
+        "total_memory": device.total_memory(),
+    }
+
+
+def query_properties(index: int = 0) -> dict:
+    """Device ``index``'s properties (as :meth:`CUDABackend.properties`) without a context.
+
+    Raises RuntimeError when pycuda, the driver or the device is missing.
+    """
+    try:
+        import pycuda.driver as cuda
+    except ImportError as err:
+        raise RuntimeError("pycuda is not installed (pip install pycuda)") from err
+    try:
+        cuda.init()
+        count = cuda.Device.count()
+    except Exception as err:  # no driver
+        raise RuntimeError(f"CUDA driver unavailable: {err}") from err
+    if index >= count:
+        raise RuntimeError(f"CUDA device {index} requested but {count} found")
+    return _device_properties(cuda, cuda.Device(index))
 
 
 class _Module:
@@ -85,37 +186,7 @@ class CUDABackend:
 
     # ------------------------------------------------------------------ facts
     def properties(self) -> dict:
-        a = self._cuda.device_attribute
-        get = self.device.get_attribute
-        major, minor = self.device.compute_capability()
-        return {
-            "name": self.device.name(),
-            "compute_version": f"{major}.{minor}",
-            "arch": self.arch,
-            "num_cores": get(a.MULTIPROCESSOR_COUNT),
-            "multi_processor_count": get(a.MULTIPROCESSOR_COUNT),
-            "max_threads_per_block": get(a.MAX_THREADS_PER_BLOCK),
-            "max_thread_x": get(a.MAX_BLOCK_DIM_X),
-            "max_thread_y": get(a.MAX_BLOCK_DIM_Y),
-            "max_thread_z": get(a.MAX_BLOCK_DIM_Z),
-            "max_grid_x": get(a.MAX_GRID_DIM_X),
-            "max_grid_y": get(a.MAX_GRID_DIM_Y),
-            "max_grid_z": get(a.MAX_GRID_DIM_Z),
-            "max_shared_memory_per_block": min(
-                get(a.MAX_SHARED_MEMORY_PER_BLOCK), STATIC_SHARED_LIMIT
-            ),
-            "max_shared_memory_per_multiprocessor": get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
-            # TVM's Ansor leaves local memory unbounded; spills are slow, not invalid.
-            "max_local_memory_per_block": 2**31 - 1,
-            "max_registers_per_block": get(a.MAX_REGISTERS_PER_BLOCK),
-            "max_registers_per_multiprocessor": get(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
-            "max_threads_per_multiprocessor": get(a.MAX_THREADS_PER_MULTIPROCESSOR),
-            "warp_size": get(a.WARP_SIZE),
-            "max_vthread_extent": 8,
-            "l2_cache_size": get(a.L2_CACHE_SIZE),
-            "clock_rate_khz": get(a.CLOCK_RATE),
-            "total_memory": self.device.total_memory(),
-        }
+        return _device_properties(self._cuda, self.device)
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int):
@@ -135,18 +206,25 @@ class CUDABackend:
                 self._cuda.memcpy_dtoh(host, handle)
 
     # ------------------------------------------------------------------ code
-    def compile(self, code: str, kernel_names: tuple[str, ...]) -> _Module:
+    def compile(self, code: str, kernel_names: tuple[str, ...], binary: bytes | None = None):
+        """Compile ``code`` with nvcc, or load ``binary`` (a cubin for this device) instead."""
         with self._current():
-            return self._compile(code, kernel_names)
+            return self._compile(code, kernel_names, binary)
 
-    def _compile(self, code: str, kernel_names: tuple[str, ...]) -> _Module:
+    def _compile(self, code: str, kernel_names: tuple[str, ...], binary) -> _Module:
         from pycuda.compiler import SourceModule
 
-        try:
-            mod = SourceModule(code, no_extern_c=True, options=["-O3"], arch=self.arch)
-        except self._cuda.CompileError as err:
-            log = "\n".join(x for x in (getattr(err, "stderr", ""), str(err)) if x)
-            raise CompileError(f"nvcc failed for {self.arch}", log) from err
+        if binary is not None:
+            try:
+                mod = self._cuda.module_from_buffer(bytes(binary))
+            except self._cuda.Error as err:  # e.g. a cubin for another architecture
+                raise CompileError(f"loading the cubin on {self.arch} failed: {err}") from err
+        else:
+            try:
+                mod = SourceModule(code, no_extern_c=True, options=["-O3"], arch=self.arch)
+            except self._cuda.CompileError as err:
+                log = "\n".join(x for x in (getattr(err, "stderr", ""), str(err)) if x)
+                raise CompileError(f"nvcc failed for {self.arch}", log) from err
         functions = {}
         for name in kernel_names:
             try:
@@ -173,6 +251,37 @@ class CUDABackend:
             raise LaunchError(
                 f"launching {name} with grid={grid} block={block} failed: {err}"
             ) from err
+
+    def bind(self, compiled: _Module, name: str, grid, block, handles: list):
+        """A zero-argument launch of ``name`` with its arguments packed once (timing loops).
+
+        Uses pycuda's prepared calls: the pointer struct is built here, so a call costs one
+        driver launch (a few microseconds) rather than pycuda's per-call argument packing.
+        Call it with the context current (``time_launches`` does that).
+        """
+        try:
+            fn = compiled.functions[name]
+        except KeyError:
+            raise LaunchError(
+                f"no kernel {name!r}; compiled {sorted(compiled.functions)}"
+            ) from None
+        grid = tuple(int(g) for g in grid)
+        block = tuple(int(b) for b in block)
+        fmt = "P" * len(handles)
+        fn.prepare(fmt)
+        ptrs = [int(h) for h in handles]
+        struct.pack(fmt, *ptrs)  # fail here, not in the timed loop, on a bad handle
+        error = self._cuda.Error
+
+        def call():
+            try:
+                fn.prepared_async_call(grid, block, None, *ptrs)
+            except error as err:
+                raise LaunchError(
+                    f"launching {name} with grid={grid} block={block} failed: {err}"
+                ) from err
+
+        return call
 
     def synchronize(self) -> None:
         try:

@@ -6,6 +6,11 @@ The probe matters: the PoCL that pyopencl's wheel bundles (LLVM 14) fails every 
 CPUs newer than its LLVM ("unknown target CPU 'generic'", e.g. AMD Zen 5), while a system
 PoCL (Debian's ``pocl-opencl-icd``) works there. ``AUTOSCHED_OPENCL_PLATFORM`` picks a
 platform by a substring of its name instead (e.g. ``NVIDIA``, ``Portable``).
+
+:func:`query_properties` reads the chosen device's limits without making a queue.
+There is no ahead-of-time binary as for CUDA: an OpenCL program binary is only valid for the
+exact device and driver that built it, and pyopencl offers no portable offline compiler, so
+measuring builds the source in the process that runs it.
 """
 
 from __future__ import annotations
@@ -68,6 +73,52 @@ def _build_probe_failure(cl, device) -> str | None:
     return None
 
 
+def _device_properties(cl, d) -> dict:
+    """The limits and facts of a pyopencl device (info queries need no context)."""
+    vendor = d.platform.name.lower() + " " + d.vendor.lower()
+    sizes = list(d.max_work_item_sizes) + [1, 1, 1]
+    is_gpu = bool(d.type & cl.device_type.GPU)
+    # OpenCL has no portable warp size; NVIDIA warps are 32, AMD wavefronts 64.
+    warp = 32 if "nvidia" in vendor else 64 if ("amd" in vendor and is_gpu) else 1
+    vec_floats = max(1, int(d.preferred_vector_width_float or 1))
+    return {
+        "name": d.name.strip(),
+        "platform": d.platform.name.strip(),
+        "vendor": d.vendor.strip(),
+        "num_cores": d.max_compute_units,
+        "multi_processor_count": d.max_compute_units,
+        "max_threads_per_block": d.max_work_group_size,
+        "max_work_group_size": d.max_work_group_size,
+        "max_thread_x": int(sizes[0]),
+        "max_thread_y": int(sizes[1]),
+        "max_thread_z": int(sizes[2]),
+        "max_shared_memory_per_block": d.local_mem_size,
+        # Registers are not a separate limit in OpenCL; TVM's Ansor leaves this unbounded.
+        "max_local_memory_per_block": 2**31 - 1,
+        "max_vthread_extent": 8,  # a verifier limit; HardwareParams applies TVM's warp / 4
+        "warp_size": warp,
+        "vector_unit_bytes": 4 * vec_floats,
+        "cache_line_bytes": int(d.global_mem_cacheline_size or 64),
+        "global_mem_size": d.global_mem_size,
+        "max_clock_rate_mhz": d.max_clock_frequency,
+        "extensions": d.extensions.split(),
+        "is_gpu": is_gpu,
+    }
+
+
+def query_properties(index: int = 0) -> dict:
+    """Properties (as :meth:`OpenCLBackend.properties`) of the device a backend would pick.
+
+    Raises RuntimeError (or ImportError) when pyopencl or a usable platform is missing.
+    """
+    import pyopencl as cl
+
+    devices = _pick_devices(cl)
+    if index >= len(devices):
+        raise RuntimeError(f"OpenCL device {index} requested but the platform has {len(devices)}")
+    return _device_properties(cl, devices[index])
+
+
 class _Program:
     """A built cl.Program with one cl.Kernel per name (kernels are not thread-safe: one user)."""
 
@@ -104,32 +155,7 @@ class OpenCLBackend:
 
     # ------------------------------------------------------------------ facts
     def properties(self) -> dict:
-        d = self.device
-        vendor = d.platform.name.lower() + " " + d.vendor.lower()
-        sizes = list(d.max_work_item_sizes) + [1, 1, 1]
-        # OpenCL has no portable warp size; NVIDIA warps are 32, AMD wavefronts 64.
-        warp = 32 if "nvidia" in vendor else 64 if ("amd" in vendor and "gpu" in str(d.type)) else 1
-        return {
-            "name": d.name.strip(),
-            "platform": d.platform.name.strip(),
-            "vendor": d.vendor.strip(),
-            "num_cores": d.max_compute_units,
-            "multi_processor_count": d.max_compute_units,
-            "max_threads_per_block": d.max_work_group_size,
-            "max_work_group_size": d.max_work_group_size,
-            "max_thread_x": int(sizes[0]),
-            "max_thread_y": int(sizes[1]),
-            "max_thread_z": int(sizes[2]),
-            "max_shared_memory_per_block": d.local_mem_size,
-            # Registers are not a separate limit in OpenCL; TVM's Ansor leaves this unbounded.
-            "max_local_memory_per_block": 2**31 - 1,
-            "max_vthread_extent": 8,
-            "warp_size": warp,
-            "global_mem_size": d.global_mem_size,
-            "max_clock_rate_mhz": d.max_clock_frequency,
-            "extensions": d.extensions.split(),
-            "is_gpu": bool(d.type & self._cl.device_type.GPU),
-        }
+        return _device_properties(self._cl, self.device)
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int):
@@ -147,7 +173,10 @@ class OpenCLBackend:
             self._cl.enqueue_copy(self.queue, host, handle, is_blocking=True)
 
     # ------------------------------------------------------------------ code
-    def compile(self, code: str, kernel_names: tuple[str, ...]) -> _Program:
+    def compile(self, code: str, kernel_names: tuple[str, ...], binary=None) -> _Program:
+        """Build ``code`` for the device (``binary`` is not supported: see the module doc)."""
+        if binary is not None:
+            raise CompileError("OpenCL modules load from source only; got a binary")
         cl = self._cl
         try:
             prg = cl.Program(self.context, code).build()
@@ -182,7 +211,12 @@ class OpenCLBackend:
         self._events.clear()
 
     def time_launches(self, fn, number: int) -> float:
-        """Mean seconds per call of ``fn``: first kernel's start to last kernel's end (events)."""
+        """Mean seconds per call of ``fn``: the sum of its kernels' profiled durations.
+
+        Summing each kernel's start-to-end (as TVM's OpenCL timer does) leaves out the gaps
+        while the host enqueues the next kernel, which with Python's launch overhead would
+        otherwise dominate short kernels. One ``finish`` per call of this method.
+        """
         self.synchronize()
         t0 = time.perf_counter()
         for _ in range(number):
@@ -193,7 +227,7 @@ class OpenCLBackend:
         if not events:
             return wall / number
         try:
-            span = events[-1].profile.end - events[0].profile.start
+            busy = sum(e.profile.end - e.profile.start for e in events)
         except self._cl.Error:  # profiling info unavailable: fall back to the host clock
             return wall / number
-        return span * 1e-9 / number
+        return busy * 1e-9 / number

@@ -200,3 +200,23 @@ def test_measure_fills_results_records_and_time_split(tmp_path, builder, runner,
     # the one-shot helper gives the same kinds of results
     again = measure(inputs[:1], builder, runner)
     assert again[0].error_no == E.NO_ERROR and again[0].mean_cost > 0
+
+
+def test_a_replacement_worker_gets_the_reference_from_the_runner(builder, runner, task):
+    inputs = [MeasureInput(task, tiled(task.compute_dag, f)) for f in (8, 4, 16)]
+    built = builder.build(inputs)
+    runner.test_faults = {1: "segfault"}
+    try:
+        first, crashed = runner.run(inputs[:2], built[:2])
+    finally:
+        runner.test_faults = {}
+    assert (first.error_no, crashed.error_no) == (E.NO_ERROR, E.RUNTIME_DEVICE)
+    _, ref_outputs = runner._refs.get(task.workload_key)
+    assert ref_outputs[0].shape == (64, 64)
+    # Spoil the runner's copy: the fresh worker must use it rather than recompute it.
+    ref_outputs[0][0, 0] += 100
+    try:
+        [after] = runner.run(inputs[2:], built[2:])
+    finally:
+        ref_outputs[0][0, 0] -= 100
+    assert after.error_no == E.WRONG_ANSWER and "max abs error 100" in after.error_msg
