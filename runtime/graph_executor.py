@@ -151,7 +151,7 @@ class GraphModule:
         if use_cuda_graph and self.device.kind == "cuda" and plan.calls:
             from .cuda_graph import CUDAGraphRunner
 
-            self._cuda_graph = CUDAGraphRunner(self._backend, self._cuda_launches())
+            self._cuda_graph = CUDAGraphRunner(self._backend, [])
         self._bind()
 
     def _bind(self) -> None:
@@ -164,7 +164,12 @@ class GraphModule:
                 handles[name] = self._buffers[sid].handle
             self._run_fns.append(module._bound_run(handles))
         if self._cuda_graph is not None:
-            self._cuda_graph.set_launches(self._cuda_launches())
+            try:
+                launches = self._cuda_launches()
+            except (AttributeError, KeyError) as err:  # a backend without pycuda functions
+                self._cuda_graph.reason = f"no pycuda kernel functions to capture: {err!r}"
+                launches = []
+            self._cuda_graph.set_launches(launches)
 
     def _cuda_launches(self) -> list:
         from .cuda_graph import cuda_launches
