@@ -357,7 +357,7 @@ def build_network(
         key = gd.dag.workload_key
         if key in kernel_of_key:
             continue
-        found = ctx.lookup(key, target) if ctx is not None else None
+        found = _lookup(ctx, key, target) if ctx is not None else None
         if ctx is not None and (found or gd.has_reduction):
             # Groups without a reduction are never tuned (as in TVM): not reported missing.
             (ctx.hit_keys if found else ctx.missed_keys).add(key)
@@ -393,6 +393,22 @@ def build_network(
         )
     plan = _plan(func, groups, kernels, kernel_of_key)
     return NetworkLib(plan, modules, target, tuned)
+
+
+def _lookup(ctx, key: str, target: Target):
+    """The best record for ``key`` on ``target``; failing an exact match of the target string,
+    the best among records of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
+    found = ctx.lookup(key, target)
+    if found is not None:
+        return found
+    same_kind = []
+    for (k, rec_target), value in ctx.best.items():
+        try:
+            if k == key and Target(rec_target).kind == target.kind:
+                same_kind.append(value)
+        except ValueError:
+            continue
+    return min(same_kind, key=lambda v: v[1].mean_cost) if same_kind else None
 
 
 def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:

@@ -265,3 +265,35 @@ def test_cuda_graph_runner_falls_back_without_graph_api(monkeypatch):
     monkeypatch.setenv(ENV, "0")
     runner = CUDAGraphRunner(_FakeBackend(_FakeCuda()), [])
     assert not runner.launch() and ENV in runner.reason
+
+
+def test_opencl_build_uses_gpu_records_and_drops_unfit_ones(net, tmp_path):
+    from autosched.measure import MeasureInput, MeasureResult
+    from autosched.records import save_records
+
+    dev = _opencl()
+    func, params, data = net
+    tasks, _ = ansor.extract_tasks(func, params, "opencl -device=pocl", use_winograd=False)
+    task = max(tasks, key=lambda t: t.compute_dag.flop_count())
+    log = tmp_path / "gpu.json"
+    # a "tuned" record: the default schedule with 32 threads per block, on a target of the
+    # same kind but another option string
+    state = default_gpu_schedule(task.compute_dag, max_threads_per_block=32)
+    save_records(log, [MeasureInput(task, state)], [MeasureResult(costs=(1e-4,))])
+    with ansor.ApplyHistoryBest(log) as ctx, pytest.warns(UserWarning, match="default schedule"):
+        lib = build_network(func, "opencl", params, use_winograd=False, device=dev)
+    assert task.workload_key in ctx.hit_keys and sum(lib.tuned.values()) >= 1
+    kernel = lib.modules[lib.plan.calls[[g for g in lib.plan.names].index(task.desc)][0]]
+    assert {la[3] for la in kernel.launches} == {(32, 1, 1)}
+    _, out = _run(lib, data, dev)
+    np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-7)
+    # the same record on a device allowing only 16 threads: replaced by the default schedule
+    with ansor.ApplyHistoryBest(log), pytest.warns(UserWarning, match="do not fit"):
+        small = build_network(
+            func, "opencl", params, use_winograd=False, device=dev,
+            hardware_params=ansor.HardwareParams(max_threads_per_block=16),
+        )  # fmt: skip
+    assert not any(small.tuned.values())
+    assert max(int(np.prod(la[3])) for m in small.modules for la in m.launches) <= 16
+    _, out = _run(small, data, dev)
+    np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-7)
