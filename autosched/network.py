@@ -344,7 +344,8 @@ def build_network(
     def default_source(gd):
         if limits is None:
             return generate_source(default_schedule(gd.dag, target), target, gd.name, limits)
-        threads, warp = limits["max_threads_per_block"], limits.get("warp_size") or 32
+        threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
+        warp = limits.get("warp_size") or 32
         try:
             state = default_gpu_schedule(gd.dag, threads, warp, fuse_consumer=True)
             return generate_source(state, target, gd.name, limits)
