@@ -24,13 +24,19 @@ def _emit(program, target: Target):
 def gpu_limits(dev) -> dict:
     """The verifier's limits from a runtime device's properties."""
     p = dev.properties
-    return {
+    limits = {
         "max_threads_per_block": p.get("max_threads_per_block", 1024),
         "max_shared_memory_per_block": p.get("max_shared_memory_per_block", 48 * 1024),
         "max_local_memory_per_block": p.get("max_local_memory_per_block", 2**31 - 1),
         "max_vthread_extent": p.get("max_vthread_extent", 8),
         "warp_size": p.get("warp_size", 32),
     }
+    # Per-dimension block and grid limits, where the device reports them.
+    for key in ("max_thread_x", "max_thread_y", "max_thread_z", "max_grid_x", "max_grid_y",
+                "max_grid_z"):  # fmt: skip
+        if p.get(key):
+            limits[key] = int(p[key])
+    return limits
 
 
 def lower_for(sch, target, name: str = "main", limits: dict | None = None):

@@ -188,12 +188,14 @@ def load_module(path, dev=None) -> NetworkLib:
     return NetworkLib(plan, modules, target)
 
 
-def default_schedule(dag: ComputeDAG, target: Target):
+def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int | None = None):
     """A schedule for a group without a tuning record: inline what can be inlined and run the
-    outer loops of the remaining stages in parallel (CPU). Correct, not fast."""
+    outer loops of the remaining stages in parallel (CPU), or bind them to blocks and threads
+    (GPU, see :func:`default_gpu_schedule`). Correct, not fast."""
+    target = Target(target)
+    if target.is_gpu:
+        return default_gpu_schedule(dag, max_threads_per_block)
     state = dag.get_init_state()
-    if target.kind != "llvm":
-        return state
     try:
         for op in dag.compute_ops:
             if dag.is_strictly_inlinable(op) and not dag.is_output(op):
@@ -217,41 +219,173 @@ def default_schedule(dag: ComputeDAG, target: Target):
         return dag.get_init_state()
 
 
-def build_network(mod, target="llvm", params=None, use_winograd=None, device=None) -> NetworkLib:
+# Threads per block of the default GPU schedule when the device allows more: enough warps to
+# hide latency, small enough that small layers still spread over many blocks.
+DEFAULT_GPU_THREADS = 256
+
+
+def pick_num_threads(n: int, max_threads: int | None = None, warp: int = 32) -> int:
+    """Threads per block for ``n`` independent outputs: ``n`` itself when it fits, else a
+    divisor of ``n`` in ``[limit / 4, limit]`` (a multiple of ``warp`` when there is one), else
+    ``limit`` with a guarded tail; ``limit = min(max_threads, DEFAULT_GPU_THREADS)``."""
+    limit = max(1, min(int(max_threads or DEFAULT_GPU_THREADS), DEFAULT_GPU_THREADS))
+    if n <= limit:
+        return max(1, n)
+    divisors = [d for d in range(limit, max(1, limit // 4) - 1, -1) if n % d == 0]
+    for d in divisors:
+        if warp <= 1 or d % warp == 0:
+            return d
+    return divisors[0] if divisors else limit
+
+
+def default_gpu_schedule(
+    dag: ComputeDAG, max_threads_per_block: int | None = None, warp=32, fuse_consumer=True
+):
+    """The GPU schedule of a group without a tuning record.
+
+    Every non-output stage without a reduction is inlined into its readers (TVM inlines all of
+    them on GPUs); each remaining stage becomes one kernel whose spatial loops are fused, split
+    by :func:`pick_num_threads` and bound to ``blockIdx.x`` / ``threadIdx.x``. Reductions run
+    serially inside each thread, accumulating in a register (a ``local`` cache stage). With
+    ``fuse_consumer``, a reduction read element-wise by the output (conv2d + bias + relu) is
+    computed inside the output's thread instead of in a kernel of its own. Correct, not fast.
+    """
+    state = dag.get_init_state()
+    out_ops = [op for op in dag.compute_ops if dag.is_output(op)]
+    fused_into: dict[str, str] = {}  # reduction stage -> the output stage computing it
+    if fuse_consumer and len(out_ops) == 1:
+        out = out_ops[0]
+        for op in dag.compute_ops:
+            if op is out or not op.reduce_axes:
+                continue
+            if dag.elementwise_match(op, out) and not fused_into:
+                fused_into[op.name] = out.name
+    for op in dag.compute_ops:
+        if dag.is_output(op) or op.reduce_axes:
+            continue
+        trial = state.copy()
+        try:
+            trial.compute_inline(op.name)
+        except Exception:  # a stage that cannot be inlined stays a kernel of its own
+            continue
+        state = trial
+    for name in fused_into:
+        # Its value lives in a register of the output's thread: cache it locally and inline
+        # the copy back to global memory into the output.
+        state.cache_write(name, "local")
+        state.compute_inline(name)
+    roots = [
+        st.op.name
+        for st in state.stages
+        if not st.is_placeholder
+        and st.compute_at == "root"
+        and st.op.name not in {f"{n}.local" for n in fused_into}
+    ]
+    for name in roots:
+        stage = state[name]
+        spatial = [it for it in stage.iters if it.kind == "spatial"]
+        if not spatial:
+            raise ValueError(
+                f"default GPU schedule: stage {name} has no spatial loop to bind to "
+                "threads (a full reduction to a scalar needs a tuned schedule)"
+            )
+        local = None
+        if any(it.kind == "reduce" for it in stage.iters):
+            # Accumulate in a register (a "local" cache stage), store to global memory once.
+            trial = state.copy()
+            try:
+                trial.cache_write(name, "local")
+                state, local = trial, f"{name}.local"
+            except Exception:
+                pass
+        spatial = [it for it in state[name].iters if it.kind == "spatial"]
+        n = int(np.prod([it.extent for it in spatial], dtype=np.int64))
+        fused = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
+        bx, tx = state.split(name, fused, [pick_num_threads(n, max_threads_per_block, warp)])
+        state.bind(name, bx, "blockIdx.x")
+        state.bind(name, tx, "threadIdx.x")
+        if local is not None:
+            state.compute_at(local, name, tx)
+        for src, dst in fused_into.items():
+            if dst == name:
+                state.compute_at(f"{src}.local", name, tx)
+    return state
+
+
+def build_network(
+    mod,
+    target="llvm",
+    params=None,
+    use_winograd=None,
+    device=None,
+    hardware_params: HardwareParams | None = None,
+) -> NetworkLib:
     """Compile a network with the best records of the active ``ApplyHistoryBest``.
 
     Every fused group is built with its best record; groups without one get
-    :func:`default_schedule`, and one warning lists them.
+    :func:`default_schedule` (:func:`default_gpu_schedule` for ``cuda`` / ``opencl``), and one
+    warning lists them. GPU kernels are verified against the device's limits
+    (:func:`~autosched.build_module.gpu_limits`), tightened by ``hardware_params`` where it gives
+    smaller ones (e.g. ``HardwareParams(max_threads_per_block=64)``); a record that does not fit
+    falls back to the default schedule with a warning.
     """
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
-    from .build_module import generate_source, gpu_limits
+    from .build_module import generate_source
     from .records import ApplyHistoryBest
 
     target = Target(target)
     dev = make_device(device if device is not None else target.device_kind)
-    limits = gpu_limits(dev) if target.is_gpu else None
+    limits = _network_limits(dev, hardware_params) if target.is_gpu else None
     func, groups = partition(mod, params, target, use_winograd)
     ctx = ApplyHistoryBest.current()
 
-    kernels, modules, kernel_of_key, tuned, missing = [], [], {}, {}, []
+    def default_source(gd):
+        if limits is None:
+            return generate_source(default_schedule(gd.dag, target), target, gd.name, limits)
+        threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
+        warp = limits.get("warp_size") or 32
+        try:
+            state = default_gpu_schedule(gd.dag, threads, warp, fuse_consumer=True)
+            return generate_source(state, target, gd.name, limits)
+        except Exception:  # fusing the consumer did not work here: one kernel per stage
+            state = default_gpu_schedule(gd.dag, threads, warp, fuse_consumer=False)
+            return generate_source(state, target, gd.name, limits)
+
+    kernels, kernel_of_key, tuned, missing, unfit = [], {}, {}, [], []
     for gd in groups:
         key = gd.dag.workload_key
         if key in kernel_of_key:
             continue
-        found = ctx.lookup(key, target) if ctx is not None else None
+        found = _lookup(ctx, key, target) if ctx is not None else None
         if ctx is not None and (found or gd.has_reduction):
             # Groups without a reduction are never tuned (as in TVM): not reported missing.
             (ctx.hit_keys if found else ctx.missed_keys).add(key)
-        state = found[0].state.to_state(gd.dag) if found else default_schedule(gd.dag, target)
+        src = None
+        if found:
+            try:
+                src = generate_source(found[0].state.to_state(gd.dag), target, gd.name, limits)
+            except Exception as e:  # a record for a bigger GPU (or a stale one)
+                if not target.is_gpu:
+                    raise
+                unfit.append(f"{gd.name} ({str(e).splitlines()[-1].strip()})")
+                found = None
+        if src is None:
+            src = default_source(gd)
         if not found and gd.has_reduction:
             missing.append(gd.name)
-        src = generate_source(state, target, gd.name, limits).as_dict()
+        src = src.as_dict()
         kernel_of_key[key] = len(kernels)
         kernels.append(src)
-        modules.append(load_kernel(**src, device=dev))
         tuned[gd.name] = bool(found)
+    modules = _load_kernels(kernels, dev, load_kernel)
+    if unfit:
+        warnings.warn(
+            f"{len(unfit)} records do not fit {dev} and were replaced by the default schedule: "
+            + "; ".join(unfit),
+            stacklevel=2,
+        )
     if missing:
         warnings.warn(
             f"{len(missing)} of {len(kernels)} kernels have no tuning record and use a default "
@@ -260,6 +394,48 @@ def build_network(mod, target="llvm", params=None, use_winograd=None, device=Non
         )
     plan = _plan(func, groups, kernels, kernel_of_key)
     return NetworkLib(plan, modules, target, tuned)
+
+
+def _lookup(ctx, key: str, target: Target):
+    """The best record for ``key`` on ``target``; failing an exact match of the target string,
+    the best among records of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
+    found = ctx.lookup(key, target)
+    if found is not None:
+        return found
+    same_kind = []
+    for (k, rec_target), value in ctx.best.items():
+        try:
+            if k == key and Target(rec_target).kind == target.kind:
+                same_kind.append(value)
+        except ValueError:
+            continue
+    return min(same_kind, key=lambda v: v[1].mean_cost) if same_kind else None
+
+
+def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:
+    """The device's GPU limits, each lowered to the one of ``hardware_params`` if smaller."""
+    from .build_module import gpu_limits
+
+    limits = dict(gpu_limits(dev))
+    if hardware_params is not None:
+        for k, v in hardware_params.as_limits().items():
+            if v is not None and k != "warp_size":
+                limits[k] = min(v, limits[k]) if limits.get(k) is not None else v
+            elif v is not None:
+                limits[k] = v
+    return limits
+
+
+def _load_kernels(kernels: list, dev, load_kernel) -> list:
+    """Compile the kernels on ``dev``; CUDA's nvcc runs in a few threads at once."""
+    if dev.kind != "cuda" or len(kernels) < 2:
+        return [load_kernel(**k, device=dev) for k in kernels]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Each worker thread gets the CUDA context for its compile (runtime.cuda._current); the
+    # modules are kept and later dropped by the main thread, as pycuda requires.
+    with ThreadPoolExecutor(max_workers=min(8, len(kernels))) as pool:
+        return list(pool.map(lambda k: load_kernel(**k, device=dev), kernels))
 
 
 def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:

@@ -21,7 +21,7 @@ import numpy as np
 from .device import Device
 from .device import device as make_device
 from .module import Module, load_module
-from .ndarray import NDArray, array, empty, np_dtype
+from .ndarray import NDArray, empty, np_dtype
 from .timer import TimingResult, measure
 
 FORMAT_VERSION = 1
@@ -130,7 +130,7 @@ class GraphModule:
     >>> y = module.get_output(0).numpy()
     """
 
-    def __init__(self, lib, dev=None):
+    def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
         plan = lib if isinstance(lib, GraphPlan) else lib.plan
         self.plan = plan
         modules = getattr(lib, "modules", None)
@@ -140,19 +140,54 @@ class GraphModule:
         if modules is None or any(m.device != self.device for m in modules):
             modules = [load_module(**k, device=self.device) for k in plan.kernels]
         self.modules: list[Module] = list(modules)
+        # Every storage is allocated here, once; run() never allocates.
         self._buffers: list[NDArray] = [
             empty((max(1, size),), dtype, self.device) for dtype, size in plan.storages
         ]
         for sid, value in plan.constants.items():
             self._buffers[sid].copyfrom(np.ascontiguousarray(value).reshape(-1))
+        self._backend = self.device.backend
+        self._cuda_graph = None
+        if use_cuda_graph and self.device.kind == "cuda" and plan.calls:
+            from .cuda_graph import CUDAGraphRunner
+
+            self._cuda_graph = CUDAGraphRunner(self._backend, [])
+        self._bind()
+
+    def _bind(self) -> None:
+        """Bind every call to the current buffers (again after a zero-copy input)."""
         self._run_fns = []
-        for kernel, args in plan.calls:
+        for kernel, args in self.plan.calls:
             module = self.modules[kernel]
             handles = dict(module._workspace_handles)
             for (name, _, _), sid in zip(module.params, args):
                 handles[name] = self._buffers[sid].handle
             self._run_fns.append(module._bound_run(handles))
-        self._backend = self.device.backend
+        if self._cuda_graph is not None:
+            try:
+                launches = self._cuda_launches()
+            except (AttributeError, KeyError) as err:  # a backend without pycuda functions
+                self._cuda_graph.reason = f"no pycuda kernel functions to capture: {err!r}"
+                launches = []
+            self._cuda_graph.set_launches(launches)
+
+    def _cuda_launches(self) -> list:
+        from .cuda_graph import cuda_launches
+
+        return cuda_launches(self.modules, self.plan.calls, [b.handle for b in self._buffers])
+
+    def _launch_all(self) -> None:
+        """Enqueue the whole network: one CUDA graph replay where possible, else each kernel."""
+        if self._cuda_graph is not None and self._cuda_graph.launch():
+            return
+        for fn in self._run_fns:
+            fn()
+
+    @property
+    def cuda_graph(self):
+        """The :class:`runtime.cuda_graph.CUDAGraphRunner` (None off CUDA or when disabled);
+        ``cuda_graph.reason`` says why graphs are not used when they are not."""
+        return self._cuda_graph
 
     # -------------------------------------------------------------- graph I/O
     def set_input(self, key=None, value=None, **params) -> None:
@@ -171,6 +206,27 @@ class GraphModule:
                 raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
             self._buffers[spec.storage].copyfrom(np.ascontiguousarray(arr).reshape(-1))
 
+    def set_input_zero_copy(self, name: str, value: NDArray) -> None:
+        """Make input ``name`` read ``value`` (an NDArray on this device) in place, without a
+        copy: later runs use its memory until another zero-copy call. Rebinds the kernels
+        (and re-captures the CUDA graph on the next run)."""
+        spec = self.plan.inputs.get(name)
+        if spec is None:
+            raise KeyError(f"no input named {name!r}; the inputs are {list(self.plan.inputs)}")
+        if not isinstance(value, NDArray) or value.device != self.device:
+            raise TypeError(
+                f"input {name!r}: set_input_zero_copy takes an NDArray on {self.device}"
+            )
+        if tuple(value.shape) != spec.shape or np_dtype(value.dtype) != np_dtype(spec.dtype):
+            raise ValueError(
+                f"input {name!r}: expected {spec.dtype}{list(spec.shape)}, "
+                f"got {value.dtype}{list(value.shape)}"
+            )
+        if self._buffers[spec.storage].handle is value.handle:
+            return
+        self._buffers[spec.storage] = value
+        self._bind()
+
     def get_input(self, name: str) -> NDArray:
         spec = self.plan.inputs[name]
         return _view(self._buffers[spec.storage], spec, self.device)
@@ -179,15 +235,15 @@ class GraphModule:
         """Run every kernel once (after setting ``inputs``, if given) and wait for the end."""
         if inputs:
             self.set_input(**inputs)
-        for fn in self._run_fns:
-            fn()
+        self._launch_all()
         self._backend.synchronize()
 
     def get_num_outputs(self) -> int:
         return len(self.plan.outputs)
 
     def get_output(self, index: int) -> NDArray:
-        """Output ``index`` as an NDArray on the host copy of its shape."""
+        """Output ``index``: an NDArray on the module's device that shares the output's
+        buffer (as in TVM, the next :meth:`run` overwrites it); ``.numpy()`` copies it back."""
         if not 0 <= index < len(self.plan.outputs):
             n = len(self.plan.outputs)
             raise IndexError(f"output {index} out of range: the network has {n}")
@@ -200,15 +256,11 @@ class GraphModule:
     ) -> TimingResult:
         """Time :meth:`run` like TVM's ``module.benchmark``: ``repeat`` results, each the mean
         of ``number`` runs, ``number`` raised until a repeat lasts ``min_repeat_ms``."""
-        fns = self._run_fns
-
-        def run_all():
-            for fn in fns:
-                fn()
-
+        if dev is not None and make_device(dev) != self.device:
+            raise ValueError(f"benchmark on {dev}, but this module runs on {self.device}")
         return measure(
             self._backend.time_launches,
-            run_all,
+            self._launch_all,
             number=number,
             repeat=repeat,
             min_repeat_ms=min_repeat_ms,
@@ -216,8 +268,9 @@ class GraphModule:
 
 
 def _view(buf: NDArray, spec: TensorSpec, dev) -> NDArray:
-    n = int(np.prod(spec.shape, dtype=np.int64))
-    return array(buf.numpy()[:n].reshape(spec.shape), dev)
+    """``spec``'s tensor as an NDArray sharing the storage's memory (its leading elements):
+    no allocation and no copy; ``.numpy()`` copies just that tensor to the host."""
+    return NDArray(spec.shape, spec.dtype, dev, buf.handle)
 
 
 def _kind_of(plan: GraphPlan) -> str:
