@@ -30,6 +30,7 @@ __all__ = [
     "init_thread_bind",
     "init_unroll_gpu",
     "is_valid_gpu_state",
+    "threads_fill_warps",
     "sample_state_gpu",
     "spatial_split_step_ids",
 ]
@@ -295,6 +296,21 @@ def gpu_state_errors(task, state) -> list[str]:
 
 def is_valid_gpu_state(task, state) -> bool:
     return not gpu_state_errors(task, state)
+
+
+def threads_fill_warps(ctx, state) -> bool:
+    """Every tiling root (a root stage with a vthread-bound loop) runs at least a warp of
+    threads, unless its stage has at most two warps of points (InitThreadBind's rule, also
+    applied after mutations)."""
+    for stage in state.stages:
+        if stage.compute_at != "root" or not any(it.annotation == "vthread" for it in stage.iters):
+            continue
+        for it in stage.iters:
+            if it.annotation == "threadIdx.x" and it.extent < ctx.warp:
+                points = math.prod(x.extent for x in stage.root_iters if x.kind == "spatial")
+                if points > 2 * ctx.warp:
+                    return False
+    return True
 
 
 def sample_state_gpu(ctx, sketch, rng, task=None):
