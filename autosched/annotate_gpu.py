@@ -32,6 +32,7 @@ __all__ = [
     "is_valid_gpu_state",
     "threads_fill_warps",
     "sample_state_gpu",
+    "shared_bytes_per_kernel",
     "spatial_split_step_ids",
 ]
 
@@ -172,7 +173,7 @@ def _fuse(s, sid, names):
     return s.fuse(sid, names).name if len(names) > 1 else names[0]
 
 
-def init_thread_bind(ctx, state, rng):
+def init_thread_bind(ctx, state, rng, extents=None):
     """Bind every kernel's loops to blocks / vthreads / threads (TVM InitThreadBind).
 
     - Root stage with a cross-thread reduction (its own or an attached stage's): fuse the outer
@@ -184,8 +185,10 @@ def init_thread_bind(ctx, state, rng):
     - ``.shared`` stages: cooperative fetching: fuse all loops, split off a vector part (width
       from {1, 2, 4...} up to ``vector_unit_bytes``; mutated later), split the rest by the
       thread count of the tiled stage (FFSP at level 1) and bind threadIdx.x.
+
+    ``extents`` are bound-inferred extents of ``state`` (see :func:`state_utils.bound_extents`).
     """
-    ext = su.bound_extents(state)
+    ext = extents if extents is not None else su.bound_extents(state)
     roots = _tiling_roots(state)
     n_tile = _n_space_levels(ctx) - 1
     s = state.copy()
@@ -313,11 +316,38 @@ def threads_fill_warps(ctx, state) -> bool:
     return True
 
 
-def sample_state_gpu(ctx, sketch, rng, task=None):
-    """One concrete, verified GPU state from ``sketch``, or None when invalid."""
+def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
+    """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
+    bound-inferred ``extents`` (a cheap estimate of what the verifier will count)."""
+    by_name = {s.name: s for s in state.stages}
+    out: dict[str, int] = {}
+    for sid, stage in enumerate(state.stages):
+        if stage.scope != "shared" or stage.compute_at != "iter":
+            continue
+        root = stage
+        while root.compute_at == "iter":
+            root = by_name[root.attach[0]]
+        n = math.prod(extents[sid].values()) * itemsize(stage.op.dtype)
+        out[root.name] = out.get(root.name, 0) + n
+    return out
+
+
+def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
+    """One concrete, verified GPU state from ``sketch``, or None when invalid.
+
+    Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` are redrawn
+    (up to ``fill_tries`` times) right after bound inference, before binding and lowering."""
+    limit = ctx.hw.max_shared_memory_per_block
     try:
-        s = init_fill_tile_size_gpu(ctx, sketch, rng)
-        s = init_thread_bind(ctx, s, rng)
+        for _ in range(fill_tries):
+            s = init_fill_tile_size_gpu(ctx, sketch, rng)
+            ext = su.bound_extents(s)
+            used = shared_bytes_per_kernel(s, ext)
+            if not limit or max(used.values(), default=0) <= limit:
+                break
+        else:
+            return None
+        s = init_thread_bind(ctx, s, rng, ext)
         s = init_unroll_gpu(ctx, s, rng)
     except (ScheduleError, LowerError):
         return None

@@ -177,3 +177,19 @@ def test_gpu_features_fill_thread_slots():
     assert np.isclose(rows[:, col["threadIdx_x_len"]], slog(tx)).all()
     assert np.isclose(rows[:, col["blockIdx_x_len"]], slog(bx)).all()
     assert np.isclose(rows[:, col["vthread_len"]], slog(vt)).any()
+
+
+def test_gpu_states_round_trip_through_json():
+    from tensorir.lower import lower
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json, steps_to_json
+
+    task = gpu_task(W.softmax(4, 1000))
+    states = sample_init_population(task, generate_sketches(task), 6, 9)
+    task2 = gpu_task(W.conv2d_nhwc_bias_relu(1, 7, 7, 16, 16, 3, 3, 1, 1))
+    states += sample_init_population(task2, generate_sketches(task2), 3, 9)
+    assert len(states) == 9
+    for s in states:
+        again = replay(s.dag, steps_from_json(steps_to_json(s.steps)))
+        assert again.steps == s.steps
+        assert str(lower(again)) == str(lower(s))
