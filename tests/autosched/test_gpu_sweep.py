@@ -17,6 +17,7 @@ from autosched.annotate_gpu import gpu_state_errors
 from autosched.build_module import generate_source
 from autosched.mutation import mutate
 from autosched.sketch import generate_sketches
+from autosched.sketch_rules_gpu import has_cross_thread_reduction
 from autosched.task import SearchTask
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag
@@ -26,7 +27,7 @@ WORKLOADS = {
     "conv2d_bias_relu": lambda: W.conv2d_nhwc_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1),
     "depthwise": lambda: W.depthwise_conv2d_nhwc(1, 10, 10, 16, 3, 3, 1, 1),
     "softmax": lambda: W.softmax(4, 100),
-    "dense": lambda: W.dense_bias(2, 64, 40),
+    "dense": lambda: W.dense_bias(2, 256, 40),  # little spatial work: cross-thread too
 }
 N_SAMPLED, N_MUTATED = 12, 8  # per workload: 100 states in all
 
@@ -95,6 +96,8 @@ def test_sweep_subset_runs_correctly_on_opencl(name):
     args = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
     refs = eval_dag(dag, args)
     picked = sampled[:4] + mutated[:2]  # 6 per workload, 30 in all
+    if name in ("softmax", "dense"):  # the cross-thread reduction lowering runs too
+        assert any(has_cross_thread_reduction(s, k) for s in picked for k in range(len(s.stages)))
     for s in picked:  # states of the CUDA task, built for OpenCL
         outs = [np.full(t.shape, np.nan, t.dtype) for t in dag.output_tensors]
         ansor.build(s, "opencl")(*args, *outs)
