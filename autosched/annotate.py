@@ -266,7 +266,8 @@ def _as_random(rng) -> random.Random:
 
 def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) -> list:
     """Sample ``n`` distinct concrete states from ``sketches`` (each from a uniformly chosen
-    sketch); invalid samples are dropped.
+    sketch); invalid samples are dropped. GPU tasks use the GPU rules of
+    :mod:`autosched.annotate_gpu` and keep only states that pass ``verify_gpu_program``.
 
     Parameters
     ----------
@@ -280,7 +281,7 @@ def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) 
         The only source of randomness: equal seeds give equal populations.
     params : SearchParams, optional
     max_tries : int, optional
-        Samples to draw at most (default ``4 * n + 16``).
+        Samples to draw at most (default ``4 * n + 16``; GPU ``10 * n + 16``).
 
     Returns
     -------
@@ -289,15 +290,29 @@ def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) 
     """
     rng = _as_random(rng)
     params = params or SearchParams()
-    ctx = AnnotateContext(task.compute_dag, task.hardware_params.num_cores or 1, params)
     if not sketches:
         return []
+    if task.target.is_gpu:
+        from .annotate_gpu import gpu_context, sample_state_gpu
+
+        ctx = gpu_context(task, params)
+        # GPU samples breaking a hardware limit (mostly shared memory) are dropped: draw more
+        tries = max_tries if max_tries is not None else 10 * n + 16
+
+        def sample(sketch):
+            return sample_state_gpu(ctx, sketch, rng, task)
+    else:
+        ctx = AnnotateContext(task.compute_dag, task.hardware_params.num_cores or 1, params)
+        tries = max_tries if max_tries is not None else 4 * n + 16
+
+        def sample(sketch):
+            return sample_state(ctx, sketch, rng)
+
     out, seen = [], set()
-    tries = max_tries if max_tries is not None else 4 * n + 16
     for _ in range(tries):
         if len(out) >= n:
             break
-        s = sample_state(ctx, sketches[rng.randrange(len(sketches))], rng)
+        s = sample(sketches[rng.randrange(len(sketches))])
         if s is None:
             continue
         key = s.steps

@@ -1,9 +1,12 @@
-"""Mutation rules of the evolutionary search (CPU, notes 5.5).
+"""Mutation rules of the evolutionary search (CPU and GPU, notes 5.5).
 
 ``mutate`` picks one rule by weight (``SearchParams.mutate_*_weight``) and returns the
 mutated State, or None when the rule does not apply or the result is invalid (TVM's
 ``kInvalid``: the search simply draws again). Each rule changes one step of the history and
 replays the steps on the task's DAG, so the result is a consistent State.
+
+GPU tasks use tile-size (0.90) and auto-unroll (0.10) mutations only, and a mutated GPU state
+is returned only when it passes ``verify_gpu_program`` (see :mod:`autosched.annotate_gpu`).
 """
 
 from __future__ import annotations
@@ -89,7 +92,12 @@ def mutate_auto_unroll(ctx, state, rng):
     step_id = ids[rng.randrange(len(ids))]
     ps = steps[step_id]
     old = ps.pragma_type.partition("$")[2]
-    cands = [v for v in ctx.params.auto_unroll_configs_cpu if str(v) != old]
+    configs = (
+        ctx.params.auto_unroll_configs_gpu
+        if getattr(ctx, "hw", None) is not None
+        else ctx.params.auto_unroll_configs_cpu
+    )
+    cands = [v for v in configs if str(v) != old]
     if not cands:
         return None
     value = cands[rng.randrange(len(cands))]
@@ -225,6 +233,8 @@ def mutate(task, state, rng, params: SearchParams | None = None):
     """
     rng = _as_random(rng)
     params = params or SearchParams()
+    if task.target.is_gpu:
+        return _mutate_gpu(task, state, rng, params)
     ctx = AnnotateContext(task.compute_dag, task.hardware_params.num_cores or 1, params)
     weights = [getattr(params, w) for w, _ in RULES]
     x = rng.random() * sum(weights)
@@ -233,3 +243,29 @@ def mutate(task, state, rng, params: SearchParams | None = None):
             return rule(ctx, state, rng)
         x -= w
     return RULES[-1][1](ctx, state, rng)
+
+
+GPU_RULES = (
+    ("mutate_tile_size_weight", mutate_tile_size),
+    ("mutate_auto_unroll_weight_gpu", mutate_auto_unroll),
+)
+
+
+def _mutate_gpu(task, state, rng, params):
+    """GPU: tile sizes (also the thread and cooperative-fetch vector splits) and the unroll
+    pragma only; the result must still fill a warp per tiling root and pass the verifier."""
+    from .annotate_gpu import gpu_context, gpu_state_errors, threads_fill_warps
+
+    ctx = gpu_context(task, params)
+    weights = [getattr(params, w) for w, _ in GPU_RULES]
+    x = rng.random() * sum(weights)
+    rule = GPU_RULES[-1][1]
+    for w, (_, r) in zip(weights, GPU_RULES):
+        if x < w:
+            rule = r
+            break
+        x -= w
+    out = rule(ctx, state, rng)
+    if out is None or not threads_fill_warps(ctx, out) or gpu_state_errors(task, out):
+        return None
+    return out

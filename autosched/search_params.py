@@ -42,6 +42,8 @@ class SearchParams:
     mutate_tile_size_weight, mutate_auto_unroll_weight, mutate_compute_location_weight,
     mutate_parallel_weight : float
         CPU mutation-rule weights (selection probability = weight / sum of weights).
+    mutate_auto_unroll_weight_gpu : float
+        GPU weight of the auto-unroll mutation (GPU uses it and ``mutate_tile_size_weight``).
     scale_population_to_batch : bool
         In a round that measures fewer states than ``num_measures_per_round`` (the last round of
         a budget that is not a multiple of it), shrink the evolution's population in proportion
@@ -68,4 +70,5 @@ class SearchParams:
     mutate_auto_unroll_weight: float = 0.04
     mutate_compute_location_weight: float = 0.05
     mutate_parallel_weight: float = 0.01
+    mutate_auto_unroll_weight_gpu: float = 0.10
     scale_population_to_batch: bool = True

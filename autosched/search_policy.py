@@ -300,5 +300,9 @@ class PreloadCustomSketchRule:
     def enter(self, policy: SketchPolicy) -> None:
         from .sketch_rules import cpu_rules
 
+        if policy.sketch_rules is None and policy.task.target.is_gpu:
+            from .sketch_rules_gpu import gpu_rules
+
+            policy.sketch_rules = gpu_rules()
         policy.sketch_rules = [self.rule, *(policy.sketch_rules or cpu_rules())]
         policy._sketches = None

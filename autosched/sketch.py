@@ -22,14 +22,16 @@ __all__ = ["generate_sketches"]
 
 
 def generate_sketches(task, rules=None, params: SearchParams | None = None) -> list[State]:
-    """All sketches of ``task`` (CPU rules).
+    """All sketches of ``task`` (CPU rules, or the GPU rules of
+    :mod:`autosched.sketch_rules_gpu` when ``task.target.is_gpu``).
 
     Parameters
     ----------
     task : SearchTask
         Supplies ``compute_dag`` and ``hardware_params.num_cores``.
     rules : list, optional
-        Rules to try in order; default :func:`autosched.sketch_rules.cpu_rules`. To add a
+        Rules to try in order; default :func:`autosched.sketch_rules.cpu_rules` (CPU) or
+        :func:`autosched.sketch_rules_gpu.gpu_rules` (GPU). To add a
         custom rule first (TVM PreloadCustomSketchRule), pass ``[my_rule] + cpu_rules()``.
     params : SearchParams, optional
         Supplies the tiling structure string.
@@ -40,8 +42,20 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
         Non-concrete states in TVM's order (breadth-first over rule applications).
     """
     params = params or SearchParams()
-    rules = cpu_rules() if rules is None else list(rules)
-    ctx = SketchContext(num_cores=task.hardware_params.num_cores or 1, params=params)
+    hw = task.hardware_params
+    if task.target.is_gpu:
+        from .sketch_rules_gpu import GPUSketchContext, gpu_rules
+
+        rules = gpu_rules() if rules is None else list(rules)
+        ctx = GPUSketchContext(
+            num_cores=hw.num_cores or 1,
+            params=params,
+            warp_size=hw.warp_size or 32,
+            max_threads_per_block=hw.max_threads_per_block or 1024,
+        )
+    else:
+        rules = cpu_rules() if rules is None else list(rules)
+        ctx = SketchContext(num_cores=hw.num_cores or 1, params=params)
     dag = task.compute_dag
     now = [(dag.get_init_state(), len(dag.ops) - 1)]
     out = []

@@ -1,0 +1,356 @@
+"""Random annotation of GPU sketches and the GPU validity check (notes 4.1, 4.4, 4.6, 6.1).
+
+``sample_state_gpu`` applies, in TVM's order, InitFillTileSize (here warp-aware, see
+:func:`init_fill_tile_size_gpu`), InitThreadBind and InitUnroll, then lowers the state and
+drops it when :func:`gpu_state_errors` finds a problem (threads per block, shared / local
+memory, vthread extent ... from ``task.hardware_params.as_limits()``), so that the search
+only ever scores launchable candidates.
+
+Every rule takes ``(ctx, state, rng)`` and returns a new State (never mutates its input).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tensorir import steps as st
+from tensorir.bounds import LowerError
+from tensorir.dtype import itemsize
+from tensorir.steps import ScheduleError
+
+from . import state_utils as su
+from .annotate import AnnotateContext, factorization_schemes
+
+__all__ = [
+    "GPUAnnotateContext",
+    "gpu_context",
+    "gpu_state_errors",
+    "init_fill_tile_size_gpu",
+    "init_thread_bind",
+    "init_unroll_gpu",
+    "is_valid_gpu_state",
+    "threads_fill_warps",
+    "sample_state_gpu",
+    "shared_bytes_per_kernel",
+    "spatial_split_step_ids",
+]
+
+
+@dataclass(frozen=True)
+class GPUAnnotateContext(AnnotateContext):
+    """:class:`AnnotateContext` plus the GPU's limits."""
+
+    hw: object = None  # HardwareParams
+
+    @property
+    def warp(self) -> int:
+        return self.hw.warp_size or 32
+
+    @property
+    def max_threads(self) -> int:
+        return self.hw.max_threads_per_block or 1024
+
+    @property
+    def max_vthread(self) -> int:
+        return self.hw.max_vthread_extent or 8
+
+
+def gpu_context(task, params) -> GPUAnnotateContext:
+    return GPUAnnotateContext(
+        task.compute_dag, task.hardware_params.num_cores or 1, params, task.hardware_params
+    )
+
+
+def _n_space_levels(ctx) -> int:
+    return sum(c in "sS" for c in ctx.params.gpu_multi_level_tiling_structure)
+
+
+# ----------------------------------------------------------------------------- tile sizes
+
+
+def init_fill_tile_size_gpu(ctx, state, rng, tries: int = 64):
+    """Fill every undefined split with an exact factorization (as InitFillTileSize), choosing
+    the multi-level tiling splits of a stage jointly so that the vthread level (product of
+    ``lengths[0]``) stays within ``max_vthread_extent`` and the threadIdx level (product of
+    ``lengths[1]``) within ``max_threads_per_block``, preferring thread counts that are
+    multiples of the warp size (at least one warp when the stage has that many points)."""
+    steps = list(state.steps)
+    max_inner = ctx.params.max_innermost_split_factor
+    n_tile = _n_space_levels(ctx) - 1
+    groups: dict[int, list[int]] = {}
+    undefined = []
+    for k, step in enumerate(steps):
+        if isinstance(step, st.SplitStep) and None in step.lengths:
+            if not step.extent:
+                raise ScheduleError(f"split step {k} has no known extent to factorize")
+            if len(step.lengths) == n_tile:
+                groups.setdefault(step.stage_id, []).append(k)
+            else:
+                undefined.append(k)
+    if not groups and not undefined:
+        return state
+
+    def draw(k):
+        step = steps[k]
+        cands = factorization_schemes(step.extent, len(step.lengths), max_inner)
+        if not cands:
+            raise ScheduleError(f"split step {k}: no factorization of {step.extent}")
+        return cands[rng.randrange(len(cands))]
+
+    chosen = {k: draw(k) for k in undefined}
+    for ids in groups.values():
+        points = math.prod(steps[k].extent for k in ids)
+        best, best_score = None, -1
+        for _ in range(tries):
+            pick = {k: draw(k) for k in ids}
+            vt = math.prod(p[0] for p in pick.values())
+            th = math.prod(p[1] for p in pick.values())
+            if vt > ctx.max_vthread or th > ctx.max_threads:
+                score = 0
+            elif th % ctx.warp == 0:
+                score = 3
+            elif th >= ctx.warp or points <= 2 * ctx.warp:
+                score = 2
+            else:
+                score = 1
+            if score > best_score:
+                best, best_score = pick, score
+            if score == 3:
+                break
+        chosen.update(best)
+    for k, lengths in chosen.items():
+        step = steps[k]
+        steps[k] = st.SplitStep(step.stage_id, step.iter_id, step.extent, tuple(lengths),
+                                step.inner_to_outer)  # fmt: skip
+    return su.replay_steps(ctx.dag, steps)
+
+
+# ----------------------------------------------------------------------------- thread binding
+
+
+def spatial_split_step_ids(state, sid: int, n_lengths: int) -> list[int]:
+    """Ids of the SplitSteps (in step order) that split spatial loops of stage ``sid`` into
+    ``n_lengths + 1`` parts (the multi-level tiling splits)."""
+    steps = state.steps
+    out = []
+    for k, step in enumerate(steps):
+        if (
+            isinstance(step, st.SplitStep)
+            and len(step.lengths) == n_lengths
+            and su.target_stage_id_in_state(steps, k) == sid
+        ):
+            out.append(k)
+    return out
+
+
+def _tiling_roots(state) -> dict[int, int]:
+    """Root stage id -> the tiled stage attached to it (TVM's multi-level-tiling roots)."""
+    ids = {s.name: k for k, s in enumerate(state.stages)}
+    out = {}
+    for k, s in enumerate(state.stages):
+        if s.compute_at == "iter" and su.is_tiled(s) and su.needs_multi_level_tiling(state, k):
+            out[ids[s.attach[0]]] = k
+    return out
+
+
+def _outer_space_iters(state, sid: int) -> list[str]:
+    """Leading spatial, unannotated loops of a stage, up to the first one with attached
+    stages (included), as TVM's FuseAllOuterSpaceIterators."""
+    stage = state.stages[sid]
+    amap = su.attached_map(state)
+    out = []
+    for k, it in enumerate(stage.iters):
+        if it.kind != "spatial" or it.annotation != "none":
+            break
+        out.append(it.name)
+        if (sid, k) in amap:
+            break
+    return out
+
+
+def _fuse(s, sid, names):
+    return s.fuse(sid, names).name if len(names) > 1 else names[0]
+
+
+def init_thread_bind(ctx, state, rng, extents=None):
+    """Bind every kernel's loops to blocks / vthreads / threads (TVM InitThreadBind).
+
+    - Root stage with a cross-thread reduction (its own or an attached stage's): fuse the outer
+      spatial loops -> blockIdx.x.
+    - Tiling root: fuse the ``.0`` loops -> blockIdx.x, the ``.1`` -> vthread, the ``.2`` ->
+      threadIdx.x.
+    - Other root stages: fuse the outer spatial loops, split by a thread count (a multiple of
+      the warp size; mutated later) and bind blockIdx.x / threadIdx.x.
+    - ``.shared`` stages: cooperative fetching: fuse all loops, split off a vector part (width
+      from {1, 2, 4...} up to ``vector_unit_bytes``; mutated later), split the rest by the
+      thread count of the tiled stage (FFSP at level 1) and bind threadIdx.x.
+
+    ``extents`` are bound-inferred extents of ``state`` (see :func:`state_utils.bound_extents`).
+    """
+    ext = extents if extents is not None else su.bound_extents(state)
+    roots = _tiling_roots(state)
+    n_tile = _n_space_levels(ctx) - 1
+    s = state.copy()
+    for sid in range(len(state.stages) - 1, -1, -1):
+        stage = s.stages[sid]
+        if stage.is_placeholder or stage.compute_at == "inline":
+            continue
+        if stage.compute_at == "root" and _has_xthread(s, sid):
+            names = _outer_space_iters(s, sid)
+            if names:
+                s.bind(sid, _fuse(s, sid, names), "blockIdx.x")
+            continue
+        if any(it.annotation.startswith("threadIdx") for it in stage.iters):
+            continue
+        if stage.compute_at == "root" and (sid in roots or su.is_tiled(stage) and
+                                           su.needs_multi_level_tiling(s, sid)):  # fmt: skip
+            tiled = s.stages[roots.get(sid, sid)]
+            n = sum(it.kind == "spatial" for it in tiled.root_iters)
+            for level, tag in enumerate(("blockIdx.x", "vthread", "threadIdx.x")):
+                names = [it.name for it in s.stages[sid].iters[level : level + n]]
+                if not all(nm.endswith(f".{level}") for nm in names):
+                    raise ScheduleError(f"stage {stage.name}: unexpected tiling {names}")
+                fused = _fuse(s, sid, names)
+                it = s.stages[sid].iters[level]
+                if tag == "vthread" and it.extent > ctx.max_vthread:
+                    raise ScheduleError(f"vthread extent {it.extent} > {ctx.max_vthread}")
+                if tag == "threadIdx.x" and it.extent < ctx.warp:
+                    points = math.prod(x.extent for x in stage.root_iters if x.kind == "spatial")
+                    if points > 2 * ctx.warp:
+                        raise ScheduleError(f"{it.extent} threads < warp size {ctx.warp}")
+                s.bind(sid, fused, tag)
+            continue
+        if stage.compute_at == "root":
+            names = _outer_space_iters(s, sid)
+            if not names:
+                continue
+            total = math.prod(s.stages[sid].iters[s.stages[sid].iter_index(n)].extent
+                              for n in names)  # fmt: skip
+            fused = _fuse(s, sid, names)
+            if total <= ctx.warp:
+                s.bind(sid, fused, "threadIdx.x")
+                continue
+            choices = [ctx.warp * 2**i for i in range(6) if ctx.warp * 2**i <= ctx.max_threads]
+            choices = [c for c in choices if c < total * 2] or [ctx.warp]
+            threads = choices[rng.randrange(len(choices))]
+            bx, tx = s.split(sid, fused, [threads])
+            s.bind(sid, bx.name, "blockIdx.x")
+            s.bind(sid, tx.name, "threadIdx.x")
+            continue
+        if stage.name.endswith(".shared") and stage.compute_at == "iter":
+            target = s.stage_id(stage.attach[0])
+            ids = spatial_split_step_ids(s, target, n_tile)
+            if not ids:
+                continue
+            names = [it.name for it in stage.iters]
+            extent = math.prod(ext[sid][nm] for nm in names)
+            fused = _fuse(s, sid, names)
+            elem = itemsize(stage.op.dtype)
+            max_vec = max(1, (ctx.hw.vector_unit_bytes or 16) // elem)
+            widths = [v for v in (1, 2, 4, 8, 16) if v <= max_vec and extent % v == 0]
+            v = widths[rng.randrange(len(widths))]
+            iid = s.stages[sid].iter_index(fused)
+            s = su.replay_steps(ctx.dag, [*s.steps, st.SplitStep(sid, iid, extent, (v,))],
+                                len(s.steps), s.stages)  # fmt: skip
+            s.vectorize(sid, iid + 1)
+            parts = s.follow_fused_split(sid, iid, ids, 1, True)
+            s.bind(sid, parts[1].name, "threadIdx.x")
+    return s
+
+
+def _has_xthread(state, sid) -> bool:
+    from .sketch_rules_gpu import has_cross_thread_reduction
+
+    return has_cross_thread_reduction(state, sid)
+
+
+def init_unroll_gpu(ctx, state, rng):
+    """``auto_unroll_max_step`` from the GPU candidates on every stage with a reduction."""
+    s = state.copy()
+    cands = ctx.params.auto_unroll_configs_gpu
+    for sid, stage in enumerate(state.stages):
+        if stage.is_placeholder or stage.compute_at == "inline":
+            continue
+        if su.has_reduce_iter(stage):
+            value = cands[rng.randrange(len(cands))]
+            s.pragma(sid, 0, f"auto_unroll_max_step${value}")
+    return s
+
+
+# ----------------------------------------------------------------------------- validity
+
+
+def gpu_state_errors(task, state) -> list[str]:
+    """Why ``state`` cannot run on the task's GPU (empty: it can).
+
+    Lowers the state and checks it with :func:`tensorir.passes.verify_gpu.gpu_program_errors`
+    against ``task.hardware_params.as_limits()``; a state that does not lower gives the
+    lowering error."""
+    from tensorir.lower import lower
+    from tensorir.passes.verify_gpu import gpu_program_errors
+
+    try:
+        program = lower(state)
+    except (LowerError, ScheduleError) as exc:
+        return [f"lowering failed: {exc}"]
+    return gpu_program_errors(program, task.hardware_params.as_limits())
+
+
+def is_valid_gpu_state(task, state) -> bool:
+    return not gpu_state_errors(task, state)
+
+
+def threads_fill_warps(ctx, state) -> bool:
+    """Every tiling root (a root stage with a vthread-bound loop) runs at least a warp of
+    threads, unless its stage has at most two warps of points (InitThreadBind's rule, also
+    applied after mutations)."""
+    for stage in state.stages:
+        if stage.compute_at != "root" or not any(it.annotation == "vthread" for it in stage.iters):
+            continue
+        for it in stage.iters:
+            if it.annotation == "threadIdx.x" and it.extent < ctx.warp:
+                points = math.prod(x.extent for x in stage.root_iters if x.kind == "spatial")
+                if points > 2 * ctx.warp:
+                    return False
+    return True
+
+
+def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
+    """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
+    bound-inferred ``extents`` (a cheap estimate of what the verifier will count)."""
+    by_name = {s.name: s for s in state.stages}
+    out: dict[str, int] = {}
+    for sid, stage in enumerate(state.stages):
+        if stage.scope != "shared" or stage.compute_at != "iter":
+            continue
+        root = stage
+        while root.compute_at == "iter":
+            root = by_name[root.attach[0]]
+        n = math.prod(extents[sid].values()) * itemsize(stage.op.dtype)
+        out[root.name] = out.get(root.name, 0) + n
+    return out
+
+
+def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
+    """One concrete, verified GPU state from ``sketch``, or None when invalid.
+
+    Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` are redrawn
+    (up to ``fill_tries`` times) right after bound inference, before binding and lowering."""
+    limit = ctx.hw.max_shared_memory_per_block
+    try:
+        for _ in range(fill_tries):
+            s = init_fill_tile_size_gpu(ctx, sketch, rng)
+            ext = su.bound_extents(s)
+            used = shared_bytes_per_kernel(s, ext)
+            if not limit or max(used.values(), default=0) <= limit:
+                break
+        else:
+            return None
+        s = init_thread_bind(ctx, s, rng, ext)
+        s = init_unroll_gpu(ctx, s, rng)
+    except (ScheduleError, LowerError):
+        return None
+    if task is not None and gpu_state_errors(task, s):
+        return None
+    return s

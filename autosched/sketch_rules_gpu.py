@@ -1,0 +1,283 @@
+"""GPU sketch rules (TVM ``sketch_policy_rules.cc``, notes 3.2, 3.3 and 3.5).
+
+Rule order (TVM's): :class:`AddCacheRead`, :class:`AlwaysInlineGPU`,
+``SimplifyComputeWithConstTensor``, :class:`CrossThreadReduction`, :class:`AddCacheWriteGPU`,
+:class:`MultiLevelTilingWithFusionGPU`, ``MultiLevelTiling`` (with the GPU structure),
+``SkipStage``. TVM's ``SpecialComputeLocationGPU`` (Winograd ``input_tile``) is left out: the
+always-inline rule inlines that stage instead.
+
+A finished GPU sketch of a tiling op looks like (notes 3.5): the root stage (the elementwise
+consumer, or the op itself after ``cache_write("local")``) split in four levels by follow
+splits (``.0`` -> blockIdx, ``.1`` -> vthread, ``.2`` -> threadIdx, the rest inside a thread);
+the register-tile stage tiled ``SSSRRSRS`` and attached at the root's last threadIdx-level
+iterator; one ``.shared`` cache stage per input attached at the outermost reduce tile. The
+thread binding itself happens at annotation (:mod:`autosched.annotate_gpu`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorir.steps import ScheduleError
+
+from . import state_utils as su
+from .sketch_rules import (
+    APPLY,
+    APPLY_AND_SKIP_REST,
+    SKIP,
+    MultiLevelTiling,
+    SimplifyComputeWithConstTensor,
+    SketchContext,
+    SketchRule,
+    SkipStage,
+    do_multi_level_tiling,
+    follow_tiling,
+)
+
+__all__ = [
+    "AddCacheRead",
+    "AddCacheWriteGPU",
+    "AlwaysInlineGPU",
+    "CrossThreadReduction",
+    "GPUSketchContext",
+    "MultiLevelTilingWithFusionGPU",
+    "gpu_rules",
+    "has_cross_thread_reduction",
+    "last_reduce_iter_in_outermost_reduce_tile",
+]
+
+
+@dataclass(frozen=True)
+class GPUSketchContext(SketchContext):
+    """:class:`SketchContext` plus the GPU facts the rules read."""
+
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+
+    @property
+    def tiling_structure(self) -> str:
+        return self.params.gpu_multi_level_tiling_structure
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _is_thread_x_reduce(it) -> bool:
+    return it.kind == "reduce" and it.annotation == "threadIdx.x"
+
+
+def has_cross_thread_reduction(state, sid: int) -> bool:
+    """The stage, or a stage attached to it, binds a reduce loop to threadIdx.x (TVM
+    ``HasCrossThreadReduction``)."""
+    if any(_is_thread_x_reduce(it) for it in state.stages[sid].iters):
+        return True
+    for (tid, _), attached in su.attached_map(state).items():
+        if tid == sid:
+            for a in attached:
+                if any(_is_thread_x_reduce(it) for it in state.stages[a].iters):
+                    return True
+    return False
+
+
+def _root_name(iter_name: str) -> str:
+    """``rx.0`` -> ``rx`` (the original axis a split part comes from)."""
+    head, dot, tail = iter_name.rpartition(".")
+    return head if dot and tail.isdigit() else iter_name
+
+
+def last_reduce_iter_in_outermost_reduce_tile(stage):
+    """The first reduce iterator (in loop order) by which every original reduce axis has been
+    seen: ``k.0`` for matmul, ``rc.0`` after ``ry.0 rx.0`` for conv2d. None without reduce."""
+    want = {it.name for it in stage.root_iters if it.kind == "reduce"}
+    seen = set()
+    for it in stage.iters:
+        if it.kind == "reduce":
+            seen.add(_root_name(it.name))
+            if want <= seen:
+                return it
+    return None
+
+
+def _reads_directly(state, consumer: int, producer: int) -> bool:
+    names = {op.name for op in su.current_dag(state).producers(state.stages[consumer].name)}
+    return state.stages[producer].name in names
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+class AddCacheRead(SketchRule):
+    """Inputs of a tiled stage get a ``.shared`` copy attached at the outer reduce tile."""
+
+    name = "AddCacheRead"
+
+    def meet_condition(self, ctx, state, sid):
+        if state.stages[sid].name.endswith(".shared"):
+            return SKIP
+        cons = su.consumer_ids(state, sid)
+        if not cons:
+            return SKIP
+        tid = cons[0]
+        if not su.needs_multi_level_tiling(state, tid):
+            return SKIP
+        if has_cross_thread_reduction(state, tid):
+            return SKIP
+        if not _reads_directly(state, tid, sid):
+            return SKIP
+        if last_reduce_iter_in_outermost_reduce_tile(state.stages[tid]) is None:
+            return SKIP
+        return APPLY_AND_SKIP_REST
+
+    def apply(self, ctx, state, sid):
+        s = state.copy()
+        targets = [
+            state.stages[c].name
+            for c in su.consumer_ids(state, sid)
+            if su.needs_multi_level_tiling(state, c)
+            and _reads_directly(state, c, sid)
+            and last_reduce_iter_in_outermost_reduce_tile(state.stages[c]) is not None
+        ]
+        for cname in targets:
+            shared = s.cache_read(sid, "shared", [cname])
+            pos = last_reduce_iter_in_outermost_reduce_tile(s[cname])
+            s.compute_at(shared.name, cname, pos.name)
+        return [(s, sid)]
+
+
+class AlwaysInlineGPU(SketchRule):
+    """GPU inlines every inlinable stage (not only the strictly inlinable ones)."""
+
+    name = "AlwaysInline"
+
+    def meet_condition(self, ctx, state, sid):
+        s = state.stages[sid]
+        if s.is_placeholder or su.is_output(state, sid) or su.has_reduce_iter(s):
+            return SKIP
+        if su.is_tiled(s) or s.compute_at != "root":
+            return SKIP
+        return APPLY_AND_SKIP_REST
+
+    def apply(self, ctx, state, sid):
+        s = state.copy()
+        try:
+            s.compute_inline(sid)
+        except ScheduleError:
+            return [(state, sid - 1)]  # not inlinable after all: leave it at root
+        return [(s, sid - 1)]
+
+
+class CrossThreadReduction(SketchRule):
+    """Reductions with little spatial work: fuse the reduce loops, split by the warp size and
+    bind the inner part to threadIdx.x (a cross-thread reduction when lowered). When the
+    single consumer shares outer loops and needs no tiling (softmax normalisation), the
+    reduction is computed inside the consumer, whose last loop gets the same thread split."""
+
+    name = "CrossThreadReduction"
+
+    def meet_condition(self, ctx, state, sid):
+        s = state.stages[sid]
+        if s.is_placeholder or s.compute_at != "root" or su.is_tiled(s):
+            return SKIP
+        if su.has_cache_write_stage(state, sid) or not su.has_reduce_iter(s):
+            return SKIP
+        space, reduce = su._space_reduce_len(s)
+        if su.needs_multi_level_tiling(state, sid):
+            if space > ctx.max_threads_per_block:
+                return SKIP
+            return APPLY if space < reduce else SKIP
+        if reduce > 1:
+            return APPLY if reduce > ctx.warp_size else SKIP
+        return SKIP
+
+    def apply(self, ctx, state, sid):
+        stage = state.stages[sid]
+        s = state.copy()
+        red = [it.name for it in stage.iters if it.kind == "reduce"]
+        if [it.kind for it in stage.iters] != ["spatial"] * (len(stage.iters) - len(red)) + [
+            "reduce"
+        ] * len(red):
+            return [(state, sid - 1)]  # reduce loops not innermost: leave it
+        fused = s.fuse(sid, red).name if len(red) > 1 else red[0]
+        cons = su.consumer_ids(state, sid)
+        dag = su.current_dag(state)
+        tid = cons[0] if len(cons) == 1 else None
+        common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name) if tid else 0
+        target = state.stages[tid] if tid is not None else None
+        if (
+            target is not None
+            and common > 0
+            and not su.needs_multi_level_tiling(state, tid)
+            and not su.is_tiled(target)
+            and not su.has_reduce_iter(target)
+            and target.compute_at == "root"
+            and common <= len(target.iters) - 1
+        ):
+            last = target.iters[-1].name
+            s.split(tid, last, [ctx.warp_size])
+            split_id = len(s.steps) - 1
+            s.bind(tid, s[tid].iters[-1].name, "threadIdx.x")
+            parts = s.follow_split(sid, fused, split_id, 1)
+            s.bind(sid, parts[1].name, "threadIdx.x")
+            s.compute_at(sid, tid, s[tid].iters[common - 1].name)
+        else:
+            parts = s.split(sid, fused, [ctx.warp_size])
+            s.bind(sid, parts[1].name, "threadIdx.x")
+        return [(s, sid - 1)]
+
+
+class AddCacheWriteGPU(SketchRule):
+    """A tiled stage without a fusible consumer computes into a ``.local`` stage (GPU: the
+    only variant), which the fusion rule then tiles."""
+
+    name = "AddCacheWrite"
+
+    def meet_condition(self, ctx, state, sid):
+        if (
+            su.needs_multi_level_tiling(state, sid)
+            and not su.has_cache_write_stage(state, sid)
+            and su.has_single_elementwise_consumer(state, sid) is None
+        ):
+            return APPLY_AND_SKIP_REST
+        return SKIP
+
+    def apply(self, ctx, state, sid):
+        s = state.copy()
+        s.cache_write(sid, "local")
+        return [(s, sid)]
+
+
+class MultiLevelTilingWithFusionGPU(SketchRule):
+    """``SSSRRSRS`` tiling, the consumer follows the first three spatial levels (block,
+    vthread, thread) and the tiled stage is computed at the consumer's thread level."""
+
+    name = "MultiLevelTilingWithFusion"
+
+    def meet_condition(self, ctx, state, sid):
+        if not su.needs_multi_level_tiling(state, sid):
+            return SKIP
+        if su.has_single_elementwise_consumer(state, sid) is None:
+            return SKIP
+        return APPLY_AND_SKIP_REST
+
+    def apply(self, ctx, state, sid):
+        tid = su.has_single_elementwise_consumer(state, sid)
+        base, split_ids = do_multi_level_tiling(state, sid, ctx.tiling_structure)
+        level = 3
+        s = follow_tiling(base, tid, split_ids, level)
+        target_iter = s.stages[tid].iters[level * len(split_ids) - 1]
+        s.compute_at(sid, tid, target_iter.name)
+        return [(s, sid - 1)]
+
+
+def gpu_rules() -> list[SketchRule]:
+    """The GPU rule list in TVM's order (without SpecialComputeLocationGPU)."""
+    return [
+        AddCacheRead(),
+        AlwaysInlineGPU(),
+        SimplifyComputeWithConstTensor(),
+        CrossThreadReduction(),
+        AddCacheWriteGPU(),
+        MultiLevelTilingWithFusionGPU(),
+        MultiLevelTiling(),
+        SkipStage(),
+    ]
