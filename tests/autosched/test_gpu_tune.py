@@ -1,24 +1,15 @@
-"""End-to-end ``task.tune`` for an OpenCL task (PoCL on the CPU here).
-
-The LocalRunner measures on the CPU device only (the GPU runner is another engineer's work), so
-this test measures with a small in-process builder / runner that loads the OpenCL module,
-checks it against the reference interpreter and times it.
-"""
-
-import time
+"""End-to-end ``task.tune`` for an OpenCL task (PoCL on the CPU here, a GPU on a GPU machine):
+GPU sketches, validity checks, the isolated measuring process of ``LocalRPCMeasureContext``,
+records, and a build of the best record checked against the interpreter."""
 
 import numpy as np
 import pytest
 
+import autosched as ansor
 from autosched import testing as W
 from autosched.annotate_gpu import gpu_state_errors
-from autosched.build_module import generate_source
-from autosched.measure import BuildResult, MeasureErrorNo, MeasureResult
-from autosched.search_params import SearchParams
-from autosched.search_policy import SketchPolicy
-from autosched.task import SearchTask
-from autosched.tuning import TuningOptions
-from tensorir.dag import ComputeDAG
+from autosched.measure import MeasureErrorNo
+from autosched.records import load_records
 from tensorir.interp import eval_dag
 
 
@@ -31,64 +22,28 @@ def _opencl_device():
         return None
 
 
-class InProcessBuilder:
-    n_parallel = 1
-
-    def build(self, inputs):
-        out = []
-        for inp in inputs:
-            t0 = time.perf_counter()
-            try:
-                src = generate_source(inp.state, inp.task.target).as_dict()
-            except Exception as exc:  # noqa: BLE001 - becomes a result like LocalBuilder's
-                out.append(BuildResult(None, MeasureErrorNo.COMPILE_HOST, str(exc)))
-                continue
-            out.append(BuildResult(src, time_cost=time.perf_counter() - t0))
-        return out
-
-
-class InProcessOpenCLRunner:
-    def __init__(self, dev):
-        self.dev = dev
-        self.checked = 0
-
-    def run(self, inputs, built):
-        from runtime import load_module
-
-        out = []
-        for inp, br in zip(inputs, built, strict=True):
-            if br.source is None:
-                out.append(MeasureResult((1e10,), br.error_no, br.error_msg))
-                continue
-            dag = inp.task.compute_dag
-            rng = np.random.default_rng(0)
-            ins = {t.name: rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors}
-            refs = dict(zip([t.name for t in dag.output_tensors],
-                            eval_dag(dag, list(ins.values()))))  # fmt: skip
-            outs = {n: np.full(r.shape, np.nan, r.dtype) for n, r in refs.items()}
-            mod = load_module(**br.source, device=self.dev)
-            args = [ins[p[0]] if p[0] in ins else outs[p[0]] for p in mod.params]
-            mod(*args)
-            for n, r in refs.items():
-                np.testing.assert_allclose(outs[n], r, rtol=1e-4, atol=1e-4)
-            self.checked += 1
-            costs = mod.time_evaluator(number=1, repeat=2)(*args).results
-            out.append(MeasureResult(tuple(costs), timestamp=time.time()))
-        return out
-
-
 @pytest.mark.skipif(_opencl_device() is None, reason="no OpenCL device")
-def test_tune_opencl_matmul_relu():
-    task = SearchTask(ComputeDAG(W.matmul_relu(64, 64, 64)), target="opencl")
-    params = SearchParams(evolutionary_search_population=32, evolutionary_search_num_iters=1,
-                          sample_init_min_population=8)  # fmt: skip
-    policy = SketchPolicy(task, params=params, seed=0, verbose=0)
-    runner = InProcessOpenCLRunner(_opencl_device())
-    opts = TuningOptions(num_measure_trials=6, num_measures_per_round=3, verbose=0,
-                         builder=InProcessBuilder(), runner=runner)  # fmt: skip
-    best = task.tune(opts, search_policy=policy)
-    assert best is not None
-    assert runner.checked == 6 and policy.num_trials == 6
-    assert gpu_state_errors(task, best) == []
+def test_tune_opencl_matmul_relu(tmp_path):
+    dag = ansor.ComputeDAG(W.matmul_relu(64, 64, 64))
+    task = ansor.SearchTask(dag, target="opencl")
+    params = ansor.SearchParams(evolutionary_search_population=32,
+                                evolutionary_search_num_iters=1, sample_init_min_population=8)  # fmt: skip
+    policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params, seed=0, verbose=0)
+    log = tmp_path / "gpu.json"
+    with ansor.LocalRPCMeasureContext(min_repeat_ms=0, n_parallel=2) as ctx:
+        opts = ansor.TuningOptions(num_measure_trials=6, num_measures_per_round=3, verbose=0,
+                                   builder=ctx.builder, runner=ctx.runner,
+                                   measure_callbacks=[ansor.RecordToFile(str(log))])  # fmt: skip
+        best = task.tune(opts, search_policy=policy)
+    records = list(load_records(str(log)))
+    assert len(records) == 6 and policy.num_trials == 6
+    # Every candidate passed the output check (a wrong one would be WRONG_ANSWER).
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+    assert best is not None and gpu_state_errors(task, best) == []
     assert any(it.annotation == "threadIdx.x" for it in best["T_relu"].iters)
-    assert len(policy.measured) == 6
+    func = ansor.build(task.apply_best(str(log)), "opencl")
+    rng = np.random.default_rng(3)
+    args = [rng.uniform(-1, 1, t.shape).astype("float32") for t in dag.input_tensors]
+    out = np.full(dag.output_tensors[0].shape, np.nan, "float32")
+    func(*args, out)
+    np.testing.assert_allclose(out, eval_dag(dag, args)[0], rtol=1e-4, atol=1e-4)
