@@ -81,13 +81,17 @@ def cuda_event_ms(torch, fn, min_ms: float = 300.0, repeat: int = 5) -> float:
     return float(np.median(times))
 
 
+def _count_records(log: Path) -> int:
+    return sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
+
+
 def bench_op(name: str, args, work: Path, torch) -> dict:
     dag = ansor.ComputeDAG(OPS[name]())
     task = ansor.SearchTask(dag, target="cuda", desc=name)
     log = work / f"{name}.json"
     tune_s = 0.0
     if args.trials > 0 and not args.no_tune:
-        done = len(log.read_text().splitlines()) if log.exists() else 0
+        done = _count_records(log)
         todo = max(0, args.trials - done)
         if todo:
             policy = ansor.SketchPolicy(
@@ -112,7 +116,7 @@ def bench_op(name: str, args, work: Path, torch) -> dict:
         *inputs, out
     ).median * 1e3  # fmt: skip
     torch_ms = cuda_event_ms(torch, _torch_op(name, torch, inputs), args.min_repeat_ms)
-    n_records = len(log.read_text().splitlines()) if log.exists() else 0
+    n_records = _count_records(log)
     row = {
         "op": name,
         "ours_ms": ours_ms,
@@ -147,7 +151,10 @@ def bench_resnet18(args, work: Path, torch) -> dict:
                 measure_callbacks=[ansor.RecordToFile(str(log))],
             )  # fmt: skip
             t0 = time.perf_counter()
-            tuner.tune(options)
+            tuner.tune(options, search_policy_params=ansor.SearchParams(
+                evolutionary_search_population=args.population,
+                evolutionary_search_num_iters=args.generations,
+            ))  # fmt: skip
             tune_s = time.perf_counter() - t0
     with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
         lib = ansor.build(mod, "cuda", params=params)
@@ -179,7 +186,7 @@ def bench_resnet18(args, work: Path, torch) -> dict:
     row = {"network": "resnet-18", "ours_ms": ours_ms, "torch_eager_ms": eager_ms,
            "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
            "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
-           "records": len(log.read_text().splitlines()) if log.exists() else 0,
+           "records": _count_records(log),
            "tune_s_this_run": tune_s}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
@@ -191,7 +198,9 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=64, help="records per operator log to reach")
     p.add_argument("--network-trials", type=int, default=0, help="resnet-18 trials this run")
     p.add_argument("--network", action="store_true", help="also build and time resnet-18")
-    p.add_argument("--per-round", type=int, default=32)
+    p.add_argument("--per-round", type=int, default=8, help="network measurements per round")
+    p.add_argument("--population", type=int, default=2048, help="network search population")
+    p.add_argument("--generations", type=int, default=4, help="network evolution generations")
     p.add_argument("--min-repeat-ms", type=float, default=100)
     p.add_argument("--no-tune", action="store_true")
     p.add_argument("--work-dir", default="bench-gpu")
