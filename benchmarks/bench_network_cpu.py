@@ -78,7 +78,11 @@ def bench_one(name: str, args) -> dict:
     out = module.get_output(0).numpy()
     ref = evaluate(mod, {"data": x}, params)
     err = float(np.max(np.abs(out - ref)))
-    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+
+    def ours_once() -> float:
+        return float(np.median(module.benchmark(repeat=3, min_repeat_ms=100).results)) * 1e3
+
+    ours_ms = ours_once()
 
     row = {"network": name, "ours_ms": ours_ms, "max_abs_err": err, "tasks": len(tasks),
            "trials_this_run": args.trials if not args.no_tune else 0, "records_in_log": n_records,
@@ -96,7 +100,20 @@ def bench_one(name: str, args) -> dict:
         x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         o = sess.run(None, {"data": x_nchw})[0]
         row["ort_err"] = float(np.max(np.abs(o - ref)))
-        row["ort_ms"] = _median_ms(lambda: sess.run(None, {"data": x_nchw}))
+        # This machine's speed drifts by 10-20% over minutes, so time the two side by side in
+        # alternating rounds and report the medians (and the median of the per-round ratios).
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            # The pause lets the other side's spinning worker threads (ORT's pool, libgomp's)
+            # go to sleep, so that neither times its runs against the other's spinning.
+            time.sleep(0.5)
+            ours.append(ours_once())
+            time.sleep(0.5)
+            theirs.append(_median_ms(lambda: sess.run(None, {"data": x_nchw}), min_s=0.3))
+        row["ours_ms"] = float(np.median(ours))
+        row["ort_ms"] = float(np.median(theirs))
+        row["ort_over_ours_per_round"] = [t / o for o, t in zip(ours, theirs, strict=True)]
+        row["ratio_median"] = float(np.median(row["ort_over_ours_per_round"]))
         row["ort_version"] = ort.__version__
     except ImportError:
         print("onnxruntime not installed: pip install onnxruntime")
@@ -124,6 +141,7 @@ def main() -> None:
         help="time candidates with cold caches (LocalRunner enable_cpu_cache_flush)",
     )
     p.add_argument("--flush-repeat", type=int, default=10, help="cold runs per candidate")
+    p.add_argument("--rounds", type=int, default=9, help="alternating timing rounds vs ORT")
     p.add_argument("--work-dir", default="bench-network-cpu")
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args()
