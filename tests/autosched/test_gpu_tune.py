@@ -26,8 +26,11 @@ def _opencl_device():
 def test_tune_opencl_matmul_relu(tmp_path):
     dag = ansor.ComputeDAG(W.matmul_relu(64, 64, 64))
     task = ansor.SearchTask(dag, target="opencl")
-    params = ansor.SearchParams(evolutionary_search_population=32,
-                                evolutionary_search_num_iters=1, sample_init_min_population=8)  # fmt: skip
+    params = ansor.SearchParams(
+        evolutionary_search_population=32,
+        evolutionary_search_num_iters=1,
+        sample_init_min_population=8,
+    )
     policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params, seed=0, verbose=0)
     log = tmp_path / "gpu.json"
     with ansor.LocalRPCMeasureContext(min_repeat_ms=0, n_parallel=2) as ctx:
