@@ -130,6 +130,14 @@ class _Module:
         self.functions = functions
 
 
+def _kernel(compiled, name: str):
+    """The compiled function ``name``, or a LaunchError listing what was compiled."""
+    try:
+        return compiled.functions[name]
+    except KeyError:
+        raise LaunchError(f"no kernel {name!r}; compiled {sorted(compiled.functions)}") from None
+
+
 class CUDABackend:
     """Runtime backend for NVIDIA GPUs (see runtime_contract's Backend protocol).
 
@@ -235,12 +243,7 @@ class CUDABackend:
         return _Module(mod, functions)
 
     def launch(self, compiled: _Module, name: str, grid, block, handles: list) -> None:
-        try:
-            fn = compiled.functions[name]
-        except KeyError:
-            raise LaunchError(
-                f"no kernel {name!r}; compiled {sorted(compiled.functions)}"
-            ) from None
+        fn = _kernel(compiled, name)
         grid = tuple(int(g) for g in grid)
         block = tuple(int(b) for b in block)
         try:
@@ -259,12 +262,7 @@ class CUDABackend:
         driver launch (a few microseconds) rather than pycuda's per-call argument packing.
         Call it with the context current (``time_launches`` does that).
         """
-        try:
-            fn = compiled.functions[name]
-        except KeyError:
-            raise LaunchError(
-                f"no kernel {name!r}; compiled {sorted(compiled.functions)}"
-            ) from None
+        fn = _kernel(compiled, name)
         grid = tuple(int(g) for g in grid)
         block = tuple(int(b) for b in block)
         fmt = "P" * len(handles)
