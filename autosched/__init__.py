@@ -34,7 +34,12 @@ from .network import NetworkLib, extract_tasks, load_module
 from .networks import from_onnx
 from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
 from .search_params import SearchParams
-from .search_policy import PreloadCustomSketchRule, PreloadMeasuredStates, SketchPolicy
+from .search_policy import (
+    PreloadCustomSketchRule,
+    PreloadMeasuredStates,
+    SeedStates,
+    SketchPolicy,
+)
 from .task import HardwareParams, SearchTask, register_workload
 from .task_scheduler import (
     LogEstimatedLatency,
@@ -66,6 +71,7 @@ __all__ = [
     "MeasureResult",
     "PreloadCustomSketchRule",
     "PreloadMeasuredStates",
+    "SeedStates",
     "PrintTableInfo",
     "ProgramMeasurer",
     "RandomModel",

@@ -81,6 +81,7 @@ class SketchPolicy:
         self.num_trials = 0
         self.time_split = TimeSplit()
         self._sketches = None
+        self.pending_seeds: list = []  # states to measure before searched ones (SeedStates)
         for callback in init_search_callbacks or ():
             callback.enter(self)
 
@@ -165,9 +166,16 @@ class SketchPolicy:
     ) -> tuple[list, list]:
         """One round: search, pick, measure, retrain. Returns (inputs, results) measured."""
         best, random_states = self.search_one_round(num_measure, population)
-        picked = pick_states_eps_greedy(
-            best, random_states, num_measure, self.params.eps_greedy, self.measured_keys
-        )
+        seeds = []
+        while self.pending_seeds and len(seeds) < num_measure:
+            state = self.pending_seeds.pop(0)
+            if state_key(state) not in self.measured_keys:
+                self.measured_keys.add(state_key(state))
+                seeds.append(state)
+        picked = seeds + pick_states_eps_greedy(
+            best, random_states, num_measure - len(seeds), self.params.eps_greedy,
+            self.measured_keys,
+        )  # fmt: skip
         if not picked:
             return [], []
         inputs = [MeasureInput(self.task, s) for s in picked]
@@ -278,6 +286,18 @@ class PreloadMeasuredStates:
         policy.record_results(inputs, results)
         policy.num_trials -= len(inputs)  # preloaded records are not trials of this run
         policy._say(1, f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}")
+
+
+class SeedStates:
+    """An init-search callback: measure ``states`` first (those not measured yet), before any
+    searched state. The task scheduler seeds GPU tasks with the default schedule this way, so
+    that a tuned network is never slower than the untuned one because of too few trials."""
+
+    def __init__(self, states):
+        self.states = list(states)
+
+    def enter(self, policy: SketchPolicy) -> None:
+        policy.pending_seeds.extend(self.states)
 
 
 class PreloadCustomSketchRule:

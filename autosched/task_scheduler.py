@@ -102,6 +102,24 @@ def _make_cost_model(kind: str, num_warmup_sample: int, adaptive_training: bool)
     )
 
 
+def _default_schedule_seed(task):
+    """On GPUs, the default schedule of ``task`` (measured first, so that the best record is
+    never worse than what an untuned build runs), or None. On CPUs the default schedule is
+    far from competitive and measuring it would waste a trial."""
+    if not task.target.is_gpu:
+        return None
+    from .annotate_gpu import gpu_state_errors
+    from .network import default_schedule
+
+    try:
+        state = default_schedule(
+            task.compute_dag, task.target, task.hardware_params.max_threads_per_block
+        )
+    except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+        return None
+    return state if not gpu_state_errors(task, state) else None
+
+
 class _PreloadRecords:
     """Init-search callback: add already-replayed records to a policy's measured set (what
     :class:`~autosched.search_policy.PreloadMeasuredStates` does, without re-reading the log)."""
@@ -458,7 +476,7 @@ class TaskScheduler:
 
     def _make_policies(self, search_policy, params, adaptive_training, resumed) -> list:
         from .search_params import SearchParams
-        from .search_policy import SketchPolicy
+        from .search_policy import SeedStates, SketchPolicy
 
         verbose = self.tune_option.verbose
         records = resumed or {}
@@ -489,16 +507,15 @@ class TaskScheduler:
                 model.update(inputs, results)
         if isinstance(params, dict):
             params = SearchParams(**params)
-        return [
-            SketchPolicy(
-                task,
-                model,
-                params,
-                verbose=verbose,
-                init_search_callbacks=[_PreloadRecords(*records[i])] if i in records else None,
-            )  # fmt: skip
-            for i, task in enumerate(self.tasks)
-        ]
+        policies = []
+        for i, task in enumerate(self.tasks):
+            callbacks = [_PreloadRecords(*records[i])] if i in records else []
+            seed = _default_schedule_seed(task)
+            if seed is not None:
+                callbacks.append(SeedStates([seed]))
+            policies.append(SketchPolicy(task, model, params, verbose=verbose,
+                                         init_search_callbacks=callbacks))  # fmt: skip
+        return policies
 
     def _restore_status(self, log_file) -> dict[int, tuple[list, list]]:
         """Counts, best costs and histories from ``log_file``; returns the replayed records

@@ -205,3 +205,37 @@ def test_warming_up_model_skips_the_evolution(task):
     assert len(best) == 16 and rand
     assert not {state_key(s) for s in best} & pol.measured_keys
     assert ansor.LGBModel().warming_up and not ansor.RandomModel(0).warming_up
+
+
+def test_seed_states_are_measured_first_and_once(task):
+    class _Recorder:
+        class stats:
+            build_s = run_s = 0.0
+
+        def __init__(self):
+            self.batches = []
+
+        def measure(self, inputs):
+            self.batches.append([inp.state for inp in inputs])
+            return [ansor.MeasureResult((1e-3,), 0, "", 0.0, 0.0) for _ in inputs]
+
+    seed = task.compute_dag.get_init_state()
+    pol = ansor.SketchPolicy(task, ansor.RandomModel(0), SMALL, seed=0, verbose=0,
+                             init_search_callbacks=[ansor.SeedStates([seed, seed])])  # fmt: skip
+    rec = _Recorder()
+    pol.search(8, None, 4, rec)
+    assert state_key(rec.batches[0][0]) == state_key(seed)
+    flat = [state_key(s) for batch in rec.batches for s in batch]
+    assert flat.count(state_key(seed)) == 1 and len(flat) == 8
+
+
+def test_gpu_tasks_are_seeded_with_the_default_schedule():
+    from autosched.annotate_gpu import gpu_state_errors
+    from autosched.task_scheduler import _default_schedule_seed
+
+    dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1))
+    gpu = ansor.SearchTask(dag, target="cuda")
+    seed = _default_schedule_seed(gpu)
+    assert seed is not None and gpu_state_errors(gpu, seed) == []
+    assert any(it.annotation == "threadIdx.x" for st in seed.stages for it in st.iters)
+    assert _default_schedule_seed(ansor.SearchTask(dag, target="llvm")) is None
