@@ -43,6 +43,11 @@ class AnnotateContext:
     num_cores: int
     params: SearchParams
 
+    @property
+    def unroll_configs(self) -> tuple[int, ...]:
+        """Candidates of the ``auto_unroll_max_step`` pragma on this target."""
+        return self.params.auto_unroll_configs_cpu
+
 
 # ----------------------------------------------------------------------------- factorizations
 
@@ -178,7 +183,7 @@ def init_unroll(ctx, state, rng):
     """``auto_unroll_max_step`` pragma with a random candidate on every stage with a
     reduction (on its outermost loop)."""
     s = state.copy()
-    cands = ctx.params.auto_unroll_configs_cpu
+    cands = ctx.unroll_configs
     for sid, stage in enumerate(state.stages):
         if stage.is_placeholder or stage.compute_at == "inline":
             continue

@@ -55,6 +55,10 @@ class GPUAnnotateContext(AnnotateContext):
     def max_vthread(self) -> int:
         return self.hw.max_vthread_extent or 8
 
+    @property
+    def unroll_configs(self) -> tuple[int, ...]:
+        return self.params.auto_unroll_configs_gpu
+
 
 def gpu_context(task, params) -> GPUAnnotateContext:
     return GPUAnnotateContext(
@@ -268,7 +272,7 @@ def _has_xthread(state, sid) -> bool:
 def init_unroll_gpu(ctx, state, rng):
     """``auto_unroll_max_step`` from the GPU candidates on every stage with a reduction."""
     s = state.copy()
-    cands = ctx.params.auto_unroll_configs_gpu
+    cands = ctx.unroll_configs
     for sid, stage in enumerate(state.stages):
         if stage.is_placeholder or stage.compute_at == "inline":
             continue

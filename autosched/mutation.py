@@ -92,12 +92,7 @@ def mutate_auto_unroll(ctx, state, rng):
     step_id = ids[rng.randrange(len(ids))]
     ps = steps[step_id]
     old = ps.pragma_type.partition("$")[2]
-    configs = (
-        ctx.params.auto_unroll_configs_gpu
-        if getattr(ctx, "hw", None) is not None
-        else ctx.params.auto_unroll_configs_cpu
-    )
-    cands = [v for v in configs if str(v) != old]
+    cands = [v for v in ctx.unroll_configs if str(v) != old]
     if not cands:
         return None
     value = cands[rng.randrange(len(cands))]
