@@ -312,6 +312,19 @@ def default_gpu_schedule(
     return state
 
 
+def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check):
+    """:func:`default_gpu_schedule` with the consumer fused, or, where that state fails
+    ``check(state)`` (which raises), one kernel per stage. What an untuned GPU build runs, and
+    what the task scheduler measures first for a GPU task."""
+    try:
+        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=True)
+        check(state)
+    except Exception:  # fusing the consumer did not work here: one kernel per stage
+        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=False)
+        check(state)
+    return state
+
+
 def build_network(
     mod,
     target="llvm",
@@ -346,12 +359,11 @@ def build_network(
             return generate_source(default_schedule(gd.dag, target), target, gd.name, limits)
         threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
         warp = limits.get("warp_size") or 32
-        try:
-            state = default_gpu_schedule(gd.dag, threads, warp, fuse_consumer=True)
-            return generate_source(state, target, gd.name, limits)
-        except Exception:  # fusing the consumer did not work here: one kernel per stage
-            state = default_gpu_schedule(gd.dag, threads, warp, fuse_consumer=False)
-            return generate_source(state, target, gd.name, limits)
+        out = []
+        default_gpu_state(
+            gd.dag, threads, warp, lambda s: out.append(generate_source(s, target, gd.name, limits))
+        )
+        return out[-1]
 
     kernels, kernel_of_key, tuned, missing, unfit = [], {}, {}, [], []
     for gd in groups:

@@ -109,15 +109,20 @@ def _default_schedule_seed(task):
     if not task.target.is_gpu:
         return None
     from .annotate_gpu import gpu_state_errors
-    from .network import default_schedule
+    from .network import default_gpu_state
 
+    def check(state):
+        errors = gpu_state_errors(task, state)
+        if errors:
+            raise ValueError("; ".join(errors))
+
+    hw = task.hardware_params
     try:
-        state = default_schedule(
-            task.compute_dag, task.target, task.hardware_params.max_threads_per_block
+        return default_gpu_state(
+            task.compute_dag, hw.max_threads_per_block, hw.warp_size or 32, check
         )
     except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
         return None
-    return state if not gpu_state_errors(task, state) else None
 
 
 class _PreloadRecords:
