@@ -65,10 +65,11 @@ def _main(mod) -> gir.Function:
 def partition(mod, params=None, target="llvm", use_winograd=None):
     """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
     in execution order."""
-    # TVM picks the winograd NHWC conv2d for 3x3 stride-1 convs under the auto-scheduler on
-    # both CPU and GPU targets; a caller may turn it off.
+    # TVM's auto-scheduler strategies pick the winograd NHWC conv2d for 3x3 stride-1 convs,
+    # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
     winograd = True if use_winograd is None else bool(use_winograd)
-    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd)
+    kind = "cpu" if Target(target).kind == "llvm" else "gpu"
+    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd, device_kind=kind)
     groups = _passes().fuse_ops(func)
     return func, [_group_dag(g, i) for i, g in enumerate(groups)]
 
@@ -119,7 +120,8 @@ def extract_tasks(
     include_simple_tasks : bool
         Also return groups without a reduction (elementwise / layout ops).
     use_winograd : bool, optional
-        Use the winograd conv2d for 3x3 stride-1 NHWC convolutions (default: yes, as TVM).
+        Use the winograd conv2d for 3x3 stride-1 NHWC convolutions where TVM's auto-scheduler
+        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU.
 
     Returns
     -------

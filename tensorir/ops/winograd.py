@@ -43,12 +43,28 @@ def winograd_tile_size(height: int) -> int:
     return 4 if height % 8 == 0 else 2
 
 
-def use_winograd(data_shape, weight_shape, strides, dilation, groups, layout) -> bool:
-    """Whether TVM's CPU strategy would pick winograd: NHWC, 3x3 HWIO kernel, stride 1,
-    dilation 1, no groups."""
+WINOGRAD_DEVICE_KINDS = ("cpu", "gpu")
+
+
+def use_winograd(
+    data_shape, weight_shape, strides, dilation, groups, layout, device_kind: str = "gpu"
+) -> bool:
+    """Whether TVM's auto-scheduler strategy would pick winograd for this conv2d.
+
+    Both kinds need NHWC, a 3x3 HWIO kernel, stride 1, dilation 1 and no groups. On the CPU
+    (``device_kind="cpu"``) TVM's x86 strategy also needs ``64 < CO < 512``, a rule from its
+    profiling: with 64 output channels the transforms cost more than they save, and with 512
+    the transformed weight (16/9 or 4x the direct one) streams from memory in every run.
+    """
+    if device_kind not in WINOGRAD_DEVICE_KINDS:
+        raise ValueError(
+            f"use_winograd: device_kind must be one of {WINOGRAD_DEVICE_KINDS}, got {device_kind!r}"
+        )
     if layout != "NHWC" or int(groups) != 1 or len(weight_shape) != 4 or len(data_shape) != 4:
         return False
-    kh, kw, ci, _ = weight_shape
+    kh, kw, ci, co = weight_shape
+    if device_kind == "cpu" and not 64 < co < 512:
+        return False
     return (
         (kh, kw) == (3, 3)
         and ci == data_shape[3]

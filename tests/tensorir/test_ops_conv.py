@@ -172,6 +172,17 @@ def test_winograd_helpers():
     assert not ops.use_winograd((1, 14, 14, 8), (1, 1, 8, 8), (1, 1), (1, 1), 1, "NHWC")
 
 
+def test_winograd_cpu_rule_follows_tvm_x86():
+    """TVM's x86 strategy keeps 3x3 convs with CO <= 64 or CO >= 512 direct; GPUs take all."""
+    args = ((1, 1), (1, 1), 1, "NHWC")
+    for co, on_cpu in [(64, False), (65, True), (128, True), (256, True), (511, True), (512, False)]:
+        shapes = ((1, 14, 14, 64), (3, 3, 64, co))
+        assert ops.use_winograd(*shapes, *args, device_kind="cpu") is on_cpu
+        assert ops.use_winograd(*shapes, *args, device_kind="gpu")
+    with pytest.raises(ValueError, match="device_kind"):
+        ops.use_winograd((1, 14, 14, 64), (3, 3, 64, 128), *args, device_kind="tpu")
+
+
 def test_seed_stage_names_in_printed_dags():
     scope = ops.NameScope()
     x = scope.placeholder((1, 14, 14, 8))

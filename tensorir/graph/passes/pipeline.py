@@ -29,6 +29,7 @@ def optimize(
     *,
     layout: str = "NHWC",
     use_winograd: bool = True,
+    device_kind: str = "gpu",
 ) -> Function:
     """Prepare a network for fusion and task extraction.
 
@@ -45,6 +46,9 @@ def optimize(
         The data layout convolutions should end up in (only NCHW -> NHWC converts).
     use_winograd : bool
         Turn eligible NHWC 3x3 convolutions into winograd with a folded weight transform.
+    device_kind : "cpu" or "gpu"
+        Which of TVM's winograd rules applies (see ``tensorir.ops.use_winograd``): on the CPU
+        only convolutions with 64 < CO < 512 become winograd.
 
     Returns
     -------
@@ -62,5 +66,5 @@ def optimize(
     if layout == "NHWC" and _needs_convert(func, layout):
         func = convert_layout(func, "NHWC")
     if use_winograd and layout == "NHWC":
-        func = alter_op_layout_winograd(func)
+        func = alter_op_layout_winograd(func, device_kind)
     return fold_constant(func)
