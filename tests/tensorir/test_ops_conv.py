@@ -175,7 +175,8 @@ def test_winograd_helpers():
 def test_winograd_cpu_rule_follows_tvm_x86():
     """TVM's x86 strategy keeps 3x3 convs with CO <= 64 or CO >= 512 direct; GPUs take all."""
     args = ((1, 1), (1, 1), 1, "NHWC")
-    for co, on_cpu in [(64, False), (65, True), (128, True), (256, True), (511, True), (512, False)]:
+    cases = [(64, False), (65, True), (128, True), (256, True), (511, True), (512, False)]
+    for co, on_cpu in cases:
         shapes = ((1, 14, 14, 64), (3, 3, 64, co))
         assert ops.use_winograd(*shapes, *args, device_kind="cpu") is on_cpu
         assert ops.use_winograd(*shapes, *args, device_kind="gpu")

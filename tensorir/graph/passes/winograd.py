@@ -11,7 +11,8 @@ __all__ = ["alter_op_layout_winograd"]
 
 def alter_op_layout_winograd(func: Function, device_kind: str = "gpu") -> Function:
     """Replace each ``nn.conv2d`` that ``use_winograd(..., device_kind)`` accepts (NHWC, HWIO
-    3x3, stride 1, dilation 1, groups 1; on the CPU also 64 < CO < 512) by ``contrib_conv2d_winograd_without_weight_transform(data,
+    3x3, stride 1, dilation 1, groups 1; on the CPU also 64 < CO < 512) by
+    ``contrib_conv2d_winograd_without_weight_transform(data,
     contrib_conv2d_winograd_weight_transform(weight, tile))`` with ``tile =
     winograd_tile_size(H)``. ``fold_constant`` then precomputes the transformed weight."""
 
@@ -21,7 +22,12 @@ def alter_op_layout_winograd(func: Function, device_kind: str = "gpu") -> Functi
         a = node.attrs
         data, weight = args
         if a["kernel_layout"] != "HWIO" or not use_winograd(
-            data.shape, weight.shape, a["strides"], a["dilation"], a["groups"], a["data_layout"],
+            data.shape,
+            weight.shape,
+            a["strides"],
+            a["dilation"],
+            a["groups"],
+            a["data_layout"],
             device_kind,
         ):
             return None
