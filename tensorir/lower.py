@@ -31,7 +31,7 @@ from .transform import rewrite
 __all__ = ["LowerError", "infer_bound", "lower", "lower_unscheduled"]
 
 
-def lower(state_or_stages, name: str = "main") -> Program:
+def lower(state_or_stages, name: str = "main", simplify: bool = True) -> Program:
     """Lower a State (or a ComputeDAG: its initial state) to a loop-IR Program.
 
     Parameters
@@ -40,6 +40,10 @@ def lower(state_or_stages, name: str = "main") -> Program:
         What to lower; a State contributes ``.stages`` and ``.dag``.
     name : str
         The Program's name (the kernel / function name backends emit).
+    simplify : bool
+        Simplify index expressions and apply ``auto_unroll_max_step`` (about half the cost).
+        Without it the loops, buffers and launch extents are the same, which is all the GPU
+        verifier looks at; code generation and features need the simplified program.
 
     Returns
     -------
@@ -48,7 +52,7 @@ def lower(state_or_stages, name: str = "main") -> Program:
         intermediates computed at the root.
     """
     an = analyze(state_or_stages)
-    return _Lowerer(an).program(name)
+    return _Lowerer(an).program(name, simplify)
 
 
 def lower_unscheduled(dag, name: str = "main") -> Program:
@@ -121,7 +125,7 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ statements
 
-    def program(self, name: str) -> Program:
+    def program(self, name: str, simplify: bool = True) -> Program:
         parts = []
         for s in self.an.stages:
             info = self.an.infos.get(s.name)
@@ -132,7 +136,7 @@ class _Lowerer:
             body = Allocate(buf, body)
         params = tuple(self.params[n] for n in self.an.param_order)
         prog = Program(name, params, tuple(self.workspaces), body)
-        return unroll_loops(simplify_program(prog))
+        return unroll_loops(simplify_program(prog)) if simplify else prog
 
     def emit(self, info: StageInfo) -> Stmt:
         s = info.stage

@@ -57,6 +57,31 @@ def test_sweep_states_are_valid(name):
         assert gpu_state_errors(task, s) == []
 
 
+TIGHT_LIMITS = [
+    {"max_threads_per_block": 64},
+    {"max_shared_memory_per_block": 1024, "max_vthread_extent": 2},
+    {"max_local_memory_per_block": 32, "warp_size": 32, "enforce_warp_multiple": True},
+]
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_verifier_verdicts_do_not_need_the_simplified_program(name):
+    """gpu_state_errors lowers without simplification: the same errors, under tight limits
+    too, as the fully lowered program gives."""
+    from tensorir.lower import lower
+    from tensorir.passes.verify_gpu import gpu_program_errors
+
+    _, sampled, mutated = sweep_states(name)
+    rejected = 0
+    for s in sampled + mutated:
+        full, quick = lower(s), lower(s, simplify=False)
+        for limits in TIGHT_LIMITS:
+            errors = gpu_program_errors(full, limits)
+            assert gpu_program_errors(quick, limits) == errors
+            rejected += bool(errors)
+    assert rejected > 0  # the tight limits do reject some states
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_sweep_cuda_compiles_with_nvcc(tmp_path):
     parts, count = [], 0
