@@ -41,6 +41,10 @@ def add_network_commands(sub) -> None:
             )  # fmt: skip
             p.add_argument("--generations", type=int, default=1, help="evolution iterations")
             p.add_argument("--no-resume", action="store_true", help="ignore an existing log")
+            p.add_argument(
+                "--max-seconds", type=float,
+                help="wall-time budget: start no search round after this many seconds",
+            )  # fmt: skip
         if name == "compile":
             p.add_argument("-o", "--output", required=True, help="where to write the library")
         if name in ("run", "benchmark"):
@@ -155,6 +159,7 @@ def run_network_command(args) -> int:
             num_measure_trials=args.trials,
             num_measures_per_round=args.per_round,
             measure_callbacks=[ansor.RecordToFile(str(log))],
+            max_tuning_seconds=args.max_seconds,
         )
         from_log = f", resuming from {log}" if resume else ""
         print(f"Begin tuning ({args.trials} trials{from_log})...")

@@ -204,12 +204,16 @@ class SketchPolicy:
     # ------------------------------------------------------------------ whole search
 
     def search(self, n_trials: int, early_stopping: int | None, num_measures_per_round: int,
-               measurer):  # fmt: skip
-        """Rounds until ``n_trials`` are measured; returns the best measured state (or None)."""
+               measurer, max_seconds: float | None = None):  # fmt: skip
+        """Rounds until ``n_trials`` are measured (or, with ``max_seconds``, until a round
+        would start after that many seconds); returns the best measured state (or None)."""
         flop = self.task.compute_dag.flop_count()
         start, trials, best_at, empty_rounds = time.perf_counter(), 0, 0, 0
         round_no = 0
         while trials < n_trials:
+            if max_seconds is not None and time.perf_counter() - start >= max_seconds:
+                self._say(1, f"time budget of {max_seconds:g} s spent; stopping")
+                break
             round_no += 1
             num = min(num_measures_per_round, n_trials - trials)
             best_before = self.best_cost

@@ -337,12 +337,23 @@ class TaskScheduler:
         self.ct = 0
         self.tic = time.time()
         self._rr_idx = -1
+        budget = options.max_tuning_seconds
+        out_of_time = []
+
+        def more_trials() -> bool:
+            if self.ct >= options.num_measure_trials:
+                return False
+            if budget is not None and time.time() - self.tic >= budget:
+                out_of_time.append(True)
+                return False
+            return True
+
         try:
             for i in range(n):  # warm-up: one round for every task without history
-                if not self.task_cts[i] and self.ct < options.num_measure_trials:
+                if not self.task_cts[i] and more_trials():
                     self._tune_task(i)
             self.best_ct, self.best_score = self.ct, self.cur_score
-            while self.ct < options.num_measure_trials and len(self.dead_tasks) < n:
+            while more_trials() and len(self.dead_tasks) < n:
                 idx = self._choose_task()
                 self._tune_task(idx)
                 self._adjust_similarity_group(idx)
@@ -361,6 +372,8 @@ class TaskScheduler:
         except BaseException:
             self.measurer.close(clean=False)  # the log keeps every finished batch
             raise
+        if out_of_time:
+            self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")
         self.measurer.close()
         for cb in self.callbacks:
             cb.finish(self)

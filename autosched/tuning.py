@@ -26,6 +26,10 @@ class TuningOptions:
     builder, runner : "local" or LocalBuilder / LocalRunner
     measure_callbacks : sequence
         Called with ``(inputs, results)`` after each measured batch, e.g. ``RecordToFile``.
+    max_tuning_seconds : float, optional
+        A wall-time budget: no new search round starts after this many seconds (the round in
+        flight finishes, so the run overshoots by at most one round). With a log, a long tune
+        can run as several budgeted pieces.
     """
 
     num_measure_trials: int = 0
@@ -35,9 +39,12 @@ class TuningOptions:
     builder: object = "local"
     runner: object = "local"
     measure_callbacks: tuple = field(default=())
+    max_tuning_seconds: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "measure_callbacks", tuple(self.measure_callbacks or ()))
+        if self.max_tuning_seconds is not None and not self.max_tuning_seconds > 0:
+            raise ValueError(f"max_tuning_seconds must be > 0, got {self.max_tuning_seconds}")
         if self.num_measure_trials < 0:
             raise ValueError(f"num_measure_trials must be >= 0, got {self.num_measure_trials}")
         if self.num_measures_per_round < 1:
@@ -77,6 +84,7 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
             options.early_stopping,
             options.num_measures_per_round,
             measurer,
+            max_seconds=options.max_tuning_seconds,
         )
     except BaseException:
         measurer.close(clean=False)  # the log keeps every finished batch, without an end mark

@@ -149,6 +149,7 @@ def bench_resnet18(args, work: Path, torch) -> dict:
                 num_measure_trials=args.network_trials, runner=ctx.runner,
                 num_measures_per_round=args.per_round,
                 measure_callbacks=[ansor.RecordToFile(str(log))],
+                max_tuning_seconds=args.network_seconds,
             )  # fmt: skip
             t0 = time.perf_counter()
             tuner.tune(options, search_policy_params=ansor.SearchParams(
@@ -197,6 +198,10 @@ def main() -> None:
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated from {list(OPS)} or none")
     p.add_argument("--trials", type=int, default=64, help="records per operator log to reach")
     p.add_argument("--network-trials", type=int, default=0, help="resnet-18 trials this run")
+    p.add_argument(
+        "--network-seconds", type=float,
+        help="resnet-18 tuning budget this run (no round starts after it)",
+    )  # fmt: skip
     p.add_argument("--network", action="store_true", help="also build and time resnet-18")
     p.add_argument("--per-round", type=int, default=8, help="network measurements per round")
     p.add_argument("--population", type=int, default=2048, help="network search population")

@@ -220,6 +220,22 @@ def test_cli_compile_and_run_a_network(tmp_path, capsys):
     assert "(OK)" in out and "Execution time summary" in out
 
 
+def test_cli_tune_stops_at_its_time_budget(tmp_path, capsys, monkeypatch):
+    import autosched.network_cli as network_cli
+    from autosched.cli import main
+
+    # only the tuning is under test: skip the compile and run that follow it
+    monkeypatch.setattr(network_cli, "_compile", lambda *a: None)
+    monkeypatch.setattr(network_cli, "_run_and_check", lambda *a: 0)
+    log = tmp_path / "r18.json"
+    # A budget spent before the first round: the tune ends at once, with nothing measured.
+    assert main(["tune", "--network", "resnet-18", "--trials", "48", "--log", str(log),
+                 "--max-seconds", "1e-9"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "Time budget of 1e-09 s spent after 0 trials" in out
+    assert not [ln for ln in log.read_text().splitlines() if not ln.startswith("#")]
+
+
 def test_onnx_model_compiles_and_matches_onnxruntime():
     """zoo (NCHW) -> ONNX -> from_onnx -> NHWC passes -> compiled -> same as onnxruntime."""
     ort = pytest.importorskip("onnxruntime")

@@ -185,6 +185,27 @@ def test_short_last_round_searches_a_proportional_population(task):
     assert pol._round_population(16, 16) is None and pol._round_population(1, 64) == 8
 
 
+def test_time_budget_stops_the_search_between_rounds(task, monkeypatch):
+    """``max_seconds``: the round in flight finishes, no new one starts (a fake clock that
+    advances one second per reading)."""
+    import autosched.search_policy as sp
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(sp, "time", type("Clock", (), {"perf_counter": lambda: next(ticks)}))
+
+    class _FakeMeasurer:
+        class stats:
+            build_s = run_s = 0.0
+
+        def measure(self, inputs):
+            return [ansor.MeasureResult((1e-3,), 0, "", 0.0, 0.0) for _ in inputs]
+
+    params = ansor.SearchParams(evolutionary_search_population=16, sample_init_min_population=8)
+    pol = ansor.SketchPolicy(task, _ScoreBySplit(), params, seed=0, verbose=0)
+    pol.search(64, None, 4, _FakeMeasurer(), max_seconds=1.5)
+    assert pol.num_trials == 4  # one round: the check before the second finds the budget spent
+
+
 def test_warming_up_model_skips_the_evolution(task):
     # While the model's scores are random, a round measures fresh random samples: no predict
     # calls, no already-measured state, and enough states for the batch.

@@ -178,6 +178,31 @@ def test_global_early_stopping():
     assert ts.ct == 40
 
 
+def test_time_budget_stops_before_the_next_round(monkeypatch):
+    """max_tuning_seconds: no round starts once the budget is spent (a fake clock: each round
+    takes 10 s)."""
+    import autosched.task_scheduler as ts_module
+
+    clock = [0.0]
+    fake_time = SimpleNamespace(time=lambda: clock[0], perf_counter=lambda: clock[0])
+    monkeypatch.setattr(ts_module, "time", fake_time)
+
+    class SlowPolicy(_FakePolicy):
+        def continue_search_one_round(self, num, measurer):
+            clock[0] += 10.0
+            return super().continue_search_one_round(num, measurer)
+
+    tasks = [_fake_task(k) for k in range(2)]
+    policies = [SlowPolicy(t, [1e-3 / (r + 1) for r in range(50)]) for t in tasks]
+    options = ansor.TuningOptions(num_measure_trials=400, num_measures_per_round=4,
+                                  verbose=0, max_tuning_seconds=35)  # fmt: skip
+    ts = ansor.TaskScheduler(tasks, callbacks=[])
+    ts.tune(options, search_policy=policies)
+    assert sum(p.rounds for p in policies) == 4 and ts.ct == 16  # rounds start at 0, 10, 20, 30
+    with pytest.raises(ValueError, match="max_tuning_seconds"):
+        ansor.TuningOptions(num_measure_trials=4, max_tuning_seconds=0)
+
+
 def test_too_few_trials_is_a_clear_error():
     tasks = [_fake_task(k) for k in range(3)]
     with pytest.raises(ValueError, match=r"num_measure_trials=2 is too small for 3 tasks.*>= 3"):
