@@ -157,15 +157,23 @@ def bench_resnet18(args, work: Path, torch) -> dict:
                 evolutionary_search_num_iters=args.generations,
             ))  # fmt: skip
             tune_s = time.perf_counter() - t0
-    with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
-        lib = ansor.build(mod, "cuda", params=params)
-    module = ansor.GraphModule(lib)
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype("float32")
-    module.set_input("data", x)
-    module.run()
-    out = module.get_output(0).numpy()
+
+    def build_and_time(records):
+        with ansor.ApplyHistoryBest(records):
+            lib = ansor.build(mod, "cuda", params=params)
+        module = ansor.GraphModule(lib)
+        module.set_input("data", x)
+        module.run()
+        out = module.get_output(0).numpy()
+        return out, float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+
+    out, ours_ms = build_and_time(str(log) if log.exists() else [])
     ref = evaluate(mod, {"data": x}, params)
-    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    default_ms = None
+    if args.also_default:  # the untuned build (default GPU schedules), timed in this process
+        default_out, default_ms = build_and_time([])
+        np.testing.assert_allclose(default_out, ref, rtol=1e-3, atol=1e-4)
 
     mod_nchw, params_nchw, shape_nchw, _ = get_network("resnet-18", 1, layout="NCHW")
     fn = torch_function(mod_nchw, params_nchw, "cuda")
@@ -184,7 +192,8 @@ def bench_resnet18(args, work: Path, torch) -> dict:
         with torch.cuda.graph(graph):
             fn(static_x)
         graph_ms = cuda_event_ms(torch, graph.replay)
-    row = {"network": "resnet-18", "ours_ms": ours_ms, "torch_eager_ms": eager_ms,
+    row = {"network": "resnet-18", "ours_ms": ours_ms, "untuned_ms": default_ms,
+           "torch_eager_ms": eager_ms,
            "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
            "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
            "records": _count_records(log),
@@ -207,6 +216,7 @@ def main() -> None:
     p.add_argument("--population", type=int, default=2048, help="network search population")
     p.add_argument("--generations", type=int, default=4, help="network evolution generations")
     p.add_argument("--min-repeat-ms", type=float, default=100)
+    p.add_argument("--also-default", action="store_true", help="also time untuned resnet-18")
     p.add_argument("--no-tune", action="store_true")
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the rows as JSON here")
