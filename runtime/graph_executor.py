@@ -147,6 +147,7 @@ class GraphModule:
         for sid, value in plan.constants.items():
             self._buffers[sid].copyfrom(np.ascontiguousarray(value).reshape(-1))
         self._backend = self.device.backend
+        self._workspaces = _shared_workspaces(self.modules, self.device)
         self._cuda_graph = None
         if use_cuda_graph and self.device.kind == "cuda" and plan.calls:
             from .cuda_graph import CUDAGraphRunner
@@ -159,7 +160,7 @@ class GraphModule:
         self._run_fns = []
         for kernel, args in self.plan.calls:
             module = self.modules[kernel]
-            handles = dict(module._workspace_handles)
+            handles = dict(self._workspaces[kernel] or module._workspace_handles)
             for (name, _, _), sid in zip(module.params, args):
                 handles[name] = self._buffers[sid].handle
             self._run_fns.append(module._bound_run(handles))
@@ -265,6 +266,38 @@ class GraphModule:
             repeat=repeat,
             min_repeat_ms=min_repeat_ms,
         )
+
+
+_WORKSPACE_ALIGN = 64  # bytes: a cache line, and enough for any vector load
+
+
+def _shared_workspaces(modules, dev) -> list:
+    """On the CPU, every kernel's scratch buffers (workspaces) as views of one arena.
+
+    Kernels run one after another, so their workspaces can share memory, as they do in TVM's
+    workspace pool. The point is the cache, not the memory: a kernel writes scratch that the
+    previous kernel just touched, instead of scratch that has not been used since the last
+    run of the network and has long left the cache. Returns, per module, the name -> handle
+    map to use, or None to keep the module's own buffers (other devices).
+    """
+    if dev.kind != "cpu":
+        return [None] * len(modules)
+    layouts, arena_bytes = [], 0
+    for module in modules:
+        offsets, end = {}, 0
+        for name, dtype, size in module.workspaces:
+            offsets[name] = (end, max(1, size * np_dtype(dtype).itemsize))
+            end += -(-offsets[name][1] // _WORKSPACE_ALIGN) * _WORKSPACE_ALIGN
+        layouts.append(offsets)
+        arena_bytes = max(arena_bytes, end)
+    if not arena_bytes:
+        return [None] * len(modules)
+    arena = dev.backend.alloc(arena_bytes + _WORKSPACE_ALIGN)
+    base = -arena.ctypes.data % _WORKSPACE_ALIGN
+    return [
+        {name: arena[base + off : base + off + n] for name, (off, n) in offsets.items()} or None
+        for offsets in layouts
+    ]
 
 
 def _view(buf: NDArray, spec: TensorSpec, dev) -> NDArray:

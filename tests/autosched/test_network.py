@@ -85,6 +85,30 @@ def test_build_default_schedules_matches_reference(net, use_winograd):
     assert not np.allclose(out, out.mean())  # not a degenerate output
 
 
+def test_cpu_kernels_share_one_workspace_arena():
+    """Winograd kernels keep scratch stages in workspaces; in a GraphModule on the CPU they
+    all live in one arena (so a kernel's scratch is still in cache from the previous kernel),
+    disjoint within a kernel, and the network still computes the reference."""
+    from autosched.network import build_network
+
+    rng = np.random.default_rng(8)
+    func, params = small_net(rng, n_blocks=2, hw=8, c=72)
+    data = rng.uniform(-1, 1, (1, 8, 8, 3)).astype("float32")
+    with pytest.warns(UserWarning, match="default schedule"):
+        lib = build_network(func, "llvm", params)
+    module, out = _run(lib, data)
+    np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-6)
+    with_ws = [(k, ws) for k, ws in enumerate(module._workspaces) if ws]
+    assert len(with_ws) >= 2  # the two distinct winograd kernels
+    for k, ws in with_ws:
+        assert set(ws) == {name for name, _, _ in module.modules[k].workspaces}
+        spans = sorted((v.ctypes.data, v.ctypes.data + v.nbytes) for v in ws.values())
+        assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    arenas = {v.base.ctypes.data if v.base is not None else v.ctypes.data
+              for _, ws in with_ws for v in ws.values()}  # fmt: skip
+    assert len(arenas) == 1
+
+
 def test_export_and_load_library(net, tmp_path):
     func, params, data = net
     with pytest.warns(UserWarning):
