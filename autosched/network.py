@@ -206,8 +206,6 @@ def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int
             if stage.is_placeholder or stage.compute_at != "root":
                 continue
             spatial = [it for it in stage.iters if it.kind == "spatial"]
-            if len(spatial) == len(stage.iters) and _flat_vectorized(state, stage, spatial):
-                continue
             lead = []
             for it in spatial:
                 lead.append(it)
@@ -221,22 +219,6 @@ def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int
         return state
     except Exception:  # a default that fails to apply is replaced by the plain loop nest
         return dag.get_init_state()
-
-
-def _flat_vectorized(state, stage, spatial) -> bool:
-    """An elementwise / layout stage as one flat loop: parallel chunks of vector-wide
-    iterations (a [1, 224, 224, 3] add would otherwise run 3-wide scalar inner loops). Only
-    when a vector width divides the element count, so no tail is needed; False otherwise."""
-    total = int(np.prod([it.extent for it in spatial]))
-    width = next((w for w in (16, 8, 4) if total % w == 0 and total >= 64 * w), None)
-    if width is None:
-        return False
-    name = stage.op.name
-    flat = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
-    outer, inner = state.split(name, flat.name, [width])
-    state.parallel(name, outer.name)
-    state.vectorize(name, inner.name)
-    return True
 
 
 # Threads per block of the default GPU schedule when the device allows more: enough warps to
