@@ -231,13 +231,18 @@ def mutate(task, state, rng, params: SearchParams | None = None):
     if task.target.is_gpu:
         return _mutate_gpu(task, state, rng, params)
     ctx = AnnotateContext(task.compute_dag, task.hardware_params.num_cores or 1, params)
-    weights = [getattr(params, w) for w, _ in RULES]
+    return _pick_rule(RULES, params, rng)(ctx, state, rng)
+
+
+def _pick_rule(rules, params, rng):
+    """One rule of ``rules`` (``(weight attribute of params, rule)`` pairs), drawn by weight."""
+    weights = [getattr(params, w) for w, _ in rules]
     x = rng.random() * sum(weights)
-    for w, (_, rule) in zip(weights, RULES):
+    for w, (_, rule) in zip(weights, rules):
         if x < w:
-            return rule(ctx, state, rng)
+            return rule
         x -= w
-    return RULES[-1][1](ctx, state, rng)
+    return rules[-1][1]
 
 
 GPU_RULES = (
@@ -252,15 +257,7 @@ def _mutate_gpu(task, state, rng, params):
     from .annotate_gpu import gpu_context, gpu_state_errors, threads_fill_warps
 
     ctx = gpu_context(task, params)
-    weights = [getattr(params, w) for w, _ in GPU_RULES]
-    x = rng.random() * sum(weights)
-    rule = GPU_RULES[-1][1]
-    for w, (_, r) in zip(weights, GPU_RULES):
-        if x < w:
-            rule = r
-            break
-        x -= w
-    out = rule(ctx, state, rng)
+    out = _pick_rule(GPU_RULES, params, rng)(ctx, state, rng)
     if out is None or not threads_fill_warps(ctx, out) or gpu_state_errors(task, out):
         return None
     return out
