@@ -71,25 +71,19 @@ atexit.register(shutdown)
 def _extract_chunk(job: tuple) -> list[np.ndarray]:
     """Worker side: replay, lower, verify (GPU) and extract each state of the chunk."""
     dag, gpu_limits, cache_line_bytes, steps_json = job
-    from tensorir.lower import lower
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
-    from .features import N_FEATURES, program_features
+    from .features import N_FEATURES, lowered_features
 
     out = []
     for text in steps_json:
         try:
             state = replay(dag, steps_from_json(json.loads(text)[1]))
-            program = lower(state)
-            if gpu_limits is not None:
-                from tensorir.passes.verify_gpu import verify_gpu_program
-
-                verify_gpu_program(program, gpu_limits)
         except Exception:  # noqa: BLE001 - an invalid state is scored -inf, as in-process
             out.append(np.zeros((0, N_FEATURES), np.float32))
             continue
-        out.append(program_features(program, cache_line_bytes))
+        out.append(lowered_features(state, gpu_limits, cache_line_bytes))
     return out
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "FEATURE_NAMES",
     "N_FEATURES",
     "FeatureCache",
+    "lowered_features",
     "program_features",
     "state_features",
     "states_features",
@@ -445,17 +446,25 @@ def state_features(task, state) -> np.ndarray:
         ``(n, 164)`` float32; ``(0, 164)`` when the state does not lower (or, on a GPU target,
         fails the GPU verifier), which the cost model scores as ``-inf``.
     """
+    limits = task.hardware_params.as_limits() if task.target.is_gpu else None
+    return lowered_features(state, limits, task.hardware_params.cache_line_bytes or 64)
+
+
+def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> np.ndarray:
+    """Lower ``state``, verify it against ``gpu_limits`` (GPU targets; None on the CPU) and
+    extract its rows; ``(0, 164)`` when it does not lower or fails the verifier. The core of
+    :func:`state_features`, also run by the parallel workers of :mod:`autosched.feature_pool`."""
     from tensorir.lower import lower
 
     try:
         program = lower(state)
-        if task.target.is_gpu:
+        if gpu_limits is not None:
             from tensorir.passes.verify_gpu import verify_gpu_program
 
-            verify_gpu_program(program, task.hardware_params.as_limits())
+            verify_gpu_program(program, gpu_limits)
     except Exception:  # noqa: BLE001 - any invalid state is scored -inf, as in TVM
         return np.zeros((0, N_FEATURES), np.float32)
-    return program_features(program, task.hardware_params.cache_line_bytes or 64)
+    return program_features(program, cache_line_bytes)
 
 
 class FeatureCache:
