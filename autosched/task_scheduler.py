@@ -338,15 +338,14 @@ class TaskScheduler:
         self.tic = time.time()
         self._rr_idx = -1
         budget = options.max_tuning_seconds
-        out_of_time = []
+        out_of_time = False
 
         def more_trials() -> bool:
+            nonlocal out_of_time
             if self.ct >= options.num_measure_trials:
                 return False
-            if budget is not None and time.time() - self.tic >= budget:
-                out_of_time.append(True)
-                return False
-            return True
+            out_of_time = budget is not None and time.time() - self.tic >= budget
+            return not out_of_time
 
         try:
             for i in range(n):  # warm-up: one round for every task without history

@@ -292,10 +292,9 @@ def _shared_workspaces(modules, dev) -> list:
         arena_bytes = max(arena_bytes, end)
     if not arena_bytes:
         return [None] * len(modules)
-    arena = dev.backend.alloc(arena_bytes + _WORKSPACE_ALIGN)
-    base = -arena.ctypes.data % _WORKSPACE_ALIGN
+    arena = dev.backend.alloc(arena_bytes)  # the CPU backend aligns it to a cache line
     return [
-        {name: arena[base + off : base + off + n] for name, (off, n) in offsets.items()} or None
+        {name: arena[off : off + n] for name, (off, n) in offsets.items()} or None
         for offsets in layouts
     ]
 
