@@ -87,7 +87,9 @@ def build_one(job: tuple) -> tuple:
             signal.setitimer(signal.ITIMER_REAL, timeout)
             state = replay(dag, steps_from_json(steps_json))
             stage = "lowering / code generation"
-            src = generate_source(state, target).as_dict()
+            # Network tasks on the CPU read their weights pre-transformed, as the network
+            # build will store them (the DAG lists them; others are left alone).
+            src = generate_source(state, target, layout_rewrite=True).as_dict()
             if src["lang"] == "llvm":
                 # The O3 pipeline and machine code here, in the parallel builders, so that the
                 # single measuring process only links the object file.
@@ -141,6 +143,15 @@ def random_inputs(dag) -> list[np.ndarray]:
         else:
             arrays.append(rng.integers(1, 8, shape).astype(dt))
     return arrays
+
+
+def _param_array(value: np.ndarray, layout) -> np.ndarray:
+    """A fresh copy of ``value``, in the kernel's layout where it reads one (a weight)."""
+    if layout is None:
+        return np.array(value)
+    from tensorir.passes.layout_rewrite import ParamLayout
+
+    return ParamLayout.from_tuple(layout).transform(value)
 
 
 def check_output(name: str, got: np.ndarray, ref: np.ndarray) -> str | None:
@@ -239,7 +250,7 @@ class _Runner:
         by_name.update(outs)
         try:
             # Copies: a buggy kernel writing into its inputs must not spoil later candidates.
-            args = [np.array(by_name[p[0]]) for p in mod.params]
+            args = [_param_array(by_name[p[0]], mod.layouts.get(p[0])) for p in mod.params]
         except KeyError as exc:
             return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
         try:

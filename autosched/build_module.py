@@ -39,10 +39,15 @@ def gpu_limits(dev) -> dict:
     return limits
 
 
-def lower_for(sch, target, name: str = "main", limits: dict | None = None):
-    """Lower ``sch`` and, for GPU targets, verify it against ``limits``; return the Program."""
+def lower_for(
+    sch, target, name: str = "main", limits: dict | None = None, layout_rewrite: bool = False
+):
+    """Lower ``sch`` and, for GPU targets, verify it against ``limits``; return the Program.
+
+    ``layout_rewrite`` stores the DAG's constant weights in the kernel's loop order (network
+    builds and the measurement of network tasks; ``Program.param_layouts`` says how)."""
     target = Target(target)
-    program = lower(sch, name=name)
+    program = lower(sch, name=name, layout_rewrite=layout_rewrite)
     if target.is_gpu and limits is not None:
         from tensorir.passes.verify_gpu import verify_gpu_program
 
@@ -50,10 +55,12 @@ def lower_for(sch, target, name: str = "main", limits: dict | None = None):
     return program
 
 
-def generate_source(sch, target, name: str = "main", limits: dict | None = None):
+def generate_source(
+    sch, target, name: str = "main", limits: dict | None = None, layout_rewrite: bool = False
+):
     """The generated code (a codegen Source) for ``sch`` without loading it on a device."""
     target = Target(target)
-    return _emit(lower_for(sch, target, name, limits), target)
+    return _emit(lower_for(sch, target, name, limits, layout_rewrite), target)
 
 
 def build(sch, target="llvm", name: str = "main", device=None, params=None):

@@ -457,7 +457,9 @@ def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> n
     from tensorir.lower import lower
 
     try:
-        program = lower(state)
+        # Network tasks on the CPU are measured with their weights in loop order: so are the
+        # features (no-op for DAGs without layout-free placeholders, e.g. every GPU task).
+        program = lower(state, layout_rewrite=True)
         if gpu_limits is not None:
             from tensorir.passes.verify_gpu import verify_gpu_program
 

@@ -25,6 +25,7 @@ from runtime.graph_executor import GraphPlan, TensorSpec
 from tensorir.dag import ComputeDAG
 from tensorir.graph import ir as gir
 from tensorir.ops import NameScope, compute_op
+from tensorir.passes.layout_rewrite import ParamLayout
 
 from .task import HardwareParams, SearchTask
 
@@ -71,10 +72,25 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     kind = "cpu" if Target(target).kind == "llvm" else "gpu"
     func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd, device_kind=kind)
     groups = _passes().fuse_ops(func)
-    return func, [_group_dag(g, i) for i, g in enumerate(groups)]
+    # On the CPU, constant weights are stored in each kernel's loop order at build time
+    # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
+    return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]
 
 
-def _group_dag(group, index: int) -> GroupDAG:
+def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
+    """Placeholders of ``dag`` that are constants read only by reductions (conv / dense /
+    winograd weights): those the build may store in another layout."""
+    names = []
+    for t, inp in zip(dag.input_tensors, inputs, strict=True):
+        if not isinstance(inp, gir.Constant):
+            continue
+        readers = [op for op in dag.compute_ops if any(x.op is t.op for x in op.input_tensors)]
+        if readers and all(op.reduce_axes for op in readers):
+            names.append(t.name)
+    return tuple(names)
+
+
+def _group_dag(group, index: int, layout_rewrite: bool = False) -> GroupDAG:
     scope = NameScope()
     tensor_of = {}
     placeholders = []
@@ -95,7 +111,10 @@ def _group_dag(group, index: int) -> GroupDAG:
     name = "fused_" + "_".join(
         short.get(c.op, c.op.replace("nn.", "").replace(".", "_")) for c in group.calls
     )
-    return GroupDAG(group, ComputeDAG([*placeholders, out]), tuple(group.inputs), name)
+    dag = ComputeDAG([*placeholders, out])
+    if layout_rewrite:
+        dag = ComputeDAG([*placeholders, out], _layout_free(dag, group.inputs))
+    return GroupDAG(group, dag, tuple(group.inputs), name)
 
 
 def extract_tasks(
@@ -358,7 +377,8 @@ def build_network(
 
     def default_source(gd):
         if limits is None:
-            return generate_source(default_schedule(gd.dag, target), target, gd.name, limits)
+            state = default_schedule(gd.dag, target)
+            return generate_source(state, target, gd.name, limits, layout_rewrite=True)
         threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
         warp = limits.get("warp_size") or 32
         out = []
@@ -379,7 +399,8 @@ def build_network(
         src = None
         if found:
             try:
-                src = generate_source(found[0].state.to_state(gd.dag), target, gd.name, limits)
+                state = found[0].state.to_state(gd.dag)
+                src = generate_source(state, target, gd.name, limits, layout_rewrite=True)
             except Exception as e:  # a record for a bigger GPU (or a stale one)
                 if not target.is_gpu:
                     raise
@@ -478,15 +499,23 @@ def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
     calls, names = [], []
     for i, gd in enumerate(groups):
         arg_sids = []
-        for inp in gd.inputs:
-            if inp not in sid_of:
+        kernel = kernels[kernel_of_key[gd.dag.workload_key]]
+        layouts = {lay[0]: lay for lay in kernel.get("layouts", ())}
+        for t, inp in zip(gd.dag.input_tensors, gd.inputs, strict=True):
+            # A weight the kernel reads in its loop order is stored transformed, once.
+            layout = layouts.get(t.name) if isinstance(inp, gir.Constant) else None
+            key = inp if layout is None else (inp, layout)
+            if key not in sid_of:
                 if isinstance(inp, gir.Constant):
-                    sid = new_storage(str(inp.value.dtype), inp.value.size)
-                    constants[sid] = np.ascontiguousarray(inp.value)
-                    sid_of[inp] = sid
+                    value = np.ascontiguousarray(inp.value)
+                    if layout is not None:
+                        value = ParamLayout.from_tuple(layout).transform(value)
+                    sid = new_storage(str(value.dtype), value.size)
+                    constants[sid] = value
+                    sid_of[key] = sid
                 else:
                     raise ValueError(f"fused group {gd.name} reads {inp!r} before it is computed")
-            arg_sids.append(sid_of[inp])
+            arg_sids.append(sid_of[key])
         out = gd.group.output
         size = int(np.prod(out.shape, dtype=np.int64))
         pick = [s for s in free if storages[s][0] == out.dtype and storages[s][1] >= size]

@@ -474,6 +474,7 @@ class CRenderer:
             params=tuple(spec(b) for b in program.params),
             workspaces=tuple(spec(b) for b in program.workspaces),
             launches=tuple(launches),
+            layouts=tuple(lay.as_tuple() for lay in program.param_layouts),
         )
 
 

@@ -99,6 +99,7 @@ def build_llvm(program: Program) -> Source:
         params=specs(program.params),
         workspaces=specs(program.workspaces),
         launches=(Launch(gen.entry, args),),
+        layouts=tuple(lay.as_tuple() for lay in program.param_layouts),
     )
 
 

@@ -39,6 +39,9 @@ class Source:
 
     ``params`` are the user-visible tensors (inputs then outputs); ``workspaces`` are
     intermediate global buffers that the runtime allocates once per loaded module.
+    ``layouts`` lists the params stored in a rewritten layout, as
+    ``ParamLayout.as_tuple()`` values ``(name, orig_size, offset, coefs, shape)``: callers pass
+    them transformed (``tensorir.passes.layout_rewrite.ParamLayout.transform``).
     """
 
     lang: str
@@ -46,6 +49,7 @@ class Source:
     params: tuple[BufferSpec, ...]
     workspaces: tuple[BufferSpec, ...]
     launches: tuple[Launch, ...]
+    layouts: tuple = ()
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -55,4 +59,5 @@ class Source:
             (la["name"], tuple(la["args"]), tuple(la["grid"]), tuple(la["block"]))
             for la in d["launches"]
         )
+        d["layouts"] = tuple(self.layouts)
         return d

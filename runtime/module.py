@@ -26,7 +26,9 @@ class Module:
     used in place); NDArrays on the module's device are used in place.
     """
 
-    def __init__(self, lang, code, params, workspaces, launches, dev: Device, binary=None):
+    def __init__(
+        self, lang, code, params, workspaces, launches, dev: Device, binary=None, layouts=()
+    ):
         self.lang = lang
         self.code = code
         self.params = tuple((str(n), str(d), int(s)) for n, d, s in params)
@@ -35,6 +37,8 @@ class Module:
             (str(name), tuple(args), tuple(grid), tuple(block))
             for name, args, grid, block in launches
         )
+        # Params stored in a rewritten layout: name -> (name, orig_size, offset, coefs, shape).
+        self.layouts = {str(lay[0]): tuple(lay) for lay in layouts}
         self.device = dev
         self._backend = dev.backend
         names = [p[0] for p in self.params] + [w[0] for w in self.workspaces]
@@ -181,7 +185,7 @@ class Module:
 
 
 def load_module(
-    lang, code, params, workspaces, launches, device=None, dev=None, binary=None
+    lang, code, params, workspaces, launches, device=None, dev=None, binary=None, layouts=()
 ) -> Module:
     """Compile ``code`` for ``device`` and return a :class:`Module`.
 
@@ -200,6 +204,9 @@ def load_module(
     binary : bytes, optional
         ``code`` compiled ahead of time for this device (for "llvm":
         ``runtime.cpu.compile_object(code)``); loading then skips the compiler.
+    layouts : sequence of tuple, optional
+        Params the code reads in a rewritten layout (``Source.layouts``); kept as
+        ``Module.layouts`` for callers that transform those inputs.
 
     Raises
     ------
@@ -215,4 +222,4 @@ def load_module(
             f"{lang} code runs on a {LANG_DEVICE[lang]} device, not on {target}; "
             f"pass device=runtime.device({LANG_DEVICE[lang]!r})"
         )
-    return Module(lang, code, params, workspaces, launches, target, binary=binary)
+    return Module(lang, code, params, workspaces, launches, target, binary=binary, layouts=layouts)

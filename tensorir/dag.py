@@ -45,7 +45,7 @@ class ComputeDAG:
     Analysis methods take an op, its Tensor or its name (op names are unique in a DAG).
     """
 
-    def __init__(self, tensors):
+    def __init__(self, tensors, layout_free_placeholders=()):
         tensors = list(tensors)
         if not tensors:
             raise TensorError("ComputeDAG needs its tensors: inputs first, then outputs")
@@ -72,6 +72,15 @@ class ComputeDAG:
                 f"ComputeDAG: placeholders {missing} are read but not listed in the tensors; "
                 "pass every input tensor"
             )
+        inputs = {t.name for t in self.tensors if isinstance(t.op, PlaceholderOp)}
+        unknown = sorted(set(layout_free_placeholders) - inputs)
+        if unknown:
+            raise TensorError(
+                f"ComputeDAG: layout_free_placeholders {unknown} are not inputs of this DAG; "
+                f"its inputs are {sorted(inputs)}"
+            )
+        # Constant weights the CPU build may store in the kernel's loop order (layout rewrite).
+        self.layout_free_placeholders: tuple[str, ...] = tuple(layout_free_placeholders)
         self._flop_ct: float | None = None
         self._analysis: _Analysis | None = None
 

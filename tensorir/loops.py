@@ -126,12 +126,17 @@ class Barrier(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class Program:
-    """A lowered schedule: the loop nest plus the buffers it reads and writes."""
+    """A lowered schedule: the loop nest plus the buffers it reads and writes.
+
+    ``param_layouts`` lists the weights stored in a rewritten layout
+    (:mod:`tensorir.passes.layout_rewrite`): callers pass those params transformed.
+    """
 
     name: str
     params: tuple[Buffer, ...]
     workspaces: tuple[Buffer, ...]
     body: Stmt
+    param_layouts: tuple = ()
 
     def __str__(self) -> str:
         from .loops_printer import program_str

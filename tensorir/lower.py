@@ -20,9 +20,10 @@ Example
 
 from __future__ import annotations
 
-from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound
+from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound, stages_of
 from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, substitute, walk
 from .loops import Allocate, Barrier, Buffer, For, If, Load, Program, Stmt, Store, seq
+from .passes.layout_rewrite import rewrite_layouts
 from .passes.simplify_loops import simplify_program
 from .passes.unroll import unroll_loops
 from .tensor import reduce_identity
@@ -31,7 +32,9 @@ from .transform import rewrite
 __all__ = ["LowerError", "infer_bound", "lower", "lower_unscheduled"]
 
 
-def lower(state_or_stages, name: str = "main", simplify: bool = True) -> Program:
+def lower(
+    state_or_stages, name: str = "main", simplify: bool = True, layout_rewrite: bool = False
+) -> Program:
     """Lower a State (or a ComputeDAG: its initial state) to a loop-IR Program.
 
     Parameters
@@ -52,7 +55,13 @@ def lower(state_or_stages, name: str = "main", simplify: bool = True) -> Program
         intermediates computed at the root.
     """
     an = analyze(state_or_stages)
-    return _Lowerer(an).program(name, simplify)
+    program = _Lowerer(an).program(name, simplify)
+    if layout_rewrite and simplify:
+        _, dag = stages_of(state_or_stages)
+        free = getattr(dag, "layout_free_placeholders", ())
+        if free:
+            program, _ = rewrite_layouts(program, free)
+    return program
 
 
 def lower_unscheduled(dag, name: str = "main") -> Program:

@@ -85,6 +85,43 @@ def test_build_default_schedules_matches_reference(net, use_winograd):
     assert not np.allclose(out, out.mean())  # not a degenerate output
 
 
+def test_cpu_networks_store_conv_and_dense_weights_in_kernel_loop_order(net):
+    import warnings
+
+    from autosched.network import build_network, partition
+    from tensorir.passes.layout_rewrite import ParamLayout
+
+    func, params, data = net
+    tasks, _ = ansor.extract_tasks(func, params, "llvm", use_winograd=False)
+    for t in tasks:
+        free = t.compute_dag.layout_free_placeholders
+        shapes = {x.name: tuple(x.shape) for x in t.compute_dag.input_tensors}
+        # Weights read by the conv / dense reduction, never the data, biases or BN constants.
+        assert bool(free) == ("conv2d" in t.desc or "dense" in t.desc), t.desc
+        assert all(len(shapes[n]) in (2, 4) and shapes[n] != (1, 8, 8, 3) for n in free)
+        assert all(shapes[n] != (1, 1, 1, 8) for n in free)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no GPU here: default hardware parameters
+        gpu_tasks, _ = ansor.extract_tasks(func, params, "cuda", use_winograd=False)
+    assert all(t.compute_dag.layout_free_placeholders == () for t in gpu_tasks)
+    with pytest.warns(UserWarning, match="default schedule"):
+        lib = build_network(func, "llvm", params, use_winograd=False)
+    # Each rewritten weight is stored once, as the group's (BN-folded) constant gathered
+    # into its kernel's order.
+    _, groups = partition(func, params, "llvm", use_winograd=False)
+    checked = 0
+    for (kernel, sids), gd in zip(lib.plan.calls, groups, strict=True):
+        for t in lib.plan.kernels[kernel]["layouts"]:
+            lay = ParamLayout.from_tuple(t)
+            i = [x.name for x in gd.dag.input_tensors].index(lay.param)
+            want = lay.transform(gd.inputs[i].value)
+            np.testing.assert_array_equal(lib.plan.constants[sids[i]].reshape(-1), want.reshape(-1))
+            checked += 1
+    assert checked >= 3, "the default conv schedule reads HWIO weights in (f, ry, rx, rc) order"
+    _, out = _run(lib, data)
+    np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-6)
+
+
 def test_cpu_kernels_share_one_workspace_arena():
     """Winograd kernels keep scratch stages in workspaces; in a GraphModule on the CPU they
     all live in one arena (so a kernel's scratch is still in cache from the previous kernel),
@@ -142,6 +179,8 @@ def test_build_uses_the_history_best(net, tmp_path):
     func, params, data = net
     tasks, _ = ansor.extract_tasks(func, params, "llvm", use_winograd=False)
     task = max(tasks, key=lambda t: t.compute_dag.flop_count())
+    # Measured with its weight in the candidate's loop order, checked against the reference.
+    assert task.compute_dag.layout_free_placeholders
     log = tmp_path / "log.json"
     policy = ansor.SketchPolicy(
         task,
