@@ -43,6 +43,10 @@ class ComputeDAG:
     placeholders included; stage ids in schedules index this list.
 
     Analysis methods take an op, its Tensor or its name (op names are unique in a DAG).
+
+    ``layout_free_placeholders`` names inputs that are constant weights (set by the network
+    partition on CPU targets): ``lower(state, layout_rewrite=True)`` may store them in the
+    order the kernel's loops read them (:mod:`tensorir.passes.layout_rewrite`).
     """
 
     def __init__(self, tensors, layout_free_placeholders=()):
