@@ -144,6 +144,16 @@ class Program:
         return program_str(self)
 
 
+def row_major_strides(shape) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape`` (the last dimension's is 1)."""
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
     if isinstance(s, For | Allocate):
         return (s.body,)

@@ -22,7 +22,19 @@ from __future__ import annotations
 
 from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound, stages_of
 from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, substitute, walk
-from .loops import Allocate, Barrier, Buffer, For, If, Load, Program, Stmt, Store, seq
+from .loops import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    If,
+    Load,
+    Program,
+    Stmt,
+    Store,
+    row_major_strides,
+    seq,
+)
 from .passes.layout_rewrite import rewrite_layouts
 from .passes.simplify_loops import simplify_program
 from .passes.unroll import unroll_loops
@@ -89,7 +101,7 @@ class _Lowerer:
                 continue
             if s.name in self.params:
                 info.buffer = self.params[s.name]
-                info.strides = _row_major(info.buffer.shape)
+                info.strides = row_major_strides(info.buffer.shape)
                 continue
             shape = tuple(info.root_ext[ax.name] for ax in s.op.axes)
             strides, alloc_shape = _aligned_strides(shape, s.storage_align, s.name)
@@ -124,7 +136,7 @@ class _Lowerer:
 
     def flat_param(self, buf: Buffer, idx) -> Expr:
         out: Expr | None = None
-        for i, st in zip(idx, _row_major(buf.shape), strict=True):
+        for i, st in zip(idx, row_major_strides(buf.shape), strict=True):
             term = i if st == 1 else i * st
             out = term if out is None else out + term
         return Const(0, "int32") if out is None else out
@@ -415,15 +427,6 @@ def _combine(combiner: str, acc: Expr, src: Expr) -> Expr:
     if combiner == "min":
         return Binary("min", acc, src, acc.dtype)
     raise LowerError(f"unknown reduction combiner {combiner!r}")
-
-
-def _row_major(shape) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
 
 
 def _aligned_strides(shape, aligns, name: str):

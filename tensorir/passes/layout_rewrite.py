@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..expr import Binary, Const, Expr, Var, equal, walk
-from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store
+from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, row_major_strides
 from ..transform import rewrite
 from .simplify_loops import const_bound, linear_form
 
@@ -209,7 +209,7 @@ def _plan(buf: Buffer, found: list):
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if size > MAX_GROWTH * buf.size:
         return None
-    strides = _row_major(shape)
+    strides = row_major_strides(shape)
     if offset == 0 and size == buf.size and coefs == strides:
         return None  # already the order the loops read it in
     new_index: Expr | None = None
@@ -230,14 +230,6 @@ def _is_digit(atom: Expr, v: Var) -> bool:
         return (isinstance(atom.b, Const) and int(atom.b.value) > 0
                 and _is_digit(atom.a, v))  # fmt: skip
     return False
-
-
-def _row_major(shape) -> tuple[int, ...]:
-    out, acc = [], 1
-    for ext in reversed(shape):
-        out.append(acc)
-        acc *= ext
-    return tuple(reversed(out))
 
 
 def _map_exprs(s: Stmt, f) -> Stmt:
