@@ -84,7 +84,7 @@ def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
     for t, inp in zip(dag.input_tensors, inputs, strict=True):
         if not isinstance(inp, gir.Constant):
             continue
-        readers = [op for op in dag.compute_ops if any(x.op is t.op for x in op.input_tensors)]
+        readers = dag.consumers(t)
         if readers and all(op.reduce_axes for op in readers):
             names.append(t.name)
     return tuple(names)
@@ -500,7 +500,7 @@ def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
     for i, gd in enumerate(groups):
         arg_sids = []
         kernel = kernels[kernel_of_key[gd.dag.workload_key]]
-        layouts = {lay[0]: lay for lay in kernel.get("layouts", ())}
+        layouts = {lay[0]: lay for lay in kernel["layouts"]}
         for t, inp in zip(gd.dag.input_tensors, gd.inputs, strict=True):
             # A weight the kernel reads in its loop order is stored transformed, once.
             layout = layouts.get(t.name) if isinstance(inp, gir.Constant) else None

@@ -10,6 +10,7 @@ constants. Ranges are inclusive integer intervals ``{Var: (lo, hi)}``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..dtype import is_float, is_int
 from ..expr import (
@@ -434,4 +435,4 @@ def simplify_program(p: Program) -> Program:
     body = _stmt(p.body, {})
     if body is None:
         body = Seq(())
-    return Program(p.name, p.params, p.workspaces, body)
+    return replace(p, body=body)

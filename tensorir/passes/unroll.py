@@ -15,6 +15,8 @@ the loops around them from unrolling.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..loops import Allocate, For, If, Program, Seq, Stmt, Store
 
 __all__ = ["MAX_DEPTH", "subtree_steps", "unroll_loops"]
@@ -87,4 +89,4 @@ def unroll_loops(program: Program) -> Program:
     body = _mark(program.body, 0)[0]
     if body is program.body:
         return program
-    return Program(program.name, program.params, program.workspaces, body)
+    return replace(program, body=body)

@@ -9,6 +9,8 @@ from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
 from tensorir.passes.layout_rewrite import ParamLayout
+from tensorir.passes.simplify_loops import simplify_program
+from tensorir.passes.unroll import unroll_loops
 from tensorir.tensor import TensorError
 
 
@@ -59,6 +61,9 @@ def test_rewritten_kernel_reads_its_weight_in_loop_order_and_computes_the_same()
     assert layout.coefs == (8, 64, 3 * 8 * 16, 8 * 16, 16, 1)
     kernel = next(b for b in prog.params if b.name == "kernel")
     assert kernel.shape == layout.shape
+    # Later loop passes keep the layouts with the program.
+    assert simplify_program(prog).param_layouts == prog.param_layouts
+    assert unroll_loops(prog).param_layouts == prog.param_layouts
     inputs = _inputs(dag)
     np.testing.assert_allclose(_run(prog, dag, inputs), eval_dag(dag, inputs)[0],
                                rtol=1e-5, atol=1e-5)  # fmt: skip
