@@ -2,9 +2,56 @@
 
 from __future__ import annotations
 
+import os
+
 from codegen.target import Target
 from tensorir.dag import ComputeDAG
 from tensorir.lower import lower
+from tensorir.passes.unroll import expanded_sizes
+
+# The most statements plus expression nodes one kernel may emit after unrolling (what code
+# generation copies). A fully unrolled 16^3 matmul is about 110k and takes LLVM 3 s; the search
+# stays far below (unrolled loops are capped at tensorir.passes.unroll.MAX_UNROLLED_SIZE stores).
+# Override with generate_source(max_kernel_size=...), build(max_kernel_size=...) or the
+# environment variable AUTOSCHED_MAX_KERNEL_SIZE (network builds read it too).
+MAX_KERNEL_SIZE = 500_000
+MAX_KERNEL_SIZE_ENV = "AUTOSCHED_MAX_KERNEL_SIZE"
+
+
+class KernelSizeError(ValueError):
+    """A lowered kernel is too large to compile in reasonable time (see MAX_KERNEL_SIZE)."""
+
+
+def kernel_size_limit(max_kernel_size: int | None = None) -> int:
+    """The size limit in force: the argument, else $AUTOSCHED_MAX_KERNEL_SIZE, else the default."""
+    if max_kernel_size is not None:
+        return int(max_kernel_size)
+    raw = os.environ.get(MAX_KERNEL_SIZE_ENV, "").strip()
+    if not raw:
+        return MAX_KERNEL_SIZE
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(
+            f"{MAX_KERNEL_SIZE_ENV}={raw!r} is not an integer; set it to the largest kernel size "
+            f"(statements + expression nodes) to compile, e.g. {MAX_KERNEL_SIZE}"
+        ) from None
+
+
+def check_kernel_size(program, max_kernel_size: int | None = None) -> None:
+    """Raise KernelSizeError when ``program`` emits more code than the limit allows."""
+    limit = kernel_size_limit(max_kernel_size)
+    sizes = expanded_sizes(program.body)
+    total = sum(sizes.values())
+    if total <= limit:
+        return
+    stage = max((k for k in sizes if k), key=sizes.__getitem__, default="?")
+    raise KernelSizeError(
+        f"build of kernel {program.name!r}: {total} statements and expression nodes after "
+        f"unrolling (stage {stage!r}: {sizes.get(stage, 0)}) exceed the limit {limit}; unroll "
+        "less (fewer unroll annotations, a smaller auto_unroll_max_step) or split the stage, or "
+        f"raise the limit with max_kernel_size= or {MAX_KERNEL_SIZE_ENV}"
+    )
 
 
 def _emit(program, target: Target):
@@ -40,14 +87,22 @@ def gpu_limits(dev) -> dict:
 
 
 def lower_for(
-    sch, target, name: str = "main", limits: dict | None = None, layout_rewrite: bool = False
+    sch,
+    target,
+    name: str = "main",
+    limits: dict | None = None,
+    layout_rewrite: bool = False,
+    max_kernel_size: int | None = None,
 ):
     """Lower ``sch`` and, for GPU targets, verify it against ``limits``; return the Program.
 
     ``layout_rewrite`` stores the DAG's constant weights in the kernel's loop order (network
-    builds and the measurement of network tasks; ``Program.param_layouts`` says how)."""
+    builds and the measurement of network tasks; ``Program.param_layouts`` says how). A program
+    larger than ``max_kernel_size`` (default: :func:`kernel_size_limit`) raises KernelSizeError
+    before any code is generated."""
     target = Target(target)
     program = lower(sch, name=name, layout_rewrite=layout_rewrite)
+    check_kernel_size(program, max_kernel_size)
     if target.is_gpu and limits is not None:
         from tensorir.passes.verify_gpu import verify_gpu_program
 
@@ -56,14 +111,26 @@ def lower_for(
 
 
 def generate_source(
-    sch, target, name: str = "main", limits: dict | None = None, layout_rewrite: bool = False
+    sch,
+    target,
+    name: str = "main",
+    limits: dict | None = None,
+    layout_rewrite: bool = False,
+    max_kernel_size: int | None = None,
 ):
     """The generated code (a codegen Source) for ``sch`` without loading it on a device."""
     target = Target(target)
-    return _emit(lower_for(sch, target, name, limits, layout_rewrite), target)
+    return _emit(lower_for(sch, target, name, limits, layout_rewrite, max_kernel_size), target)
 
 
-def build(sch, target="llvm", name: str = "main", device=None, params=None):
+def build(
+    sch,
+    target="llvm",
+    name: str = "main",
+    device=None,
+    params=None,
+    max_kernel_size: int | None = None,
+):
     """Compile a schedule into a callable module, or a whole network into a graph library.
 
     Parameters
@@ -78,6 +145,10 @@ def build(sch, target="llvm", name: str = "main", device=None, params=None):
         Where to load the code; defaults to device 0 of the target's kind.
     params : dict of str to ndarray, optional
         A network's weights (only when ``sch`` is a network).
+    max_kernel_size : int, optional
+        The most statements plus expression nodes the kernel may emit after unrolling
+        (default ``MAX_KERNEL_SIZE``, or ``$AUTOSCHED_MAX_KERNEL_SIZE``, which network builds
+        read too); a larger one raises KernelSizeError instead of compiling for minutes.
 
     Returns
     -------
@@ -106,5 +177,5 @@ def build(sch, target="llvm", name: str = "main", device=None, params=None):
         )
     dev = device if device is not None else make_device(target.device_kind, 0)
     limits = gpu_limits(dev) if target.is_gpu else None
-    src = generate_source(sch, target, name, limits)
+    src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
     return load_module(**src.as_dict(), device=dev)

@@ -107,9 +107,15 @@ def _pad(data, before, after, value, name: str, axis_names: str):
 
 
 def _bias_relu(out, bias):
+    def add(ax0, ax1, ax2, ax3):
+        # As topi's broadcast: bias's batch dimension (extent 1) is read at 0 unless the
+        # output's batch is 1 too (then topi prints ax0); reading it at ax0 > 0 is out of range.
+        n = ax0 if out.shape[0] == 1 else 0
+        return out[ax0, ax1, ax2, ax3] + bias[n, 0, 0, ax3]
+
     t_add = te.compute(
         out.shape,
-        lambda ax0, ax1, ax2, ax3: out[ax0, ax1, ax2, ax3] + bias[ax0, 0, 0, ax3],
+        add,
         name="T_add",
         tag="broadcast",
     )

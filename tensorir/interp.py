@@ -10,8 +10,11 @@ dimension ``k``, reduce axes get further grid dimensions, and numpy broadcasting
 (a sub-expression keeps size 1 along the dimensions it does not depend on). Reductions are
 evaluated in chunks of their reduce domain so the broadcast temporaries stay below about
 ``CHUNK_ELEMENTS`` elements. Tensor reads whose indices are affine in the axes and provably in
-range become zero-copy strided views; other reads gather with clipped indices (out-of-range
-indices only occur in not-taken ``if_then_else``/``select`` branches, which the mask discards).
+range become zero-copy strided views; other reads gather. Both branches of a guard are evaluated
+eagerly, so the evaluator tracks which grid points each sub-expression is actually selected at
+(``if_then_else``/``select`` branches, a reducer's ``where``, the right operand of ``&&``/``||``):
+an out-of-range index at a selected point raises TensorError, as a kernel would read outside
+the buffer there; at masked-off points the gather clips the index and the value is discarded.
 Sums of products go through ``np.einsum`` so conv2d/matmul-like stages use BLAS.
 """
 
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .bounds_check import read_error
 from .dtype import bits, is_float, is_int, to_numpy
 from .expr import (
     Binary,
@@ -38,7 +42,7 @@ from .expr import (
     Var,
     walk,
 )
-from .tensor import ComputeOp, reduce_identity
+from .tensor import ComputeOp, TensorError, reduce_identity
 
 CHUNK_ELEMENTS = 1 << 24  # about 16M elements per broadcast temporary
 
@@ -111,7 +115,7 @@ def _eval_op(op: ComputeOp, results: dict) -> np.ndarray:
     n = len(op.axes)
     body = op.body
     if not isinstance(body, Reduce):
-        ev = _Evaluator(results, n)
+        ev = _Evaluator(results, n, op.name)
         for d, ax in enumerate(op.axes):
             ev.bind(ax.var, d, ax.dom_min, ax.extent)
         out = _cast(ev.eval(body), op.dtype)
@@ -155,7 +159,7 @@ def _eval_reduce(op: ComputeOp, body: Reduce, results: dict) -> np.ndarray:
     acc_dtype = _acc_dtype(op.dtype, body.combiner)
     acc = None
     for chunk in chunks:
-        ev = _Evaluator(results, n + r)
+        ev = _Evaluator(results, n + r, op.name)
         for d, ax in enumerate(op.axes):
             ev.bind(ax.var, d, ax.dom_min, ax.extent)
         for j, (ax, (lo, ext)) in enumerate(zip(body.axes, chunk)):
@@ -205,11 +209,11 @@ def _acc_dtype(dtype: str, combiner: str) -> np.dtype:
 
 
 def _reduce_chunk(ev, body: Reduce, n: int, shape, acc_dtype) -> np.ndarray:
-    src = np.broadcast_to(_cast(ev.eval(body.source), body.dtype), shape)
     axes = tuple(range(n, len(shape)))
     where = True
     if body.condition is not None:
         where = np.broadcast_to(_cast(ev.eval(body.condition), "bool"), shape)
+    src = np.broadcast_to(_cast(ev.eval_masked(body.source, where), body.dtype), shape)
     if body.combiner == "sum":
         return np.sum(src, axis=axes, dtype=acc_dtype, where=where)
     ident = reduce_identity(body.combiner, body.dtype).value
@@ -341,11 +345,16 @@ _MATH = {
 class _Evaluator:
     """Evaluates expressions of one stage over a broadcast grid of ``ndim`` dimensions."""
 
-    def __init__(self, results: dict, ndim: int):
+    def __init__(self, results: dict, ndim: int, stage: str = ""):
         self.results = results
         self.ndim = ndim
+        self.stage = stage
         self.vars: dict[Var, tuple[int, int, int]] = {}  # var -> (grid dim, lo, extent)
         self.memo: dict[int, np.ndarray] = {}
+        # Where the expression being evaluated is selected (None: everywhere), and the reads
+        # that had out-of-range lanes (checked again when a memoized value is reused elsewhere).
+        self.mask: np.ndarray | None = None
+        self.oob_reads: dict[int, tuple[TensorRead, np.ndarray, list]] = {}
 
     def bind(self, var: Var, dim: int, lo: int, extent: int) -> None:
         self.vars[var] = (dim, lo, extent)
@@ -356,7 +365,22 @@ class _Evaluator:
         if hit is None:
             hit = self._eval(e)
             self.memo[key] = hit
+        elif self.oob_reads:
+            for node in walk(e):
+                if id(node) in self.oob_reads:
+                    self._check_selected(*self.oob_reads[id(node)])
         return hit
+
+    def eval_masked(self, e: Expr, mask) -> np.ndarray:
+        """``e`` evaluated where it is selected only at the grid points of ``mask``."""
+        if mask is True:
+            return self.eval(e)
+        saved = self.mask
+        self.mask = mask if saved is None else np.logical_and(saved, mask)
+        try:
+            return self.eval(e)
+        finally:
+            self.mask = saved
 
     def _eval(self, e: Expr) -> np.ndarray:
         if isinstance(e, Const):
@@ -374,7 +398,9 @@ class _Evaluator:
             return np.logical_not(_cast(self.eval(e.a), "bool"))
         if isinstance(e, Select | IfThenElse):
             c = _cast(self.eval(e.cond), "bool")
-            return np.where(c, _cast(self.eval(e.t), e.dtype), _cast(self.eval(e.f), e.dtype))
+            t = _cast(self.eval_masked(e.t, c), e.dtype)
+            f = _cast(self.eval_masked(e.f, np.logical_not(c)), e.dtype)
+            return np.where(c, t, f)
         if isinstance(e, Cast):
             return _cast(self.eval(e.value), e.dtype)
         if isinstance(e, Call):
@@ -387,7 +413,9 @@ class _Evaluator:
 
     def _binary(self, e: Binary) -> np.ndarray:
         if e.op in ("&&", "||"):
-            a, b = _cast(self.eval(e.a), "bool"), _cast(self.eval(e.b), "bool")
+            a = _cast(self.eval(e.a), "bool")
+            # As in C, the right operand only matters where the left one does not decide.
+            b = _cast(self.eval_masked(e.b, a if e.op == "&&" else np.logical_not(a)), "bool")
             return np.logical_and(a, b) if e.op == "&&" else np.logical_or(a, b)
         a, b = self.eval(e.a), self.eval(e.b)
         if e.op == "/":
@@ -419,13 +447,42 @@ class _Evaluator:
         view = self._strided_view(arr, e.indices)
         if view is not None:
             return view
-        idx = []
+        values = []
+        oob = None
         for k, ix in enumerate(e.indices):
             v = np.asarray(self.eval(ix))
             if v.dtype.kind not in "iu":
                 v = v.astype(np.int64)
-            idx.append(np.clip(v, 0, arr.shape[k] - 1))  # masked-out branches may overflow
-        return arr[tuple(idx)]
+            values.append(v)
+            out = (v < 0) | (v >= arr.shape[k])
+            if out.any():
+                oob = out if oob is None else (oob | out)
+        if oob is not None:
+            self.oob_reads[id(e)] = (e, oob, values)
+            self._check_selected(e, oob, values)
+            values = [np.clip(v, 0, n - 1) for v, n in zip(values, arr.shape)]  # masked-off lanes
+        return arr[tuple(values)]
+
+    def _check_selected(self, e: TensorRead, oob: np.ndarray, values: list) -> None:
+        """Raise when an out-of-range lane of the read ``e`` is selected under ``self.mask``."""
+        bad = oob if self.mask is None else np.logical_and(oob, self.mask)
+        if not bad.any():
+            return
+        full = np.broadcast_shapes(bad.shape, *(v.shape for v in values))
+        point = np.unravel_index(int(np.argmax(np.broadcast_to(bad, full))), full)
+        at = ", ".join(
+            f"{var.name}={int(point[d]) + lo}"
+            for var, (d, lo, _) in self.vars.items()
+            if d < len(full) and full[d] > 1
+        )
+        for k, v in enumerate(values):
+            val = int(np.broadcast_to(v, full)[point])
+            if not 0 <= val < e.tensor.shape[k]:
+                where = f"is {val} at {at}" if at else f"is {val}"
+                raise TensorError(
+                    f"eval_dag: stage {self.stage!r}: "
+                    + read_error(e.tensor.name, e.tensor.shape, k, str(e.indices[k]), where)
+                )
 
     def _affine(self, e: Expr):
         """``(const, {grid dim: coeff})`` if ``e`` is affine in grid axes, else None."""

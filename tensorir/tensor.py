@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounds_check import out_of_range_read, unbound_variable
 from .dtype import check_dtype, is_float
 from .expr import Const, Expr, IterVar, Reduce, TensorRead, Var, as_expr, const
 
 
 class TensorError(ValueError):
     """A tensor expression is malformed (wrong arity, bad shape, misplaced reduction...)."""
+
+
+# What made each axis variable: "reduce" (te.reduce_axis) or the name of the compute it is an
+# axis of; lets compute() say why a variable is unbound. Weak: it never keeps an expression alive.
+_AXIS_OWNER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +139,9 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
         raise TensorError(f"reduce_axis {name!r}: dom must be (lo, hi), got {dom!r}") from exc
     if hi <= lo:
         raise TensorError(f"reduce_axis {name!r}: empty range [{lo}, {hi})")
-    return IterVar(Var(name), lo, hi - lo, "reduce")
+    ax = IterVar(Var(name), lo, hi - lo, "reduce")
+    _AXIS_OWNER[ax.var] = "reduce"
+    return ax
 
 
 def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None) -> Tensor:
@@ -168,7 +177,47 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None) -
                 f"compute {name!r}: reduce axis names {red_names} must be unique and differ "
                 f"from the spatial axes {names}"
             )
+    _check_variables(body, axes, name)
+    _check_reads(body, axes, name)
+    for ax in axes:
+        _AXIS_OWNER[ax.var] = name
     return Tensor(ComputeOp(name, axes, body, tag, dict(attrs or {})))
+
+
+def _check_variables(body: Expr, axes: tuple[IterVar, ...], name: str) -> None:
+    """Every variable of ``body`` must be an axis of this compute or of its reducer."""
+    found = unbound_variable(body, axes, _AXIS_OWNER)
+    if found is None:
+        return
+    var, owner = found
+    own = [ax.name for ax in axes]
+    if owner == "reduce":
+        reduce_axes = [ax.name for ax in body.axes] if isinstance(body, Reduce) else []
+        where = f"reduces over {reduce_axes}" if reduce_axes else "has no reducer"
+        raise TensorError(
+            f"compute {name!r}: reduce axis {var.name!r} is used outside a reducer (the body "
+            f"{where}); wrap the body in te.sum/te.max/te.min(..., axis={var.name})"
+        )
+    if owner:
+        raise TensorError(
+            f"compute {name!r}: variable {var.name!r} is an axis of compute {owner!r}, not of "
+            f"this one; index with this compute's own axes {own}"
+        )
+    raise TensorError(
+        f"compute {name!r}: variable {var.name!r} is not bound (not one of the axes {own} nor "
+        "a reduce axis of the body's reducer); use an axis, a te.reduce_axis inside te.sum/"
+        "te.max/te.min, or a constant"
+    )
+
+
+def _check_reads(body: Expr, axes: tuple[IterVar, ...], name: str) -> None:
+    """Reject reads whose index provably leaves the tensor (constant or affine indices)."""
+    ranges = {ax.var: (ax.dom_min, ax.dom_min + ax.extent - 1) for ax in axes}
+    if isinstance(body, Reduce):
+        ranges.update({ax.var: (ax.dom_min, ax.dom_min + ax.extent - 1) for ax in body.axes})
+    problem = out_of_range_read(body, ranges)
+    if problem:
+        raise TensorError(f"compute {name!r}: {problem}")
 
 
 def _check_reductions(body: Expr, name: str) -> None:

@@ -11,17 +11,30 @@ TVM's ``UnrollLoop`` pass with ``unroll_explicit``:
 
 Loops of other kinds (parallel, vectorized, thread, vthread) are never unrolled here and stop
 the loops around them from unrolling.
+
+Every unrolled loop, by this rule or annotated ``unroll`` in the schedule, is bounded by the code
+it expands to (TVM bounds it with ``auto_max_step`` / ``auto_max_extent``): a loop whose
+``extent * size(body)`` exceeds ``MAX_UNROLLED_SIZE`` (``size`` counts the stores emitted once
+the unrolled loops inside are expanded) stays a serial loop. Unrolling only changes speed, never
+results, so a hand-written ``unroll`` of a huge loop is kept as a loop (with a logged note)
+rather than refused: fully unrolling a 64^3 matmul would otherwise keep LLVM busy for minutes.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from ..loops import Allocate, For, If, Program, Seq, Stmt, Store
 
-__all__ = ["MAX_DEPTH", "subtree_steps", "unroll_loops"]
+__all__ = ["MAX_DEPTH", "MAX_UNROLLED_SIZE", "expanded_sizes", "subtree_steps", "unroll_loops"]
 
 MAX_DEPTH = 8  # TVM's auto_max_depth
+# The most stores one unrolled loop may expand to. The search never asks for more: its largest
+# auto_unroll_max_step is 512 on CPUs and 1024 on GPUs.
+MAX_UNROLLED_SIZE = 1024
+
+_log = logging.getLogger("autosched.tensorir.unroll")
 
 
 def subtree_steps(s: Stmt) -> int:
@@ -38,10 +51,12 @@ def subtree_steps(s: Stmt) -> int:
 
 
 def _mark(s: Stmt, limit: int):
-    """Returns (new stmt, steps, unroll depth, True if a non-unrolled loop is inside)."""
+    """Returns (new stmt, steps, unroll depth, True if a non-unrolled loop is inside, size).
+
+    ``size`` is the number of stores ``s`` emits once its unrolled loops are expanded."""
     if isinstance(s, For):
         limit = max(limit, dict(s.annotations).get("auto_unroll_max_step", 0))
-        body, steps, depth, normal = _mark(s.body, limit)
+        body, steps, depth, normal, size = _mark(s.body, limit)
         kind = s.kind
         auto = (
             limit > 0
@@ -52,17 +67,25 @@ def _mark(s: Stmt, limit: int):
         )
         if auto:
             kind = "unrolled"
+        if kind == "unrolled" and s.extent * size > MAX_UNROLLED_SIZE:
+            if not auto:
+                _log.info(
+                    "loop %r (extent %d) annotated unroll stays a loop: unrolled it would emit "
+                    "%d stores, more than MAX_UNROLLED_SIZE=%d",
+                    s.var.name, s.extent, s.extent * size, MAX_UNROLLED_SIZE,
+                )  # fmt: skip
+            kind = "serial"
         if kind == "unrolled":
-            steps, depth = steps * s.extent, depth + 1
+            steps, depth, size = steps * s.extent, depth + 1, size * s.extent
         else:
             normal = True
         out = s
         if body is not s.body or kind != s.kind:
             out = For(s.var, s.extent, body, kind, s.thread_tag, s.annotations)
-        return out, steps, depth, normal
+        return out, steps, depth, normal, size
     if isinstance(s, Allocate):
-        body, steps, depth, normal = _mark(s.body, limit)
-        return (s if body is s.body else Allocate(s.buffer, body)), steps, depth, normal
+        body, steps, depth, normal, size = _mark(s.body, limit)
+        return (s if body is s.body else Allocate(s.buffer, body)), steps, depth, normal, size
     if isinstance(s, Seq):
         parts = [_mark(x, limit) for x in s.stmts]
         new = tuple(p[0] for p in parts)
@@ -72,6 +95,7 @@ def _mark(s: Stmt, limit: int):
             sum(p[1] for p in parts),
             max((p[2] for p in parts), default=0),
             any(p[3] for p in parts),
+            sum(p[4] for p in parts),
         )
     if isinstance(s, If):
         t = _mark(s.then, limit)
@@ -80,8 +104,10 @@ def _mark(s: Stmt, limit: int):
         out = s if (t[0] is s.then and new_else is s.else_) else If(s.cond, t[0], new_else)
         steps = t[1] + (0 if e is None else e[1])
         depth = max(t[2], 0 if e is None else e[2])
-        return out, steps, depth, t[3] or (e is not None and e[3])
-    return s, (1 if isinstance(s, Store) else 0), 0, False
+        size = t[4] + (0 if e is None else e[4])
+        return out, steps, depth, t[3] or (e is not None and e[3]), size
+    stores = 1 if isinstance(s, Store) else 0
+    return s, stores, 0, False, stores
 
 
 def unroll_loops(program: Program) -> Program:
@@ -90,3 +116,36 @@ def unroll_loops(program: Program) -> Program:
     if body is program.body:
         return program
     return replace(program, body=body)
+
+
+def expanded_sizes(s: Stmt) -> dict[str, int]:
+    """Statements plus expression nodes that code generation emits for ``s``, per stored buffer.
+
+    Unrolled and virtual-thread loops count their body once per iteration (code generation
+    copies it); other loops count it once. Keys are the names of the buffers stored to (the
+    stages); the conditions of ``If`` statements count under ``""``.
+    """
+    from ..expr import walk
+
+    out: dict[str, int] = {}
+
+    def visit(st: Stmt, times: int) -> None:
+        if isinstance(st, For):
+            copies = st.extent if st.kind in ("unrolled", "vthread") else 1
+            visit(st.body, times * copies)
+        elif isinstance(st, Allocate):
+            visit(st.body, times)
+        elif isinstance(st, Seq):
+            for x in st.stmts:
+                visit(x, times)
+        elif isinstance(st, If):
+            out[""] = out.get("", 0) + times * (1 + sum(1 for _ in walk(st.cond)))
+            visit(st.then, times)
+            if st.else_ is not None:
+                visit(st.else_, times)
+        elif isinstance(st, Store):
+            nodes = 1 + sum(1 for _ in walk(st.index)) + sum(1 for _ in walk(st.value))
+            out[st.buffer.name] = out.get(st.buffer.name, 0) + times * nodes
+
+    visit(s, 1)
+    return out
