@@ -49,13 +49,16 @@ def main(argv: list[str]) -> int:
     fd, *preload = argv
     conn = Connection(int(fd))
     try:
-        for module in preload:  # heavy imports once per worker, before the first request
-            importlib.import_module(module)
-    except Exception:
-        conn.send(("failed", traceback.format_exc()))
-        return 1
-    conn.send(("hello", os.getpid()))
-    serve(conn)
+        try:
+            for module in preload:  # heavy imports once per worker, before the first request
+                importlib.import_module(module)
+        except Exception:
+            conn.send(("failed", traceback.format_exc()))
+            return 1
+        conn.send(("hello", os.getpid()))
+        serve(conn)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return 0  # the parent went away (stopped or interrupted): nothing to report to
     return 0
 
 

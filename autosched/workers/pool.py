@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 
 from .process import WorkerProcess
+from .protocol import function_ref
 
 __all__ = ["Outcome", "WorkerPool"]
 
@@ -98,6 +99,7 @@ class WorkerPool:
             One per task, in order. Exceptions are outcomes, not raised; an interruption
             (KeyboardInterrupt) kills the busy workers and propagates.
         """
+        function_ref(func)  # a function a worker would refuse is a bug here: raise now
         outcomes: list[Outcome | None] = [None] * len(args_list)
         todo = list(range(len(args_list)))[::-1]
         busy: dict[object, tuple[WorkerProcess, int, float]] = {}  # conn -> (worker, task, end)
