@@ -187,7 +187,12 @@ class LocalBuilder(_ClosedOnExit):
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:
             # Preloaded once per worker, so no build pays for the imports inside its timeout.
-            preload = ("autosched._measure_worker", "autosched.build_module", "runtime.cpu")
+            preload = (
+                "autosched._measure_worker",
+                "autosched.build_module",
+                "runtime.cpu",
+                "llvmlite.binding",
+            )
             self._pool = WorkerPool(self.n_parallel, preload, name="build worker")
         return self._pool
 
