@@ -1,9 +1,9 @@
 """The measuring processes of :mod:`autosched.measure` (private): their code, and the parent's
 handle on the runner process (:class:`RunnerProcess`).
 
-Two kinds of child process use this module, both started with the ``spawn`` context so that
-they import it fresh (no inherited threads, and libgomp's OpenMP pool works in the runner,
-which it does not after ``fork``):
+Two kinds of worker process (started by :mod:`autosched.workers`: fresh interpreters that
+import this module, never the user's script; no inherited threads, and libgomp's OpenMP pool
+works in the runner, which it does not after ``fork``) use this module:
 
 * builder pool workers call :func:`build_one`: replay the steps on the DAG, lower, generate
   code, compile it to machine code where that can be done off the device (LLVM to an object
@@ -21,9 +21,7 @@ pickled ``ComputeDAG``.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import multiprocessing
 import signal
 import time
 import traceback
@@ -379,16 +377,19 @@ def runner_main(conn) -> None:
 
 
 class RunnerProcess:
-    """The parent's handle on the runner's worker process."""
+    """The parent's handle on the runner's worker process (a long-lived
+    :class:`autosched.workers.WorkerProcess` serving :func:`runner_main`)."""
 
     START_TIMEOUT = 120.0  # importing numpy + llvmlite in a cold process on a busy machine
 
     def __init__(self):
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=runner_main, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()  # so that the worker's death shows as EOF on our end
+        from .workers import WorkerProcess
+
+        self.worker = WorkerProcess(("autosched._measure_worker",), "measuring")
+        self.proc = self.worker.proc
+        self.conn = self.worker.conn
+        self.worker.wait_ready(self.START_TIMEOUT)
+        self.worker.serve(runner_main)
         reply = self.recv(self.START_TIMEOUT)
         if reply is None or reply[0] != "hello":
             detail = reply[1] if reply and reply[0] == "failed" else self.death()
@@ -397,35 +398,14 @@ class RunnerProcess:
 
     def recv(self, timeout: float):
         """The next message; ``("eof",)`` when the worker died, None when the timeout passed."""
-        try:
-            if self.conn.poll(timeout):
-                return self.conn.recv()
-        except (EOFError, OSError):
-            return ("eof",)
-        return None
+        return self.worker.recv(timeout)
 
     def death(self) -> str:
         """Why the worker is gone, e.g. ``died with signal 11 (SIGSEGV)``."""
-        self.proc.join(2)
-        code = self.proc.exitcode
-        if code is None:
-            return "stopped responding"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = "unknown signal"
-            return f"died with signal {-code} ({name})"
-        return f"exited with code {code}"
+        return self.worker.death()
 
     def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
+        self.worker.kill()
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self.conn.send(None)
-        self.proc.join(2)
-        self.kill()
+        self.worker.stop()

@@ -15,7 +15,6 @@ Example
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 
@@ -104,11 +103,9 @@ class LGBModel(CostModel):
         params: dict | None = None,
     ):
         if num_threads is None:
-            try:
-                cores = len(os.sched_getaffinity(0))
-            except AttributeError:
-                cores = os.cpu_count() or 1
-            num_threads = max(1, cores // 2)
+            from .workers import cpu_count
+
+            num_threads = max(1, cpu_count() // 2)
         self.seed = seed
         self.num_warmup_sample = num_warmup_sample
         self.max_rounds = max_rounds

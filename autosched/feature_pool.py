@@ -2,9 +2,10 @@
 
 Under a trained cost model one search round lowers thousands of new states for their features
 (about 5 ms each, almost all of it lowering), while the host's other cores sit idle. This pool
-spreads those states over ``spawn``-ed workers: each gets the DAG and a chunk of step lists,
-replays them (about 0.5 ms each), lowers and extracts, and sends the rows back. The result is
-exactly what :func:`autosched.features.state_features` computes in-process.
+spreads those states over worker processes (:class:`autosched.workers.WorkerPool`: fresh
+interpreters that never import the user's script): each gets the DAG and a chunk of step
+lists, replays them (about 0.5 ms each), lowers and extracts, and sends the rows back. The
+result is exactly what :func:`autosched.features.state_features` computes in-process.
 
 The pool is created on first use and shared by all tasks of the process. Set
 ``AUTOSCHED_FEATURE_WORKERS`` to the number of workers (0 turns the pool off; the default is
@@ -15,11 +16,10 @@ from __future__ import annotations
 
 import atexit
 import json
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+from .workers import WorkerPool, cpu_count, env
 
 __all__ = ["MIN_BATCH", "extract_many", "num_workers", "shutdown"]
 
@@ -31,38 +31,27 @@ _pool: dict = {}
 
 def num_workers() -> int:
     """Workers the pool uses (0: extract in this process)."""
-    env = os.environ.get("AUTOSCHED_FEATURE_WORKERS")
-    if env is not None and env.strip() != "":
-        try:
-            return max(0, int(env))
-        except ValueError as err:
-            raise ValueError(
-                f"AUTOSCHED_FEATURE_WORKERS must be a non-negative int, got {env!r}"
-            ) from err
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    workers = env("AUTOSCHED_FEATURE_WORKERS")
+    if workers is not None:
+        return workers
+    cores = cpu_count()
     return cores if cores > 1 else 0
 
 
-def _executor(workers: int) -> ProcessPoolExecutor:
-    ex = _pool.get("executor")
-    if ex is None or _pool.get("workers") != workers:
+def _workers(workers: int) -> WorkerPool:
+    pool = _pool.get("pool")
+    if pool is None or pool.size != workers:
         shutdown()
-        # spawn: the parent may hold LightGBM / OpenMP threads, which fork() does not copy.
-        ctx = multiprocessing.get_context("spawn")
-        ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-        _pool.update(executor=ex, workers=workers)
-    return ex
+        pool = WorkerPool(workers, ("autosched.feature_pool",), name="feature worker")
+        _pool["pool"] = pool
+    return pool
 
 
 def shutdown() -> None:
     """Stop the worker processes (they are started again on the next use)."""
-    ex = _pool.pop("executor", None)
-    _pool.pop("workers", None)
-    if ex is not None:
-        ex.shutdown(wait=False, cancel_futures=True)
+    pool = _pool.pop("pool", None)
+    if pool is not None:
+        pool.close()
 
 
 atexit.register(shutdown)
@@ -108,6 +97,9 @@ def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
     ]
     out: list[np.ndarray] = []
-    for rows in _executor(workers).map(_extract_chunk, jobs):
-        out.extend(rows)
+    for outcome in _workers(workers).map(_extract_chunk, [(job,) for job in jobs]):
+        if not outcome.ok:
+            why = outcome.detail if outcome.error is None else repr(outcome.error)
+            raise RuntimeError(f"feature extraction in a worker process failed: {why}")
+        out.extend(outcome.value)
     return out

@@ -11,7 +11,8 @@ numbering, so logs read alike) and a readable message, never exceptions.
 :class:`ProgramMeasurer` drives both per batch, keeps the best per workload, calls callbacks
 such as ``records.RecordToFile`` and totals the build / run wall time.
 
-The child processes run :mod:`autosched._measure_worker`.
+The worker processes (started by :mod:`autosched.workers`, never re-importing the user's
+script) run :mod:`autosched._measure_worker`.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-import multiprocessing
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from . import _measure_worker as _worker
+from .workers import WorkerPool, cpu_count, deferred_signals
 
 __all__ = [
     "MAX_COST",
@@ -135,13 +135,6 @@ class BuildResult:
     time_cost: float = 0.0
 
 
-def _default_parallel() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 class _ClosedOnExit:
     """Context-manager protocol for objects owning worker processes: ``close()`` on exit and
     when garbage-collected."""
@@ -161,7 +154,7 @@ class _ClosedOnExit:
 
 
 class LocalBuilder(_ClosedOnExit):
-    """Builds candidates to code in a pool of ``spawn``-ed processes, each with a timeout.
+    """Builds candidates to code in a pool of worker processes, each build with a timeout.
 
     Parameters
     ----------
@@ -172,8 +165,9 @@ class LocalBuilder(_ClosedOnExit):
 
     Notes
     -----
-    The pool starts on the first :meth:`build` and is reused; call :meth:`close` (or use the
-    builder as a context manager) to stop it. States travel as ``(dag, steps JSON)`` and are
+    The pool (:class:`autosched.workers.WorkerPool`: fresh interpreters that never import the
+    user's script) starts on the first :meth:`build` and is reused; call :meth:`close` (or use
+    the builder as a context manager) to stop it. States travel as ``(dag, steps JSON)`` and are
     replayed in the worker, so a step list that does not replay is INSTANTIATION_ERROR there.
     CUDA candidates are compiled to a cubin by nvcc in the workers for the device's ``-arch``
     (read once from device 0 unless the target names one); an nvcc error is COMPILE_DEVICE.
@@ -183,13 +177,23 @@ class LocalBuilder(_ClosedOnExit):
         if timeout <= 0:
             raise ValueError(f"LocalBuilder timeout must be positive, got {timeout}")
         self.timeout = float(timeout)
-        self.n_parallel = int(n_parallel or _default_parallel())
-        self._pool = None
+        self.n_parallel = int(n_parallel or cpu_count())
+        self._pool: WorkerPool | None = None
 
-    def _get_pool(self):
+    # Seconds past ``timeout`` before a build's worker is killed: the worker enforces
+    # ``timeout`` itself (SIGALRM), this covers one stuck in C code that ignores the alarm.
+    HARD_TIMEOUT_GRACE = 10.0
+
+    def _get_pool(self) -> WorkerPool:
         if self._pool is None:
-            ctx = multiprocessing.get_context("spawn")
-            self._pool = ctx.Pool(self.n_parallel)
+            # Preloaded once per worker, so no build pays for the imports inside its timeout.
+            preload = (
+                "autosched._measure_worker",
+                "autosched.build_module",
+                "runtime.cpu",
+                "llvmlite.binding",
+            )
+            self._pool = WorkerPool(self.n_parallel, preload, name="build worker")
         return self._pool
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
@@ -223,33 +227,29 @@ class LocalBuilder(_ClosedOnExit):
             jobs.append((i, (*job, self.timeout)))
         if not jobs:
             return results  # type: ignore[return-value]
-        pool = self._get_pool()
-        pending = [(i, pool.apply_async(_worker.build_one, (job,))) for i, job in jobs]
-        # Each worker enforces `timeout` itself; this hard deadline covers a worker that stopped
-        # responding (e.g. stuck in C code that ignores the alarm).
-        rounds = -(-len(jobs) // self.n_parallel)
-        deadline = time.monotonic() + rounds * (self.timeout + 2) + 30
-        stuck = False
-        for i, res in pending:
-            try:
-                src, code, msg, secs = res.get(timeout=max(0.0, deadline - time.monotonic()))
-                results[i] = BuildResult(src, code, msg, secs)
-            except multiprocessing.TimeoutError:
-                stuck = True
+        outcomes = self._get_pool().map(
+            _worker.build_one,
+            [(job,) for _, job in jobs],
+            timeout=self.timeout + self.HARD_TIMEOUT_GRACE,
+        )
+        for (i, _), outcome in zip(jobs, outcomes, strict=True):
+            if outcome.ok:
+                results[i] = BuildResult(*outcome.value)
+            elif outcome.status == "timeout":  # the worker was killed and will be replaced
                 msg = f"build did not finish within {self.timeout:g} s (worker unresponsive)"
                 results[i] = BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT, msg, self.timeout)
-            except Exception as exc:  # the worker died or the result did not unpickle
-                msg = f"build worker failed: {_worker.short_error(exc)}"
+            elif outcome.status == "died":  # e.g. a segfault in LLVM
+                msg = f"build worker failed: {outcome.detail}"
                 results[i] = BuildResult(None, MeasureErrorNo.COMPILE_HOST, msg)
-        if stuck:
-            self.close()  # kill the stuck workers; the next build starts a fresh pool
+            else:
+                msg = f"build worker failed: {_worker.short_error(outcome.error)}"
+                results[i] = BuildResult(None, MeasureErrorNo.COMPILE_HOST, msg)
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
         """Stop the worker processes (a later :meth:`build` starts new ones)."""
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.close()
             self._pool = None
 
 
@@ -282,7 +282,7 @@ class _ReferenceCache:
 
 
 class LocalRunner(_ClosedOnExit):
-    """Runs built candidates one at a time in a long-lived ``spawn``-ed worker process.
+    """Runs built candidates one at a time in a long-lived worker process.
 
     A candidate that crashes the worker becomes RUNTIME_DEVICE, one that runs past ``timeout``
     RUN_TIMEOUT (the worker is killed); a fresh worker then measures the rest of the batch.
@@ -574,8 +574,9 @@ class ProgramMeasurer:
                 ):
                     self.best_cost[key] = res.mean_cost
                     self.best_input[key] = inp
-            for cb in self.callbacks:
-                cb.callback(chunk, ran)
+            with deferred_signals():  # a Ctrl-C here waits: the log gets the whole batch
+                for cb in self.callbacks:
+                    cb.callback(chunk, ran)
             results.extend(ran)
         return results
 

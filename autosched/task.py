@@ -13,7 +13,6 @@ A task is identified in records by ``(workload_key, str(target))``. Workloads ca
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
 from codegen.target import Target
@@ -104,13 +103,10 @@ class HardwareParams:
 
 
 def _host_cores() -> int:
-    env = os.environ.get("AUTOSCHED_NUM_THREADS")
-    if env and env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """The threads a CPU kernel will run with: AUTOSCHED_NUM_THREADS, else the usable cores."""
+    from .workers import cpu_count, env
+
+    return env("AUTOSCHED_NUM_THREADS") or cpu_count()
 
 
 def _default_params(target: Target) -> HardwareParams:

@@ -35,6 +35,8 @@ import numpy as np
 
 from .cost_model import LGBModel, RandomModel
 from .measure import MAX_COST, MeasureErrorNo, MeasureInput
+from .tuning import interruption
+from .workers import TuningInterrupted, stop_on_signals
 
 __all__ = [
     "LogEstimatedLatency",
@@ -348,34 +350,42 @@ class TaskScheduler:
             return not out_of_time
 
         try:
-            for i in range(n):  # warm-up: one round for every task without history
-                if not self.task_cts[i] and more_trials():
-                    self._tune_task(i)
-            self.best_ct, self.best_score = self.ct, self.cur_score
-            while more_trials() and len(self.dead_tasks) < n:
-                idx = self._choose_task()
-                self._tune_task(idx)
-                self._adjust_similarity_group(idx)
-                if self.cur_score < self.best_score:
-                    self.best_score, self.best_ct = self.cur_score, self.ct
-                elif (
-                    early_stopping is not None
-                    and self.ct - self.best_ct >= early_stopping
-                    and all(c < _NO_RESULT for c in self.best_costs)
-                ):
-                    self._say(
-                        f"Stop early since no performance improvement in the last "
-                        f"{early_stopping} measurement trials."
-                    )
-                    break
-        except BaseException:
+            with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
+                self._tune_rounds(n, more_trials, early_stopping)
+        except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
+            if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
+                resume = "run the same tuning with TaskScheduler(..., load_log_file={log})"
+                raise interruption(exc, self.measurer, resume) from None
             raise
         if out_of_time:
             self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")
         self.measurer.close()
         for cb in self.callbacks:
             cb.finish(self)
+
+    def _tune_rounds(self, n: int, more_trials, early_stopping) -> None:
+        """The warm-up round of every task, then gradient-chosen rounds until done."""
+        for i in range(n):  # warm-up: one round for every task without history
+            if not self.task_cts[i] and more_trials():
+                self._tune_task(i)
+        self.best_ct, self.best_score = self.ct, self.cur_score
+        while more_trials() and len(self.dead_tasks) < n:
+            idx = self._choose_task()
+            self._tune_task(idx)
+            self._adjust_similarity_group(idx)
+            if self.cur_score < self.best_score:
+                self.best_score, self.best_ct = self.cur_score, self.ct
+            elif (
+                early_stopping is not None
+                and self.ct - self.best_ct >= early_stopping
+                and all(c < _NO_RESULT for c in self.best_costs)
+            ):
+                self._say(
+                    f"Stop early since no performance improvement in the last "
+                    f"{early_stopping} measurement trials."
+                )
+                break
 
     def _tune_task(self, idx: int) -> None:
         """One search round of task ``idx`` and the bookkeeping after it."""

@@ -5,7 +5,26 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .workers import TuningInterrupted, interrupted, stop_on_signals
+from .workers.signals import signal_name
+
 __all__ = ["TuningOptions", "auto_schedule"]
+
+
+def interruption(exc: BaseException, measurer, resume: str) -> TuningInterrupted:
+    """The error to raise when SIGINT / SIGTERM (``exc``) stopped a run measured by
+    ``measurer``: what was kept and ``resume``, how to go on (a phrase with ``{log}``)."""
+    logs = [str(cb.path) for cb in measurer.callbacks if getattr(cb, "path", None)]
+    if logs:
+        kept = f"every finished batch is in {', '.join(logs)}"
+        how = resume.format(log=repr(logs[0]))
+    else:
+        kept = "no log was written"
+        how = "add measure_callbacks=[RecordToFile(path)] to keep results next time"
+    return interrupted(
+        f"tuning stopped by {signal_name(exc)} after {measurer.stats.measured} measured "
+        f"trials; {kept}; to resume, {how}"
+    )
 
 
 @dataclass(frozen=True)
@@ -79,15 +98,22 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
     measurer = options.make_measurer()
     t0 = time.perf_counter()
     try:
-        state = search_policy.search(
-            options.num_measure_trials,
-            options.early_stopping,
-            options.num_measures_per_round,
-            measurer,
-            max_seconds=options.max_tuning_seconds,
-        )
-    except BaseException:
+        with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
+            state = search_policy.search(
+                options.num_measure_trials,
+                options.early_stopping,
+                options.num_measures_per_round,
+                measurer,
+                max_seconds=options.max_tuning_seconds,
+            )
+    except BaseException as exc:
         measurer.close(clean=False)  # the log keeps every finished batch, without an end mark
+        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
+            resume = (
+                "run the same tune with search_policy=SketchPolicy(task, LGBModel(), "
+                "init_search_callbacks=[PreloadMeasuredStates({log})])"
+            )
+            raise interruption(exc, measurer, resume) from None
         raise
     measurer.close()
     if options.verbose:

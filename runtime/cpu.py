@@ -11,9 +11,10 @@ ABI of the generated code (codegen/llvm.py emits it):
   libgomp can be loaded, else through a Python thread pool calling the task via ctypes (ctypes
   ``CFUNCTYPE`` calls release the GIL, so tasks do run concurrently).
 
-The number of tasks is ``os.cpu_count()`` unless the environment sets AUTOSCHED_NUM_THREADS;
-:func:`set_num_threads` changes it at run time. AUTOSCHED_PARALLEL_LAUNCHER=threadpool forces
-the thread-pool launcher (read once, when the first CPU backend is created).
+The number of tasks is the usable cores (``environment.cpu_count()``) unless the environment
+sets AUTOSCHED_NUM_THREADS; :func:`set_num_threads` changes it at run time.
+AUTOSCHED_PARALLEL_LAUNCHER=threadpool forces the thread-pool launcher (read once, when the
+first CPU backend is created).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .environment import cpu_count, env
 from .errors import CompileError, LaunchError
 
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
@@ -92,15 +94,8 @@ gomp:
 
 
 def default_num_threads() -> int:
-    env = os.environ.get("AUTOSCHED_NUM_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError as err:
-            raise ValueError(f"AUTOSCHED_NUM_THREADS must be an int, got {env!r}") from err
-        if n >= 1:
-            return n
-    return os.cpu_count() or 1
+    """Threads of a parallel kernel: AUTOSCHED_NUM_THREADS, else the usable cores."""
+    return env("AUTOSCHED_NUM_THREADS") or cpu_count()
 
 
 def _llvm():
@@ -178,7 +173,7 @@ def _init_parallel() -> None:
         llvm = _llvm()
         gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
         try:
-            if os.environ.get("AUTOSCHED_PARALLEL_LAUNCHER", "openmp") == "threadpool":
+            if env("AUTOSCHED_PARALLEL_LAUNCHER") == "threadpool":
                 raise RuntimeError("thread pool launcher requested")
             llvm.load_library_permanently(gomp)
             mod = llvm.parse_assembly(_LAUNCHER_IR)

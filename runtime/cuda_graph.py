@@ -16,8 +16,9 @@ kernels itself. Set ``AUTOSCHED_CUDA_GRAPH=0`` to turn graphs off.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
+
+from .environment import env
 
 ENV = "AUTOSCHED_CUDA_GRAPH"
 
@@ -54,7 +55,7 @@ class CUDAGraphRunner:
         self.captures = 0  # how many times the launches were captured (for tests and logs)
         self.replays = 0
         self.reason: str | None = None
-        if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        if not env(ENV):
             self.reason = f"CUDA graphs turned off by {ENV}"
         else:
             self.reason = graph_api_missing(self._cuda)

@@ -15,11 +15,11 @@ measuring builds the source in the process that runs it.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 
+from .environment import env
 from .errors import CompileError, LaunchError
 
 PLATFORM_ENV = "AUTOSCHED_OPENCL_PLATFORM"
@@ -31,7 +31,7 @@ def _pick_devices(cl) -> list:
         raise RuntimeError(
             "no OpenCL platform found; install one (e.g. pip install pyopencl[pocl])"
         )
-    want = os.environ.get(PLATFORM_ENV)
+    want = env(PLATFORM_ENV)
     if want:
         chosen = [p for p in platforms if want.lower() in p.name.lower()]
         if not chosen:

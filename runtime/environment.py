@@ -1,0 +1,176 @@
+"""The ``AUTOSCHED_*`` environment variables and the usable core count, read in one place.
+
+Every variable the project reads is in :data:`VARIABLES` with its parser and default; code
+reads one with :func:`env` and never touches ``os.environ`` itself, so a bad value is one clear
+error naming the variable wherever it is first read. :func:`cpu_count` is the one core count
+(affinity- and cgroup-quota-aware) that builders, feature workers, the cost model, hardware
+params and the CPU runtime all use.
+
+This module lives in ``runtime`` because the runtime reads some of these variables and may not
+import ``autosched``; ``autosched.workers`` re-exports both functions. docs/environment.md lists
+the variables.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["VARIABLES", "Variable", "cpu_count", "env"]
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _flag(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError
+
+
+def _launcher(text: str) -> str:
+    low = text.strip().lower()
+    if low not in ("openmp", "threadpool"):
+        raise ValueError
+    return low
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: how to parse it, what a valid value is, its default."""
+
+    name: str
+    parse: Callable[[str], object]
+    expected: str  # shown in the error for a bad value
+    default: object
+    doc: str
+
+
+VARIABLES: dict[str, Variable] = {
+    v.name: v
+    for v in (
+        Variable(
+            "AUTOSCHED_NUM_THREADS",
+            _positive_int,
+            "a positive int",
+            None,
+            "threads of a parallel CPU kernel, and the cores a CPU SearchTask's hardware "
+            "params assume (default: cpu_count())",
+        ),
+        Variable(
+            "AUTOSCHED_PARALLEL_LAUNCHER",
+            _launcher,
+            "'openmp' or 'threadpool'",
+            "openmp",
+            "how CPU kernels run their parallel loops: libgomp's GOMP_parallel, or our own "
+            "thread pool",
+        ),
+        Variable(
+            "AUTOSCHED_FEATURE_WORKERS",
+            _non_negative_int,
+            "a non-negative int",
+            None,
+            "feature extraction worker processes (0: in the tuning process; default: "
+            "cpu_count(), none on a single core)",
+        ),
+        Variable(
+            "AUTOSCHED_OPENCL_PLATFORM",
+            str,
+            "a substring of an OpenCL platform name",
+            None,
+            "which OpenCL platform runs OpenCL kernels (default: the first with a device)",
+        ),
+        Variable(
+            "AUTOSCHED_CUDA_GRAPH",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            True,
+            "capture a network's CUDA kernels into a CUDA graph",
+        ),
+    )
+}
+
+# (name, raw text) -> parsed value: each distinct value is parsed once.
+_parsed: dict[tuple[str, str], object] = {}
+
+
+def env(name: str):
+    """The parsed value of the environment variable ``name``, or its default when unset/empty.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`VARIABLES`.
+
+    Raises
+    ------
+    ValueError
+        When the variable holds a value its parser rejects; the message names the variable,
+        the value and what it expects.
+    """
+    var = VARIABLES.get(name)
+    if var is None:
+        raise KeyError(f"{name} is not an autosched environment variable; see docs/environment.md")
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return var.default
+    key = (name, raw)
+    if key not in _parsed:
+        try:
+            _parsed[key] = var.parse(raw.strip())
+        except ValueError:
+            raise ValueError(
+                f"environment variable {name}={raw!r} is invalid: expected {var.expected} "
+                f"({var.doc}); fix or unset it"
+            ) from None
+    return _parsed[key]
+
+
+def _cgroup_quota_cores() -> int | None:
+    """Cores allowed by a cgroup CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), if any."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return max(1, math.ceil(int(quota) / int(period)))
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            quota_us = int(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            period_us = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return max(1, math.ceil(quota_us / period_us)) if quota_us > 0 and period_us > 0 else None
+
+
+def cpu_count() -> int:
+    """Cores this process may use: its CPU affinity, capped by a cgroup CPU quota.
+
+    ``os.cpu_count()`` counts the machine's cores, which over-subscribes a container or a
+    ``taskset``-restricted process; this is what every process pool and thread count uses.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota_cores()
+    return max(1, min(cores, quota) if quota else cores)
