@@ -144,6 +144,15 @@ class GraphModule:
         self.device = make_device(dev) if not isinstance(dev, Device) else dev
         if modules is None or any(m.device != self.device for m in modules):
             modules = [load_module(**k, device=self.device) for k in plan.kernels]
+        # The plan was checked against its kernels' params; calls bind the modules' params.
+        declared = [
+            tuple((str(n), str(d), int(s)) for n, d, s in k["params"]) for k in plan.kernels
+        ]
+        if [m.params for m in modules] != declared:
+            raise ValueError(
+                "GraphModule: the loaded modules' parameters differ from the plan's kernels; "
+                "pass the NetworkLib that build or load_module returned, unchanged"
+            )
         self.modules: list[Module] = list(modules)
         # Every storage is allocated here, once; run() never allocates.
         self._buffers: list[NDArray] = [

@@ -192,3 +192,10 @@ def test_graph_module_refuses_an_inconsistent_plan_in_memory(exported):
     bad = replace(plan, calls=((kernel, args[:-1]), *plan.calls[1:]))
     with pytest.raises(ValueError, match=r"^plan: invalid plan: call 0 .* passes"):
         ansor.GraphModule(bad)
+
+
+def test_graph_module_refuses_modules_that_do_not_match_the_plan(exported):
+    lib = ansor.load_module(exported[0])
+    swapped = type(lib)(lib.plan, lib.modules[::-1], lib.target)
+    with pytest.raises(ValueError, match="modules' parameters differ from the plan"):
+        ansor.GraphModule(swapped)
