@@ -15,13 +15,14 @@ Example
 
 from __future__ import annotations
 
-import pickle
 import time
 
 import numpy as np
 
-from .features import N_FEATURES, states_features
+from .features import states_features
 from .measure import MAX_COST, MeasureErrorNo
+from .model_file import load_model_file as _load_model_file
+from .model_file import save_model_file as _save_model_file
 
 __all__ = ["CostModel", "LGBModel", "RandomModel"]
 
@@ -269,30 +270,27 @@ class LGBModel(CostModel):
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: str) -> None:
-        """Write the booster and the training data (features, task keys, costs)."""
-        blob = {
-            "model": None if self.booster is None else self.booster.model_to_string(),
-            "features": self.features,
-            "keys": self.keys,
-            "costs": self.costs,
-            "base_score": self.base_score,
-            "n_features": N_FEATURES,
-        }
-        with open(path, "wb") as fh:
-            pickle.dump(blob, fh)
+        """Write the booster and the training data (features, task keys, costs) to ``path``.
+
+        The file is an ``.npz`` archive of plain arrays (no pickle): the booster in LightGBM's
+        own text format, the feature rows, per-program row counts, costs, and a JSON header with
+        the task keys and the base score. :meth:`load` reads it without running any code.
+        """
+        _save_model_file(self, path)
 
     def load(self, path: str) -> None:
-        """Read what :meth:`save` wrote; the loaded model predicts at once (no warm-up)."""
-        import lightgbm as lgb
+        """Read what :meth:`save` wrote; the loaded model predicts at once (no warm-up).
 
-        with open(path, "rb") as fh:
-            blob = pickle.load(fh)
-        if blob.get("n_features") != N_FEATURES:
-            raise ValueError(f"{path}: saved with {blob.get('n_features')} features per row")
-        self.features, self.keys, self.costs = blob["features"], blob["keys"], blob["costs"]
-        self.base_score = blob["base_score"]
-        model = blob["model"]
-        self.booster = None if model is None else lgb.Booster(model_str=model)
+        Raises
+        ------
+        ValueError
+            If ``path`` is not a model saved by :meth:`save` of this version (a file of the
+            old pickle format included: it is refused, never unpickled), naming the file.
+        """
+        saved = _load_model_file(path)
+        self.features, self.keys, self.costs = saved.features, saved.keys, saved.costs
+        self.base_score = saved.base_score
+        self.booster = saved.booster
         self.num_warmup_sample = -1
 
 

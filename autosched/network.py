@@ -189,20 +189,50 @@ class NetworkLib:
     tuned: dict = field(default_factory=dict)  # group name -> True if it used a record
 
     def export_library(self, path) -> None:
-        """Save the compiled network (kernels, plan and weights) under ``path``."""
-        self.plan.save(path)
+        """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.
+
+        The files hold the kernels' code and, for CPU kernels, their object code compiled for
+        this host (so that :func:`load_module` only links it), the plan and the weights, with
+        a sha256 checksum over all of it. Like a shared library, the result is code that runs
+        when loaded: share it as you would a binary, and load only files you trust.
+        """
+        from dataclasses import replace
+
+        from runtime.cpu import compile_object
+
+        kernels = tuple(
+            dict(k, binary=compile_object(k["code"]))
+            if k["lang"] == "llvm" and k.get("binary") is None
+            else k
+            for k in self.plan.kernels
+        )
+        replace(self.plan, kernels=kernels).save(path)
 
     def get_source(self) -> str:
         return "\n\n".join(m.get_source() for m in self.modules)
 
 
 def load_module(path, dev=None) -> NetworkLib:
-    """Load a network saved by :meth:`NetworkLib.export_library`."""
+    """Load a network saved by :meth:`NetworkLib.export_library`.
+
+    A saved network is code, like a shared library: loading it compiles and links its
+    kernels, which then run with this process's rights. Load only files you trust.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, if it was changed after it was written (checksum), if a kernel's
+        object code was not compiled from the code the file holds, or if its plan does not fit
+        its kernels (a buffer smaller than a kernel parameter, an id out of range, a wrong
+        argument count): such a file is refused before anything runs.
+    """
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
     plan = GraphPlan.load(path)
     langs = {k["lang"] for k in plan.kernels}
+    if not langs:
+        raise ValueError(f"{path}: the saved network has no kernels; compile it again")
     target = Target({"llvm": "llvm", "cuda": "cuda", "opencl": "opencl"}[langs.pop()])
     dev = make_device(dev if dev is not None else target.device_kind)
     modules = [load_kernel(**k, device=dev) for k in plan.kernels]

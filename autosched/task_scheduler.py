@@ -164,6 +164,8 @@ class TaskScheduler:
         How the next task is chosen after the warm-up round.
     load_model_file : str, optional
         A cost model saved with ``LGBModel.save``; loaded instead of training on the log.
+        Loading runs no code from the file (LightGBM text and plain arrays); a model saved
+        in the old pickle format is refused with a ``ValueError``: retrain and save it again.
     load_log_file : str, optional
         A log of a previous run (``RecordToFile``). Its records of these tasks (same workload
         key and target) restore trial counts, best latencies and histories, are preloaded into

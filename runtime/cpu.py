@@ -121,6 +121,14 @@ def _target_machine():
     )
 
 
+def host_signature() -> str:
+    """What :func:`compile_object`'s machine code depends on: the target triple, the host CPU
+    and its features. Object code made under another signature may not run here."""
+    llvm = _llvm()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    return f"{llvm.get_default_triple()} {cpu} {features}"
+
+
 def _parse(code: str):
     llvm = _llvm()
     try:

@@ -12,9 +12,7 @@ kernels.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -22,9 +20,9 @@ from .device import Device
 from .device import device as make_device
 from .module import Module, load_module
 from .ndarray import NDArray, empty, np_dtype
+from .plan_check import plan_problems
+from .plan_file import read_plan, write_plan
 from .timer import TimingResult, measure
-
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -67,12 +65,27 @@ class GraphPlan:
     calls: tuple
     names: tuple = ()
 
+    # -------------------------------------------------------------- checks
+    def problems(self) -> list[str]:
+        """Inconsistencies that would let a kernel read or write past a buffer (see
+        :mod:`runtime.plan_check`); empty for a plan that is safe to run."""
+        return plan_problems(self)
+
+    def validate(self, source: str = "plan") -> None:
+        """Raise ``ValueError`` naming ``source`` and the first problem, if there is one."""
+        found = self.problems()
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ValueError(f"{source}: invalid plan: {found[0]}{more}; compile the network again")
+
     # -------------------------------------------------------------- persistence
     def save(self, path) -> None:
-        """Write the plan to ``path`` (a JSON file next to an ``.npz`` of the constants)."""
-        path = Path(path)
+        """Write the plan to ``path`` (JSON) and ``path.params.npz`` (constants, and the
+        object code of kernels that carry a ``binary``), with a sha256 checksum over both.
+
+        A saved plan is code, like a shared library: load only files you trust.
+        """
         meta = {
-            "format_version": FORMAT_VERSION,
             "kernels": list(self.kernels),
             "storages": [list(s) for s in self.storages],
             "inputs": {k: [v.storage, list(v.shape), v.dtype] for k, v in self.inputs.items()},
@@ -80,37 +93,28 @@ class GraphPlan:
             "calls": [[k, list(a)] for k, a in self.calls],
             "names": list(self.names),
         }
-        path.write_text(json.dumps(meta))
-        np.savez(_npz_path(path), **{str(k): v for k, v in self.constants.items()})
+        write_plan(path, meta, self.constants)
 
     @classmethod
     def load(cls, path) -> GraphPlan:
-        """Read a plan written by :meth:`save`."""
-        path = Path(path)
+        """Read a plan written by :meth:`save`, refusing (``ValueError`` naming the file) one
+        whose checksum does not match, whose object code was compiled from other code than it
+        holds, or whose parts do not fit together (:meth:`problems`)."""
+        meta, constants = read_plan(path)
         try:
-            meta = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a compiled network saved by export_library ({e})") from e
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"{path}: format version {meta.get('format_version')} but this autosched reads "
-                f"version {FORMAT_VERSION}; compile the network again"
+            plan = cls(
+                kernels=tuple(meta["kernels"]),
+                storages=tuple(tuple(s) for s in meta["storages"]),
+                inputs={k: TensorSpec(s, tuple(sh), d) for k, (s, sh, d) in meta["inputs"].items()},
+                outputs=tuple(TensorSpec(s, tuple(sh), d) for s, sh, d in meta["outputs"]),
+                constants=constants,
+                calls=tuple((k, tuple(a)) for k, a in meta["calls"]),
+                names=tuple(str(n) for n in meta.get("names", ())),
             )
-        with np.load(_npz_path(path)) as z:
-            constants = {int(k): z[k] for k in z.files}
-        return cls(
-            kernels=tuple(meta["kernels"]),
-            storages=tuple((d, int(s)) for d, s in meta["storages"]),
-            inputs={k: TensorSpec(s, tuple(sh), d) for k, (s, sh, d) in meta["inputs"].items()},
-            outputs=tuple(TensorSpec(s, tuple(sh), d) for s, sh, d in meta["outputs"]),
-            constants=constants,
-            calls=tuple((int(k), tuple(a)) for k, a in meta["calls"]),
-            names=tuple(meta.get("names", ())),
-        )
-
-
-def _npz_path(path: Path) -> Path:
-    return path.with_name(path.name + ".params.npz")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"{path}: invalid plan: {type(e).__name__}: {e}") from e
+        plan.validate(str(path))
+        return plan
 
 
 class GraphModule:
@@ -132,6 +136,7 @@ class GraphModule:
 
     def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
         plan = lib if isinstance(lib, GraphPlan) else lib.plan
+        plan.validate()  # kernels write through raw pointers: never bind a plan that lies
         self.plan = plan
         modules = getattr(lib, "modules", None)
         if dev is None:
@@ -139,6 +144,15 @@ class GraphModule:
         self.device = make_device(dev) if not isinstance(dev, Device) else dev
         if modules is None or any(m.device != self.device for m in modules):
             modules = [load_module(**k, device=self.device) for k in plan.kernels]
+        # The plan was checked against its kernels' params; calls bind the modules' params.
+        declared = [
+            tuple((str(n), str(d), int(s)) for n, d, s in k["params"]) for k in plan.kernels
+        ]
+        if [m.params for m in modules] != declared:
+            raise ValueError(
+                "GraphModule: the loaded modules' parameters differ from the plan's kernels; "
+                "pass the NetworkLib that build or load_module returned, unchanged"
+            )
         self.modules: list[Module] = list(modules)
         # Every storage is allocated here, once; run() never allocates.
         self._buffers: list[NDArray] = [

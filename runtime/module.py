@@ -203,7 +203,9 @@ def load_module(
         Defaults to the device kind of ``lang`` (index 0).
     binary : bytes, optional
         ``code`` compiled ahead of time for this device (for "llvm":
-        ``runtime.cpu.compile_object(code)``); loading then skips the compiler.
+        ``runtime.cpu.compile_object(code)`` on this host); loading then skips the compiler.
+        It is linked as it is, unchecked: it must come from this very ``code``. Files that
+        carry object code record and check that (``runtime.plan_file``).
     layouts : sequence of tuple, optional
         Params the code reads in a rewritten layout (``Source.layouts``); kept as
         ``Module.layouts`` for callers that transform those inputs.
