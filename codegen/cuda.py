@@ -106,7 +106,8 @@ def build_cuda(program: Program, inject_vthreads: bool = True) -> Source:
         Lowered loop IR whose top-level statements are bound to blockIdx/threadIdx.
     inject_vthreads : bool
         Push vthread loops down to the statements that depend on them (see
-        :func:`codegen.c_like.inject_virtual_threads`); False runs them as plain loops.
+        :func:`tensorir.passes.inject_vthread.inject_virtual_threads`); False runs them as
+        plain loops.
 
     Returns
     -------

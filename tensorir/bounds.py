@@ -26,6 +26,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .arith import const_bound, linear_diff, simplify_expr
 from .dtype import is_int
 from .expr import (
     Binary,
@@ -41,7 +42,6 @@ from .expr import (
     walk,
 )
 from .loops import Buffer
-from .passes.simplify_loops import const_bound, linear_diff, simplify_expr
 from .stage import Iterator, SplitRel, Stage, initial_stage
 from .transform import rewrite
 

@@ -1,5 +1,6 @@
-"""The operator table: for each op of docs/graph-ops.md its inputs, attributes with their
-defaults, its fusion pattern, and its shape rule.
+"""The graph layer's view of the operator table: for each op of docs/graph-ops.md its inputs,
+its fusion pattern and its shape rule. The attributes, their defaults and their validation are
+the operator library's (``tensorir.ops.registry``): one table, one error type.
 
 Shape rules are plain functions of the input shapes and dtypes and the attributes; they know
 nothing of graph nodes, so a frontend can ask them about shapes it has not built yet. A rule
@@ -11,11 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 
 from ..dtype import check_dtype
+from ..ops.registry import REQUIRED, OpAttrError, op_attr_defaults, op_attrs
 
 # Relay's OpPattern values (include/tvm/relay/op_attr_types.h).
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE = (
@@ -28,7 +29,7 @@ ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, TUPLE, OPAQUE
     8,
 )
 
-REQUIRED = object()  # marks an attribute without a default
+__all__ = ["OPS", "REQUIRED", "OpAttrError", "OpDef", "ShapeError", "get_op"]
 
 
 class ShapeError(ValueError):
@@ -62,29 +63,19 @@ class OpDef:
         return list(self.inputs)
 
     def normalize(self, attrs: dict, nargs: int) -> dict:
-        """Check the input count and attribute names, fill defaults, canonicalise values."""
+        """Check the input count and attribute names, fill defaults, canonicalise values.
+
+        Raises :class:`OpAttrError` (``tensorir.ops.registry``'s, as ``compute_op`` does).
+        """
         if self.variadic:
             if nargs < 1:
-                raise TypeError(f"{self.name} takes at least one input")
+                raise OpAttrError(f"{self.name}: takes at least 1 input(s), got {nargs}")
         elif nargs != len(self.inputs):
-            raise TypeError(
-                f"{self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), "
+            raise OpAttrError(
+                f"{self.name}: takes {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
                 f"got {nargs}"
             )
-        unknown = sorted(set(attrs) - set(self.defaults))
-        if unknown:
-            raise TypeError(
-                f"{self.name} has no attribute(s) {unknown}; its attributes are "
-                f"{list(self.defaults)}"
-            )
-        full = {}
-        for k, default in self.defaults.items():
-            if k in attrs:
-                full[k] = attrs[k]
-            elif default is REQUIRED:
-                raise TypeError(f"{self.name} needs the attribute {k!r}")
-            else:
-                full[k] = default
+        full = op_attrs(self.name, attrs)
         if self.fix is not None:
             full = self.fix(full)
         return full
@@ -101,9 +92,9 @@ def get_op(name: str) -> OpDef:
         raise KeyError(f"unknown op {name!r}; known ops: {sorted(OPS)}") from None
 
 
-def _register(name, inputs, defaults, infer, pattern, fix=None):
-    # Read-only defaults: the table is shared by every graph and must not drift.
-    OPS[name] = OpDef(name, tuple(inputs), MappingProxyType(dict(defaults)), infer, pattern, fix)
+def _register(name, inputs, infer, pattern, fix=None):
+    # The defaults are the operator library's entry (read-only), so the two cannot drift.
+    OPS[name] = OpDef(name, tuple(inputs), op_attr_defaults(name), infer, pattern, fix)
 
 
 # --- attribute canonicalisation ------------------------------------------------------------
@@ -255,6 +246,8 @@ def _winograd_conv(shapes, dtypes, a):
         raise ShapeError(f"kernel_size must be (3, 3), got {a['kernel_size']}")
     if tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1):
         raise ShapeError("winograd needs strides (1, 1) and dilation (1, 1)")
+    if a["tile_size"] is None:  # as compute_op: the transformed weight is (alpha, alpha, ...)
+        a["tile_size"] = w[0] - 2
     alpha = _winograd_alpha(a["tile_size"])
     if w[0] != alpha or w[1] != alpha or w[2] != data[3]:
         raise ShapeError(
@@ -283,11 +276,13 @@ def _dense(shapes, dtypes, a):
 
 def _batch_matmul(shapes, dtypes, a):
     x, y = shapes
+    y_form = "y (B, N, K)" if a["transpose_b"] else "y (B, K, N)"
     _ndim(x, 3, "x (B, M, K)")
-    _ndim(y, 3, "y (B, N, K)")
-    if x[2] != y[2] or not (x[0] == y[0] or 1 in (x[0], y[0])):
-        raise ShapeError(f"x (B, M, K) and y (B, N, K) do not match: {tuple(x)}, {tuple(y)}")
-    return (max(x[0], y[0]), x[1], y[1]), a["out_dtype"] or _same_dtype(dtypes, "x and y")
+    _ndim(y, 3, y_form)
+    yk, yn = (y[2], y[1]) if a["transpose_b"] else (y[1], y[2])
+    if x[2] != yk or not (x[0] == y[0] or 1 in (x[0], y[0])):
+        raise ShapeError(f"x (B, M, K) and {y_form} do not match: {tuple(x)}, {tuple(y)}")
+    return (max(x[0], y[0]), x[1], yn), a["out_dtype"] or _same_dtype(dtypes, "x and y")
 
 
 def _axis(axis, ndim, what="axis"):
@@ -493,43 +488,25 @@ def _cast(shapes, dtypes, a):
     return tuple(shapes[0]), a["dtype"]
 
 
-# --- the table ------------------------------------------------------------------------------
+# --- the table (attributes and defaults: tensorir.ops.registry) ---------------------------
 
-_CONV2D = {
-    "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
-    "channels": None, "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "",
-    "out_dtype": "",
-}  # fmt: skip
-_register("nn.conv2d", ("data", "weight"), _CONV2D, _conv_nd(2), OUT_ELEMWISE_FUSABLE,
+_register("nn.conv2d", ("data", "weight"), _conv_nd(2), OUT_ELEMWISE_FUSABLE,
           _fix_conv(2, {"NCHW": "OIHW", "NHWC": "HWIO"}))  # fmt: skip
-_CONV3D = dict(_CONV2D, strides=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
-               data_layout="NCDHW")  # fmt: skip
-_register("nn.conv3d", ("data", "weight"), _CONV3D, _conv_nd(3), OUT_ELEMWISE_FUSABLE,
+_register("nn.conv3d", ("data", "weight"), _conv_nd(3), OUT_ELEMWISE_FUSABLE,
           _fix_conv(3, {"NCDHW": "OIDHW", "NDHWC": "DHWIO"}))  # fmt: skip
-_register("nn.contrib_conv2d_winograd_weight_transform", ("weight",), {"tile_size": REQUIRED},
+_register("nn.contrib_conv2d_winograd_weight_transform", ("weight",),
           _winograd_weight_transform, OPAQUE)  # fmt: skip
-_WINO = {
-    "tile_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1),
-    "channels": None, "kernel_size": (3, 3), "data_layout": "NHWC", "out_dtype": "",
-}  # fmt: skip
-_register("nn.contrib_conv2d_winograd_without_weight_transform", ("data", "weight"), _WINO,
+_register("nn.contrib_conv2d_winograd_without_weight_transform", ("data", "weight"),
           _winograd_conv, OUT_ELEMWISE_FUSABLE, _fix_window(2, "kernel_size"))  # fmt: skip
-_register("nn.dense", ("data", "weight"), {"units": None, "out_dtype": ""}, _dense,
-          OUT_ELEMWISE_FUSABLE)  # fmt: skip
-_register("nn.batch_matmul", ("x", "y"), {"out_dtype": ""}, _batch_matmul, OUT_ELEMWISE_FUSABLE)
-_register("nn.bias_add", ("data", "bias"), {"axis": 1}, _bias_add, BROADCAST)
-_BN = {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True}
-_register("nn.batch_norm", ("data", "gamma", "beta", "moving_mean", "moving_var"), _BN,
+_register("nn.dense", ("data", "weight"), _dense, OUT_ELEMWISE_FUSABLE)
+_register("nn.batch_matmul", ("x", "y"), _batch_matmul, OUT_ELEMWISE_FUSABLE)
+_register("nn.bias_add", ("data", "bias"), _bias_add, BROADCAST)
+_register("nn.batch_norm", ("data", "gamma", "beta", "moving_mean", "moving_var"),
           _batch_norm, OPAQUE)  # fmt: skip
-for _name in ("nn.relu", "sigmoid", "tanh", "exp", "sqrt", "negative"):
-    _register(_name, ("data",), {}, _unary, ELEMWISE)
-_register("clip", ("data",), {"a_min": REQUIRED, "a_max": REQUIRED}, _unary, ELEMWISE)
+for _name in ("nn.relu", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip"):
+    _register(_name, ("data",), _unary, ELEMWISE)
 for _name in ("add", "subtract", "multiply", "divide", "maximum", "minimum"):
-    _register(_name, ("lhs", "rhs"), {}, _binary, BROADCAST)
-_POOL2D = {
-    "pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1),
-    "layout": "NCHW", "ceil_mode": False,
-}  # fmt: skip
+    _register(_name, ("lhs", "rhs"), _binary, BROADCAST)
 
 
 def _fix_pool(ndim, layouts):
@@ -537,26 +514,21 @@ def _fix_pool(ndim, layouts):
     return lambda a: layout(window(a))
 
 
-_register("nn.max_pool2d", ("data",), _POOL2D, _pool_nd(2), OUT_ELEMWISE_FUSABLE,
-          _fix_pool(2, ("NCHW", "NHWC")))  # fmt: skip
-_register("nn.avg_pool2d", ("data",), dict(_POOL2D, count_include_pad=False), _pool_nd(2),
-          OUT_ELEMWISE_FUSABLE, _fix_pool(2, ("NCHW", "NHWC")))  # fmt: skip
-_POOL3D = dict(_POOL2D, strides=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1), layout="NCDHW")
-_register("nn.max_pool3d", ("data",), _POOL3D, _pool_nd(3), OUT_ELEMWISE_FUSABLE,
-          _fix_pool(3, ("NCDHW", "NDHWC")))  # fmt: skip
-_register("nn.avg_pool3d", ("data",), dict(_POOL3D, count_include_pad=False), _pool_nd(3),
-          OUT_ELEMWISE_FUSABLE, _fix_pool(3, ("NCDHW", "NDHWC")))  # fmt: skip
+for _name in ("nn.max_pool2d", "nn.avg_pool2d"):
+    _register(_name, ("data",), _pool_nd(2), OUT_ELEMWISE_FUSABLE, _fix_pool(2, ("NCHW", "NHWC")))
+for _name in ("nn.max_pool3d", "nn.avg_pool3d"):
+    _register(_name, ("data",), _pool_nd(3), OUT_ELEMWISE_FUSABLE,
+              _fix_pool(3, ("NCDHW", "NDHWC")))  # fmt: skip
 for _name in ("nn.global_avg_pool2d", "nn.global_max_pool2d"):
-    _register(_name, ("data",), {"layout": "NCHW"}, _global_pool, OUT_ELEMWISE_FUSABLE,
+    _register(_name, ("data",), _global_pool, OUT_ELEMWISE_FUSABLE,
               _check_layout(("NCHW", "NHWC")))  # fmt: skip
-_register("nn.adaptive_avg_pool2d", ("data",), {"output_size": None, "layout": "NCHW"},
-          _adaptive_pool, OUT_ELEMWISE_FUSABLE, _fix_adaptive)  # fmt: skip
-_register("nn.softmax", ("data",), {"axis": -1}, _softmax, OPAQUE)
-_register("concatenate", ("*data",), {"axis": 0}, _concatenate, INJECTIVE)
-_register("nn.pad", ("data",), {"pad_width": REQUIRED, "pad_value": 0.0}, _pad, INJECTIVE)
-_register("reshape", ("data",), {"newshape": REQUIRED}, _reshape, INJECTIVE)
-_register("nn.batch_flatten", ("data",), {}, _batch_flatten, INJECTIVE)
-_register("transpose", ("data",), {"axes": None}, _transpose, INJECTIVE)
+_register("nn.adaptive_avg_pool2d", ("data",), _adaptive_pool, OUT_ELEMWISE_FUSABLE, _fix_adaptive)
+_register("nn.softmax", ("data",), _softmax, OPAQUE)
+_register("concatenate", ("*data",), _concatenate, INJECTIVE)
+_register("nn.pad", ("data",), _pad, INJECTIVE)
+_register("reshape", ("data",), _reshape, INJECTIVE)
+_register("nn.batch_flatten", ("data",), _batch_flatten, INJECTIVE)
+_register("transpose", ("data",), _transpose, INJECTIVE)
 
 
 def _fix_squeeze(a):
@@ -565,7 +537,6 @@ def _fix_squeeze(a):
     return a
 
 
-_register("squeeze", ("data",), {"axis": None}, _squeeze, INJECTIVE, _fix_squeeze)
-_register("layout_transform", ("data",), {"src_layout": REQUIRED, "dst_layout": REQUIRED},
-          _layout_transform, INJECTIVE)  # fmt: skip
-_register("cast", ("data",), {"dtype": REQUIRED}, _cast, ELEMWISE)
+_register("squeeze", ("data",), _squeeze, INJECTIVE, _fix_squeeze)
+_register("layout_transform", ("data",), _layout_transform, INJECTIVE)
+_register("cast", ("data",), _cast, ELEMWISE)

@@ -1,9 +1,12 @@
-"""``compute_op``: build an operator's te computation from its Relay name and attributes.
+"""The one attribute table of the operators, and ``compute_op``, which builds an op's te
+computation from its Relay name and attributes.
 
 The op names, input orders and attribute names are those of docs/graph-ops.md. Every op has
-an attribute table with Relay's defaults; an unknown op, an unknown attribute, a missing
-required attribute or the wrong number of inputs raises a :class:`TensorError` that names the
-op and says what is supported.
+one entry here with its attributes and Relay's defaults (:func:`op_attr_defaults`) and its
+compute; the graph layer (``tensorir.graph.shapes``) adds the shape rule and fusion pattern to
+the same entry and validates attributes with the same :func:`op_attrs`. An unknown op, an
+unknown attribute, a missing required attribute or the wrong number of inputs raises an
+:class:`OpAttrError` that names the op and says what is supported.
 
 Chaining several ops into one ComputeDAG: stage names must be unique in a DAG, so pass the
 same :class:`NameScope` to every call (``compute_op(op, ins, attrs, name_scope=scope)``); a
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ..tensor import Tensor, TensorError
 
@@ -28,9 +32,28 @@ from .dense import batch_matmul, dense
 from .pool import adaptive_pool, global_pool, pool
 from .softmax import softmax
 
-__all__ = ["SUPPORTED_OPS", "compute_op", "op_attrs"]
+__all__ = [
+    "REQUIRED",
+    "SUPPORTED_OPS",
+    "OpAttrError",
+    "compute_op",
+    "op_arity",
+    "op_attr_defaults",
+    "op_attrs",
+]
 
 REQUIRED = object()  # marks an attribute without a default
+
+
+class OpAttrError(TensorError, TypeError):
+    """An op is called with an unknown or missing attribute, or the wrong number of inputs.
+
+    The one error of attribute validation, for ``compute_op`` and the graph's ``make_call``
+    alike; it is a :class:`TensorError` (a ValueError) and, as Python does for bad
+    arguments, a TypeError.
+    """
+
+
 _KERNEL_LAYOUTS = {"NCHW": "OIHW", "NHWC": "HWIO", "NCDHW": "OIDHW", "NDHWC": "DHWIO"}
 
 
@@ -126,6 +149,17 @@ _POOL3D = {
     "layout": "NCDHW",
     "ceil_mode": False,
 }
+
+
+def _adaptive_avg(ins, a):
+    # Relay's output_size None (or a None entry) keeps that input dimension.
+    data, layout, size = ins[0], a["layout"], a["output_size"]
+    spatial = tuple(data.shape[layout.index(c)] for c in "HW" if c in layout)
+    if size is None:
+        size = spatial
+    elif not isinstance(size, int) and len(size) == len(spatial):
+        size = tuple(s or d for s, d in zip(size, spatial, strict=True))
+    return adaptive_pool(data, size, "avg", layout)
 
 
 def _unary(f):
@@ -227,11 +261,7 @@ _OPS: dict[str, _OpDef] = {
     "nn.global_max_pool2d": _OpDef(
         1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "max", a["layout"])
     ),
-    "nn.adaptive_avg_pool2d": _OpDef(
-        1,
-        {"output_size": REQUIRED, "layout": "NCHW"},
-        lambda ins, a: adaptive_pool(ins[0], a["output_size"], "avg", a["layout"]),
-    ),
+    "nn.adaptive_avg_pool2d": _OpDef(1, {"output_size": None, "layout": "NCHW"}, _adaptive_avg),
     "nn.softmax": _OpDef(1, {"axis": -1}, lambda ins, a: softmax(ins[0], a["axis"])),
     "concatenate": _OpDef(None, {"axis": 0}, lambda ins, a: transform.concatenate(ins, a["axis"])),
     "nn.pad": _OpDef(
@@ -261,14 +291,14 @@ def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
 
     Raises
     ------
-    TensorError
+    OpAttrError
         For an unknown op, an unknown attribute or a missing required attribute.
     """
     spec = _spec(op)
     attrs = dict(attrs or {})
     unknown = sorted(set(attrs) - set(spec.attrs))
     if unknown:
-        raise TensorError(
+        raise OpAttrError(
             f"{op}: unknown attribute(s) {unknown}; {op} takes "
             f"{sorted(spec.attrs) or 'no attributes'}"
         )
@@ -277,7 +307,7 @@ def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
         if name in attrs:
             out[name] = attrs[name]
         elif default is REQUIRED:
-            raise TensorError(f"{op}: attribute {name!r} is required")
+            raise OpAttrError(f"{op}: attribute {name!r} is required")
         else:
             out[name] = default
     for name, value in out.items():  # defaults that depend on other attributes
@@ -286,10 +316,21 @@ def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
     return out
 
 
+def op_attr_defaults(op: str) -> Mapping:
+    """``op``'s attribute names and Relay defaults (read-only; :data:`REQUIRED` marks the
+    ones without a default, a callable one that follows from the others)."""
+    return MappingProxyType(_spec(op).attrs)
+
+
+def op_arity(op: str) -> int | None:
+    """How many inputs ``op`` takes (None: any number, at least one)."""
+    return _spec(op).arity
+
+
 def _spec(op: str) -> _OpDef:
     spec = _OPS.get(op)
     if spec is None:
-        raise TensorError(f"unknown op {op!r}; supported ops are {list(SUPPORTED_OPS)}")
+        raise OpAttrError(f"unknown op {op!r}; supported ops are {list(SUPPORTED_OPS)}")
     return spec
 
 
@@ -329,7 +370,7 @@ def compute_op(
     inputs = list(inputs)
     if spec.arity is None and not inputs or spec.arity is not None and len(inputs) != spec.arity:
         want = "at least 1" if spec.arity is None else str(spec.arity)
-        raise TensorError(f"{op}: takes {want} input(s), got {len(inputs)}")
+        raise OpAttrError(f"{op}: takes {want} input(s), got {len(inputs)}")
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TensorError(f"{op}: inputs must be tensors, got {type(t).__name__}")

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arith import const_bound, linear_form
 from ..expr import Binary, Const, Expr, Var, equal, walk
 from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, row_major_strides
 from ..transform import rewrite
-from .simplify_loops import const_bound, linear_form
 
 MAX_GROWTH = 4  # a new layout may hold at most this many times the original elements
 

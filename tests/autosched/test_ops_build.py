@@ -252,14 +252,36 @@ def _seed_pairs():
     d, b = ph((1, 56, 56, 64), "data"), ph((1, 1, 1, 64), "bias")
     pooled = ops.pool(d, "max", 3, 2, 1, layout="NHWC")
     yield W.max_pool_bias_relu(1, 56, 56, 64), [d, b, ops.relu(ops.add(pooled, b))]
+    # The seed winograd reads the transformed weight in the library's (alpha, alpha, CI, CO).
+    d, w, b = (
+        ph((1, 7, 7, 16), "data"),
+        ph((4, 4, 16, 24), "kernel_pack"),
+        ph((1, 1, 1, 24), "bias"),
+    )
+    wino = ops.conv2d_winograd_nhwc_without_weight_transform(d, w, 2, 1)
+    yield W.winograd_conv2d_nhwc_3x3(1, 7, 7, 16, 24), [d, w, b, ops.relu(ops.add(wino, b))]
+    d, k = ph((1, 7, 7, 16), "data"), ph((3, 3, 16, 24), "kernel")
+    wino = ops.conv2d_winograd_nhwc_without_weight_transform(
+        d, ops.winograd_weight_transform(k, 4), 4, 1
+    )
+    yield W.winograd_conv2d_nhwc_3x3(1, 7, 7, 16, 24, 1, 4, False, False), [d, k, wino]
 
 
 def test_ops_reproduce_the_hand_written_seed_workloads():
     # Same printed DAG and workload key as autosched.testing's topi-style computes, so those
     # can be rebuilt on tensorir.ops without changing any golden output or tuning record.
     pairs = list(_seed_pairs())
-    assert len(pairs) == 6
+    assert len(pairs) == 8
     for ref, mine in pairs:
         ref_dag, my_dag = ansor.ComputeDAG(ref), ansor.ComputeDAG(mine)
         assert str(my_dag) == str(ref_dag)
         assert my_dag.workload_key == ref_dag.workload_key
+
+
+def test_seed_winograd_kernel_pack_is_the_library_weight_transform():
+    from autosched import testing as W
+
+    k = np.random.default_rng(3).uniform(-1, 1, (3, 3, 5, 7)).astype("float32")
+    packed = W.winograd_kernel_pack(k, 2)
+    assert packed.shape == (4, 4, 5, 7)  # (alpha, alpha, CI, CO)
+    np.testing.assert_array_equal(packed, ops.winograd_weight_transform_np(k, 2))

@@ -198,8 +198,8 @@ def _loops_around(stmt, pred):
 
 
 def test_vthread_injection_runs_fetches_once_and_splits_the_accumulator():
-    from codegen.c_like import inject_virtual_threads
     from tensorir.loops import Barrier, walk_stmts
+    from tensorir.passes.inject_vthread import inject_virtual_threads
 
     prog = lowered_cases()[0].program  # blockIdx / vthread(4) / threadIdx, shared A and B
     (vt,) = [s for s in walk_stmts(prog.body) if isinstance(s, For) and s.kind == "vthread"]
@@ -222,9 +222,21 @@ def test_vthread_injection_runs_fetches_once_and_splits_the_accumulator():
     assert code.count("__syncthreads();") == 2 and "float C_local[16];" in code
 
 
+def test_vthread_injection_is_a_program_pass_of_tensorir():
+    from tensorir.loops import walk_stmts
+    from tensorir.passes.inject_vthread import inject_virtual_threads_program
+
+    prog = lowered_cases()[0].program
+    new = inject_virtual_threads_program(prog)
+    assert not any(isinstance(s, For) and s.kind == "vthread" for s in walk_stmts(new.body))
+    assert new.params == prog.params and new.name == prog.name
+    assert build_cuda(new, inject_vthreads=False).code == build_cuda(prog).code
+    assert inject_virtual_threads_program(new) is new  # nothing left to inject
+
+
 def test_vthread_injection_stops_at_conditions_on_the_vthread():
-    from codegen.c_like import inject_virtual_threads
     from tensorir.loops import If, walk_stmts
+    from tensorir.passes.inject_vthread import inject_virtual_threads
 
     a = Buffer("A", (64,), "float32")
     tx, v = Var("tx"), Var("v")

@@ -338,11 +338,11 @@ def test_shape_errors_name_op_inputs_and_expectation(build, pattern):
 
 def test_attribute_errors():
     x = V("x", (1, 3, 8, 8))
-    with pytest.raises(TypeError, match="nn.max_pool2d needs the attribute 'pool_size'"):
+    with pytest.raises(TypeError, match="nn.max_pool2d: attribute 'pool_size' is required"):
         make_call("nn.max_pool2d", (x,), {})
-    with pytest.raises(TypeError, match="has no attribute.*'stride'.*'strides'"):
+    with pytest.raises(TypeError, match=r"unknown attribute\(s\) \['stride'\].*'strides'"):
         make_call("nn.max_pool2d", (x,), {"pool_size": 2, "stride": 2})
-    with pytest.raises(TypeError, match="takes 2 inputs"):
+    with pytest.raises(TypeError, match=r"nn.conv2d: takes 2 input\(s\) \(data, weight\)"):
         make_call("nn.conv2d", (x,), {})
     with pytest.raises(TypeError, match="layout must be one of"):
         nn.max_pool2d(x, 2, layout="HWCN")
@@ -402,3 +402,31 @@ def test_error_names_the_producing_call_and_its_weights():
         nn.dense(c, op.var("fc_weight", (10, 36)))
     with pytest.raises(TypeError):
         OPS["nn.conv2d"].defaults["groups"] = 2
+
+
+def test_graph_and_operator_library_share_one_attribute_table_and_error():
+    from tensorir import ops
+    from tensorir.graph import shapes
+    from tensorir.ops.registry import OpAttrError, op_attr_defaults
+
+    assert set(shapes.OPS) == set(ops.SUPPORTED_OPS)
+    for name, opdef in shapes.OPS.items():
+        assert dict(opdef.defaults) == dict(op_attr_defaults(name)), name
+    x = V("x", (1, 3, 8, 8))
+    with pytest.raises(OpAttrError) as graph_err:
+        make_call("nn.softmax", (x,), {"axes": 1})
+    t = ops.NameScope().placeholder((1, 3, 8, 8))
+    with pytest.raises(OpAttrError) as ops_err:
+        ops.compute_op("nn.softmax", [t], {"axes": 1})
+    assert str(graph_err.value) == str(ops_err.value)
+
+
+def test_graph_takes_the_library_defaults_batch_matmul_and_winograd():
+    # nn.batch_matmul's transpose_b and winograd's optional tile_size were ops-only before.
+    x, y = V("x", (2, 4, 5)), V("y", (2, 5, 3))
+    assert make_call("nn.batch_matmul", (x, y), {"transpose_b": False}).shape == (2, 4, 3)
+    with pytest.raises(ValueError, match=r"y \(B, N, K\) do not match"):
+        make_call("nn.batch_matmul", (x, y), {})
+    d, w = V("d", (1, 8, 8, 3)), V("w", (6, 6, 3, 7))
+    call = make_call("nn.contrib_conv2d_winograd_without_weight_transform", (d, w), {"padding": 1})
+    assert call.shape == (1, 8, 8, 7) and call.attrs["tile_size"] == 4

@@ -176,3 +176,15 @@ def test_int8_max_pool_pads_with_the_lowest_int8():
     ref = pool_ref(x, "max", (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False, False)
     assert out.dtype == np.int8
     np.testing.assert_array_equal(out, ref)
+
+
+def test_adaptive_avg_pool_output_size_defaults_to_the_input_size_as_in_relay():
+    scope = ops.NameScope()
+    x = scope.placeholder((1, 3, 5, 4))
+    out = ops.compute_op("nn.adaptive_avg_pool2d", [x], {}, name_scope=scope)
+    assert out.shape == (1, 3, 5, 4)
+    half = ops.compute_op("nn.adaptive_avg_pool2d", [x], {"output_size": (None, 2)})
+    assert half.shape == (1, 3, 5, 2)
+    data = np.random.default_rng(1).uniform(-1, 1, (1, 3, 5, 4)).astype("float32")
+    (got,) = eval_dag(ComputeDAG([x, out]), [data])
+    np.testing.assert_allclose(got, data, rtol=1e-6)
