@@ -479,8 +479,8 @@ def build_network(
     modules = _load_kernels(kernels, dev, load_kernel)
     if skipped:
         warnings.warn(
-            f"{len(skipped)} records do not replay or do not fit {dev} and were skipped for the "
-            "next best record or the default schedule: " + "; ".join(skipped),
+            f"{len(skipped)} kernel(s) skipped records that do not replay or do not fit {dev} "
+            "(the next best record or the default schedule is used): " + "; ".join(skipped),
             stacklevel=2,
         )
     if missing:

@@ -222,8 +222,8 @@ class SearchTask:
                 continue
             if failed:
                 warnings.warn(
-                    f"{len(failed)} best record(s) of task {self.desc!r} do not replay and were "
-                    f"skipped for {inp.state.origin}: " + "; ".join(failed),
+                    f"task {self.desc!r}: skipped {len(failed)} best record(s) that do not "
+                    f"replay: {'; '.join(failed)}; using {inp.state.origin}",
                     stacklevel=2,
                 )
             return state
