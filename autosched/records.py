@@ -9,6 +9,9 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
      "versions": {"autosched": "0.1.0", "llvmlite": "0.44.0"}}
 
 - ``WORKLOAD_KEY`` is ``ComputeDAG.workload_key`` (a JSON string), ``TARGET`` the target string.
+  Keys carry their scheme version (``"v2:<md5>"``); records with version-1 keys (a bare md5 of
+  the simple-mode print, which could name different computations alike) load, with one
+  warning, and match no task.
 - Steps use the TVM record encoding of :func:`tensorir.steps.steps_to_json`
   (``["SP", stage_id, iter_id, extent, [lengths], inner_to_outer]``...). The empty list in
   front is TVM's stage list, always empty; the reader also takes the steps without it.
@@ -18,7 +21,10 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
 - Lines starting with ``#`` are comments: :class:`RecordToFile` writes ``# start of run`` and,
   from :meth:`RecordToFile.close`, ``# end of run`` so an interrupted log is recognisable
   (:func:`log_ended_cleanly`). Blank lines are skipped; a corrupt or truncated line is skipped
-  with one warning per file naming its line numbers.
+  with one warning per file naming its line numbers. So is a line whose fields have the wrong
+  types, or an error-free record whose cost is not a positive finite number of seconds (NaN,
+  0, negative, infinite): such a cost never becomes a best. Lines are only ever parsed as
+  JSON; nothing in a log is executed.
 
 A record keeps its steps as JSON until a state is needed, so logs load without their DAGs
 (``distill``, ``load_best_record``); to replay, pass ``dags=`` (workload key -> ComputeDAG, or
