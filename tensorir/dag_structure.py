@@ -18,6 +18,7 @@ import dataclasses
 import json
 
 from .expr import Const, Expr, IterVar, Var
+from .tensor import PlaceholderOp
 
 __all__ = ["canonical_text", "structurally_equal"]
 
@@ -31,7 +32,7 @@ def canonical_text(dag) -> str:
     """The full canonical print of ``dag`` (one line per op, then its I/O and layout facts)."""
     lines = []
     for op in dag.ops:
-        if not hasattr(op, "body"):  # a placeholder
+        if isinstance(op, PlaceholderOp):
             lines.append(f"{op.name} = placeholder {op.dtype}{list(op.shape)}")
             continue
         names = {id(ax.var): f"s{k}" for k, ax in enumerate(op.axes)}

@@ -89,6 +89,29 @@ def test_only_structurally_equal_groups_share_a_kernel():
     assert [gd.dag for gd in distinct] == [groups[1].dag, groups[0].dag] and index_of == [0, 1, 0]
 
 
+def test_equal_keys_alone_never_share_a_kernel_or_a_task(monkeypatch):
+    """Were two different DAGs to hash alike, the build still gives each its own kernel, and
+    task extraction refuses to give two computations one key."""
+    from tensorir.dag import ComputeDAG
+
+    model = _two_pads_model()
+    mod, params = ansor.from_onnx(model)
+    monkeypatch.setattr(ComputeDAG, "workload_key", property(lambda self: '["collision"]'))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        lib = ansor.build(mod, "llvm", params=params)
+    assert len(lib.modules) == 3
+    module = ansor.GraphModule(lib)
+    x = np.random.default_rng(4).uniform(-1, 1, X_SHAPE).astype("float32")
+    module.set_input("x", x)
+    module.run()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for k, ref in enumerate(sess.run(None, {"x": x})):
+        np.testing.assert_allclose(module.get_output(k).numpy(), ref, rtol=1e-6, err_msg=f"y{k}")
+    with pytest.raises(ValueError, match="same workload key"):
+        ansor.extract_tasks(mod, params, "llvm", include_simple_tasks=True)
+
+
 def test_check_outputs_looks_at_every_output():
     rng = np.random.default_rng(0)
     refs = [rng.standard_normal((2, 3)).astype("float32") for _ in range(2)]
