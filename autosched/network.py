@@ -150,29 +150,51 @@ def extract_tasks(
         How many times each task's subgraph occurs in the network.
     """
     target = Target(target)
-    found: dict[str, list] = {}
     _, groups = partition(mod, params, target, use_winograd)
-    for gd in groups:
-        if not (include_simple_tasks or gd.has_reduction):
-            continue
-        key = gd.dag.workload_key
-        if key in found:
-            found[key][1] += 1
-        else:
-            found[key] = [gd, 1]
-    tasks, weights = [], []
-    for key, (gd, count) in found.items():
-        tasks.append(
-            SearchTask(
-                compute_dag=gd.dag,
-                workload_key=key,
-                target=target,
-                hardware_params=hardware_params,
-                desc=gd.name,
+    groups = [gd for gd in groups if include_simple_tasks or gd.has_reduction]
+    distinct, index_of = distinct_groups(groups)
+    keys = [gd.dag.workload_key for gd in distinct]
+    for k, key in enumerate(keys):
+        if key in keys[:k]:  # records name tasks by key: two computations cannot share one
+            other = distinct[keys.index(key)]
+            raise ValueError(
+                f"fused groups {other.name} and {distinct[k].name} compute different things but "
+                f"have the same workload key {key}; report this (a hash collision)"
             )
+    tasks = [
+        SearchTask(
+            compute_dag=gd.dag,
+            workload_key=gd.dag.workload_key,
+            target=target,
+            hardware_params=hardware_params,
+            desc=gd.name,
         )
-        weights.append(count)
+        for gd in distinct
+    ]
+    weights = [index_of.count(k) for k in range(len(distinct))]
     return tasks, weights
+
+
+def distinct_groups(groups) -> tuple[list[GroupDAG], list[int]]:
+    """The structurally distinct groups (first occurrences, in order) and, for every group,
+    the index of the distinct one it equals.
+
+    Equal workload keys only propose a match: a group shares with an earlier one only when
+    their DAGs are structurally equal (:meth:`ComputeDAG.structurally_equal`), so no two
+    different computations ever share a task or a kernel.
+    """
+    distinct: list[GroupDAG] = []
+    by_key: dict[str, list[int]] = {}
+    index_of: list[int] = []
+    for gd in groups:
+        candidates = by_key.setdefault(gd.dag.workload_key, [])
+        match = next((k for k in candidates if distinct[k].dag.structurally_equal(gd.dag)), None)
+        if match is None:
+            match = len(distinct)
+            distinct.append(gd)
+            candidates.append(match)
+        index_of.append(match)
+    return distinct, index_of
 
 
 # ---------------------------------------------------------------------------- build
@@ -269,6 +291,11 @@ def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int
     except Exception:  # a default that fails to apply is replaced by the plain loop nest
         return dag.get_init_state()
 
+
+# How many of a group's best records build_network tries before the default schedule: enough
+# to step over a few stale or corrupt lines, few enough that a log tuned for a bigger GPU
+# (where every record fails the limits) does not lower thousands of states.
+MAX_RECORDS_TRIED = 8
 
 # Threads per block of the default GPU schedule when the device allows more: enough warps to
 # hide latency, small enough that small layers still spread over many blocks.
@@ -390,8 +417,10 @@ def build_network(
     :func:`default_schedule` (:func:`default_gpu_schedule` for ``cuda`` / ``opencl``), and one
     warning lists them. GPU kernels are verified against the device's limits
     (:func:`~autosched.build_module.gpu_limits`), tightened by ``hardware_params`` where it gives
-    smaller ones (e.g. ``HardwareParams(max_threads_per_block=64)``); a record that does not fit
-    falls back to the default schedule with a warning.
+    smaller ones (e.g. ``HardwareParams(max_threads_per_block=64)``). A record that does not
+    replay (stale or corrupt) or does not fit falls back to the next best record of its group,
+    then to the default schedule, with one warning naming the log lines skipped. Groups whose
+    DAGs are structurally equal share one kernel (:func:`distinct_groups`).
     """
     from runtime import device as make_device
     from runtime import load_module as load_kernel
@@ -417,38 +446,41 @@ def build_network(
         )
         return out[-1]
 
-    kernels, kernel_of_key, tuned, missing, unfit = [], {}, {}, [], []
-    for gd in groups:
+    distinct, kernel_of_group = distinct_groups(groups)
+    kernels, tuned, missing, skipped = [], {}, [], []
+    for gd in distinct:
         key = gd.dag.workload_key
-        if key in kernel_of_key:
-            continue
-        found = _lookup(ctx, key, target) if ctx is not None else None
+        candidates = _candidates(ctx, key, target) if ctx is not None else []
+        src, found, failed = None, None, []
+        for rec in candidates[:MAX_RECORDS_TRIED]:
+            # The best record that replays and compiles here; a stale or corrupt one (or one
+            # for a bigger GPU) falls through to the next best, then to the default schedule.
+            try:
+                state = rec[0].state.to_state(gd.dag)
+                src = generate_source(state, target, gd.name, limits, layout_rewrite=True)
+            except Exception as e:  # records are outside input: any failure skips the record
+                reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else repr(e)
+                failed.append(f"{getattr(rec[0].state, 'origin', '') or 'a record'} ({reason})")
+                continue
+            found = rec
+            break
+        if failed:
+            more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+            skipped.append(f"{gd.name}: {failed[0]}{more}")
         if ctx is not None and (found or gd.has_reduction):
             # Groups without a reduction are never tuned (as in TVM): not reported missing.
             (ctx.hit_keys if found else ctx.missed_keys).add(key)
-        src = None
-        if found:
-            try:
-                state = found[0].state.to_state(gd.dag)
-                src = generate_source(state, target, gd.name, limits, layout_rewrite=True)
-            except Exception as e:  # a record for a bigger GPU (or a stale one)
-                if not target.is_gpu:
-                    raise
-                unfit.append(f"{gd.name} ({str(e).splitlines()[-1].strip()})")
-                found = None
         if src is None:
             src = default_source(gd)
         if not found and gd.has_reduction:
             missing.append(gd.name)
-        src = src.as_dict()
-        kernel_of_key[key] = len(kernels)
-        kernels.append(src)
+        kernels.append(src.as_dict())
         tuned[gd.name] = bool(found)
     modules = _load_kernels(kernels, dev, load_kernel)
-    if unfit:
+    if skipped:
         warnings.warn(
-            f"{len(unfit)} records do not fit {dev} and were replaced by the default schedule: "
-            + "; ".join(unfit),
+            f"{len(skipped)} kernel(s) skipped records that do not replay or do not fit {dev} "
+            "(the next best record or the default schedule is used): " + "; ".join(skipped),
             stacklevel=2,
         )
     if missing:
@@ -457,24 +489,24 @@ def build_network(
             f"schedule: {', '.join(sorted(set(missing)))}",
             stacklevel=2,
         )
-    plan = _plan(func, groups, kernels, kernel_of_key)
+    plan = _plan(func, groups, kernels, kernel_of_group)
     return NetworkLib(plan, modules, target, tuned)
 
 
-def _lookup(ctx, key: str, target: Target):
-    """The best record for ``key`` on ``target``; failing an exact match of the target string,
-    the best among records of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
-    found = ctx.lookup(key, target)
-    if found is not None:
+def _candidates(ctx, key: str, target: Target) -> list:
+    """The error-free records for ``key`` on ``target``, best first; failing an exact match of
+    the target string, those of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
+    found = ctx.candidates(key, target)
+    if found:
         return found
     same_kind = []
-    for (k, rec_target), value in ctx.best.items():
+    for rec_target in ctx.targets_of(key):
         try:
-            if k == key and Target(rec_target).kind == target.kind:
-                same_kind.append(value)
+            if Target(rec_target).kind == target.kind:
+                same_kind.extend(ctx.candidates(key, rec_target))
         except ValueError:
             continue
-    return min(same_kind, key=lambda v: v[1].mean_cost) if same_kind else None
+    return sorted(same_kind, key=lambda v: v[1].mean_cost)
 
 
 def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:
@@ -503,9 +535,11 @@ def _load_kernels(kernels: list, dev, load_kernel) -> list:
         return list(pool.map(lambda k: load_kernel(**k, device=dev), kernels))
 
 
-def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
+def _plan(func, groups, kernels, kernel_of_group) -> GraphPlan:
     """Storage plan: constants and inputs get their own buffers; intermediates reuse a freed
-    buffer of the same dtype that is large enough (greedy, in execution order)."""
+    buffer of the same dtype that is large enough (greedy, in execution order).
+
+    ``kernel_of_group[i]`` is the index in ``kernels`` of the kernel group ``i`` runs."""
     storages: list[tuple[str, int]] = []
     constants: dict[int, np.ndarray] = {}
     sid_of: dict = {}
@@ -529,7 +563,7 @@ def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
     calls, names = [], []
     for i, gd in enumerate(groups):
         arg_sids = []
-        kernel = kernels[kernel_of_key[gd.dag.workload_key]]
+        kernel = kernels[kernel_of_group[i]]
         layouts = {lay[0]: lay for lay in kernel["layouts"]}
         for t, inp in zip(gd.dag.input_tensors, gd.inputs, strict=True):
             # A weight the kernel reads in its loop order is stored transformed, once.
@@ -555,7 +589,7 @@ def _plan(func, groups, kernels, kernel_of_key) -> GraphPlan:
         else:
             sid = new_storage(out.dtype, size)
         sid_of[out] = sid
-        calls.append((kernel_of_key[gd.dag.workload_key], tuple(arg_sids + [sid])))
+        calls.append((kernel_of_group[i], tuple(arg_sids + [sid])))
         names.append(gd.name)
         # Buffers whose last reader was this group can be reused from the next group on.
         for inp in set(gd.inputs):

@@ -2,7 +2,7 @@
 
 ``tune`` extracts the tasks of a zoo network (or an ONNX file), tunes them with the gradient task
 scheduler (resuming from ``--log`` when it exists: a killed run loses at most the batch in
-flight), then compiles the network with the history best, checks its output against the numpy
+flight), then compiles the network with the history best, checks every output against the numpy
 reference and benchmarks it. ``compile`` writes the compiled network to a file, ``run`` and
 ``benchmark`` load such a file (or compile from the log) and run it.
 """
@@ -110,13 +110,12 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name) -> int:
     data = rng.uniform(-1, 1, input_shape).astype("float32")
     module.set_input(input_name, data)
     module.run()
-    out = module.get_output(0).numpy()
-    ref = evaluate(mod, {input_name: data}, params)
-    ref = ref[0] if isinstance(ref, list) else ref
-    err = float(np.max(np.abs(out - ref)) / (np.max(np.abs(ref)) + 1e-12))
-    ok = np.allclose(out, ref, rtol=1e-3, atol=1e-5)
-    print(f"Output {out.shape}: max relative error vs numpy reference {err:.2e} "
-          f"({'OK' if ok else 'WRONG'})")  # fmt: skip
+    refs = evaluate(mod, {input_name: data}, params)
+    refs = refs if isinstance(refs, list) else [refs]
+    outs = [module.get_output(k).numpy() for k in range(module.get_num_outputs())]
+    ok, lines = check_outputs(outs, refs)
+    for line in lines:
+        print(line)
     if args.command in ("tune", "benchmark", "run"):
         res = module.benchmark(dev, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
         times = np.array(res.results) * 1e3
@@ -125,6 +124,36 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name) -> int:
             f"{np.median(times):.3f} ms, std {times.std():.3f} ms ({len(times)} repeats)"
         )
     return 0 if ok else 1
+
+
+def check_outputs(outs, refs, rtol=1e-3, atol=1e-5) -> tuple[bool, list[str]]:
+    """Compare EVERY network output with its reference.
+
+    Returns
+    -------
+    ok : bool
+        True when there are as many outputs as references and each is close to its reference.
+    lines : list of str
+        One report line per output (``Output 1 (2, 5): ... (WRONG)``).
+    """
+    lines, ok = [], len(outs) == len(refs)
+    if not ok:
+        lines.append(f"The network gave {len(outs)} outputs, the reference {len(refs)} (WRONG)")
+    for k, (out, ref) in enumerate(zip(outs, refs)):
+        out, ref = np.asarray(out), np.asarray(ref)
+        if out.shape != ref.shape:
+            ok = False
+            lines.append(f"Output {k}: shape {out.shape}, the reference's {ref.shape} (WRONG)")
+            continue
+        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+        err = float(np.max(diff, initial=0.0) / (np.max(np.abs(ref), initial=0.0) + 1e-12))
+        good = bool(np.allclose(out, ref, rtol=rtol, atol=atol))
+        ok = ok and good
+        lines.append(
+            f"Output {k} {out.shape}: max relative error vs numpy reference {err:.2e} "
+            f"({'OK' if good else 'WRONG'})"
+        )
+    return ok, lines
 
 
 def run_network_command(args) -> int:

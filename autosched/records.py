@@ -9,6 +9,9 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
      "versions": {"autosched": "0.1.0", "llvmlite": "0.44.0"}}
 
 - ``WORKLOAD_KEY`` is ``ComputeDAG.workload_key`` (a JSON string), ``TARGET`` the target string.
+  Keys carry their scheme version (``"v2:<md5>"``); records with version-1 keys (a bare md5 of
+  the simple-mode print, which could name different computations alike) load, with one
+  warning, and match no task.
 - Steps use the TVM record encoding of :func:`tensorir.steps.steps_to_json`
   (``["SP", stage_id, iter_id, extent, [lengths], inner_to_outer]``...). The empty list in
   front is TVM's stage list, always empty; the reader also takes the steps without it.
@@ -18,7 +21,10 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
 - Lines starting with ``#`` are comments: :class:`RecordToFile` writes ``# start of run`` and,
   from :meth:`RecordToFile.close`, ``# end of run`` so an interrupted log is recognisable
   (:func:`log_ended_cleanly`). Blank lines are skipped; a corrupt or truncated line is skipped
-  with one warning per file naming its line numbers.
+  with one warning per file naming its line numbers. So is a line whose fields have the wrong
+  types, or an error-free record whose cost is not a positive finite number of seconds (NaN,
+  0, negative, infinite): such a cost never becomes a best. Lines are only ever parsed as
+  JSON; nothing in a log is executed.
 
 A record keeps its steps as JSON until a state is needed, so logs load without their DAGs
 (``distill``, ``load_best_record``); to replay, pass ``dags=`` (workload key -> ComputeDAG, or
@@ -34,14 +40,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import reprlib
 import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tensorir.dag import WORKLOAD_KEY_VERSION
 from tensorir.schedule import State, replay
 from tensorir.steps import steps_from_json
 
@@ -56,6 +65,7 @@ __all__ = [
     "RecordWarning",
     "distill",
     "load_best_record",
+    "load_ranked_records",
     "load_records",
     "log_ended_cleanly",
     "register_dag",
@@ -93,10 +103,14 @@ class RecordTask:
 
 @dataclass(frozen=True)
 class RecordState:
-    """A record's steps, kept as JSON text until :meth:`to_state` replays them."""
+    """A record's steps, kept as JSON text until :meth:`to_state` replays them.
+
+    ``origin`` says where the record was read (``"log.json line 12"``), for messages.
+    """
 
     steps_json: str
     dag: object | None = field(default=None, compare=False)
+    origin: str = field(default="", compare=False)
 
     @property
     def steps(self) -> tuple:
@@ -170,38 +184,95 @@ def _resolve_dags(dags) -> dict:
 
 
 def decode_record(line: str, dags: Mapping | None = None) -> tuple[MeasureInput, MeasureResult]:
-    """Parse one record line; raises ValueError (with the reason) on a malformed line."""
+    """Parse one record line; raises ValueError (with the reason) on a malformed line.
+
+    Only JSON is parsed (nothing in a line is ever executed); every field is checked for its
+    type, and every cost of an error-free record must be a positive finite number of seconds
+    (so a NaN, zero, negative or infinite cost never becomes a best).
+    """
     try:
         rec = json.loads(line)
         version = rec["v"]
         (key, target), state = rec["i"]
         costs, error_no, all_cost, timestamp = rec["r"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"not a record ({type(exc).__name__}: {exc})") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ValueError(f"not a record ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(version, int) or version > RECORD_VERSION:
-        raise ValueError(f"record version {version!r} is not readable by this autosched")
+        raise ValueError(f"record version {_short(version)} is not readable by this autosched")
+    for name, value, kind in (
+        ("workload key", key, str),
+        ("target", target, str),
+        ("steps", state, list),
+        ("costs", costs, list),
+        ("error number", error_no, int),
+        ("all_cost", all_cost, int | float),
+        ("timestamp", timestamp, int | float),
+    ):
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"the {name} is {_short(value)}, not a {_kind_name(kind)}")
+    if any(isinstance(c, bool) or not isinstance(c, int | float) for c in costs):
+        raise ValueError(f"the costs {_short(costs)} are not all numbers")
+    costs = [_float(c) for c in costs]
+    if error_no == MeasureErrorNo.NO_ERROR:  # (a failed record's costs are never used)
+        bad = [c for c in costs if not (math.isfinite(c) and c > 0)]
+        if bad or not costs:
+            what = _short(bad[0]) if bad else "missing"
+            raise ValueError(f"cost {what} is not a positive finite number of seconds")
     if len(state) == 2 and state[0] == [] and isinstance(state[1], list):
         state = state[1]  # TVM's [[stages], [steps]] shape
     dag = (dags or {}).get(key)
     if dag is None:
         dag = _DAGS.get(key)
-    inp = MeasureInput(RecordTask(key, target, dag), RecordState(json.dumps(state), dag))
+    try:
+        steps_json = json.dumps(state)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"steps are not plain JSON ({type(exc).__name__})") from None
+    inp = MeasureInput(RecordTask(key, target, dag), RecordState(steps_json, dag))
     res = MeasureResult(
-        tuple(float(c) for c in costs),
-        int(error_no),
-        str(rec.get("e", "")),
-        float(all_cost),
-        float(timestamp),
+        tuple(costs), error_no, _text(rec.get("e", "")), _float(all_cost), _float(timestamp)
     )
     return inp, res
 
 
+def _text(value) -> str:
+    return value if isinstance(value, str) else _short(value)
+
+
+def _float(number: int | float) -> float:
+    """A JSON number as a float; an integer too large for one is infinite."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 40, 40, 40
+
+
+def _short(value) -> str:
+    """A bounded repr for messages (deeply nested or huge values included)."""
+    return _SHORT.repr(value)
+
+
+def _kind_name(kind) -> str:
+    return {str: "string", list: "list", int: "integer"}.get(kind, "number")
+
+
+def _old_key_scheme(key: str) -> bool:
+    """A key of workload-key scheme 1 (a bare md5 digest first), which no DAG produces now."""
+    head = key[2:34] if key.startswith('["') else ""
+    return len(head) == 32 and key[34:35] == '"' and all(c in "0123456789abcdef" for c in head)
+
+
 def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, MeasureResult]]:
-    """``(raw line, input, result)`` per readable record; ONE warning for all unreadable lines."""
+    """``(raw line, input, result)`` per readable record; ONE warning for all unreadable lines
+    (and one for records of an older workload-key scheme, which load but match no task)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"record file {str(path)!r} does not exist")
     bad: list[tuple[int, str]] = []
+    old_keys = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
@@ -212,12 +283,23 @@ def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, Meas
             except ValueError as exc:
                 bad.append((lineno, str(exc)))
                 continue
+            old_keys += _old_key_scheme(inp.task.workload_key)
+            origin = f"{path} line {lineno}"
+            inp = MeasureInput(inp.task, replace(inp.state, origin=origin))
             yield text, inp, res
     if bad:
         lines = ", ".join(str(n) for n, _ in bad[:10]) + (" ..." if len(bad) > 10 else "")
         warnings.warn(
             f"{path}: skipped {len(bad)} corrupt or truncated record line(s): line {lines} "
             f"(first: {bad[0][1]})",
+            RecordWarning,
+            stacklevel=3,
+        )
+    if old_keys:
+        warnings.warn(
+            f"{path}: {old_keys} record(s) use the workload keys of autosched before key "
+            f"version {WORKLOAD_KEY_VERSION}, which could name different computations alike; "
+            "they apply to no task: tune again to get records with the current keys",
             RecordWarning,
             stacklevel=3,
         )
@@ -337,6 +419,31 @@ def _target_matches(record_target: str, target) -> bool:
     return target is None or str(record_target) == str(target)
 
 
+def _usable(res: MeasureResult) -> bool:
+    """An error-free result with a positive finite mean cost (one that may be a best)."""
+    cost = res.mean_cost
+    return res.error_no == MeasureErrorNo.NO_ERROR and math.isfinite(cost) and 0 < cost < MAX_COST
+
+
+def load_ranked_records(path, workload_key: str, target=None, dags=None) -> list:
+    """Every usable record of ``workload_key`` (and ``target``) in ``path``, best first.
+
+    Returns
+    -------
+    list of (MeasureInput, MeasureResult)
+        Error-free records with a positive finite cost, lowest mean cost first (earlier lines
+        first among equal costs); empty when there is none.
+    """
+    found = [
+        (inp, res)
+        for inp, res in load_records(path, dags)
+        if inp.task.workload_key == workload_key
+        and _target_matches(inp.task.target, target)
+        and _usable(res)
+    ]
+    return sorted(found, key=lambda r: r[1].mean_cost)
+
+
 def load_best_record(path, workload_key: str, target=None, dags=None):
     """The error-free record of ``workload_key`` (and ``target``) with the lowest mean cost.
 
@@ -345,13 +452,8 @@ def load_best_record(path, workload_key: str, target=None, dags=None):
     (MeasureInput, MeasureResult) or None
         None when no such record exists.
     """
-    best, best_cost = None, MAX_COST
-    for inp, res in load_records(path, dags):
-        if inp.task.workload_key != workload_key or not _target_matches(inp.task.target, target):
-            continue
-        if res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < best_cost:
-            best, best_cost = (inp, res), res.mean_cost
-    return best
+    ranked = load_ranked_records(path, workload_key, target, dags)
+    return ranked[0] if ranked else None
 
 
 def distill(in_path, out_path) -> int:
@@ -362,7 +464,7 @@ def distill(in_path, out_path) -> int:
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for text, inp, res in _iter_records(in_path, {}):
         key = (inp.task.workload_key, inp.task.target)
-        if res.error_no != MeasureErrorNo.NO_ERROR:
+        if not _usable(res):
             continue
         if key not in best or res.mean_cost < best[key][0]:
             best[key] = (res.mean_cost, text)
@@ -392,13 +494,18 @@ class ApplyHistoryBest:
     _stack: list[ApplyHistoryBest] = []
 
     def __init__(self, records, dags=None):
-        self.best: dict[tuple[str, str], tuple[MeasureInput, MeasureResult]] = {}
+        ranked: dict[tuple[str, str], list[tuple[MeasureInput, MeasureResult]]] = {}
         for inp, res in _records_of(records, dags):
-            if res.error_no != MeasureErrorNo.NO_ERROR:
+            if not _usable(res):
                 continue
             key = (inp.task.workload_key, str(inp.task.target))
-            if key not in self.best or res.mean_cost < self.best[key][1].mean_cost:
-                self.best[key] = (inp, res)
+            ranked.setdefault(key, []).append((inp, res))
+        # Every usable record per (key, target), best first (stable: earlier lines win ties),
+        # so a best record that no longer replays can give way to the next best.
+        self._ranked = {k: sorted(v, key=lambda r: r[1].mean_cost) for k, v in ranked.items()}
+        self.best: dict[tuple[str, str], tuple[MeasureInput, MeasureResult]] = {
+            k: v[0] for k, v in self._ranked.items()
+        }
         self.hit_keys: set[str] = set()
         self.missed_keys: set[str] = set()
 
@@ -413,6 +520,15 @@ class ApplyHistoryBest:
             return self.best.get((workload_key, str(target)))
         found = [v for (k, _), v in self.best.items() if k == workload_key]
         return min(found, key=lambda v: v[1].mean_cost) if found else None
+
+    def candidates(self, workload_key: str, target) -> list:
+        """Every usable ``(MeasureInput, MeasureResult)`` of ``workload_key`` on ``target``,
+        best first (no bookkeeping)."""
+        return list(self._ranked.get((workload_key, str(target)), ()))
+
+    def targets_of(self, workload_key: str) -> list[str]:
+        """The target strings that have records of ``workload_key``."""
+        return [t for k, t in self._ranked if k == workload_key]
 
     def query(self, workload_key: str, target=None) -> tuple | None:
         """The best record's steps (replay them with ``tensorir.schedule.replay``), or None.

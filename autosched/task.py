@@ -13,6 +13,7 @@ A task is identified in records by ``(workload_key, str(target))``. Workloads ca
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 from codegen.target import Target
@@ -195,20 +196,41 @@ class SearchTask:
     def apply_best(self, log_file):
         """The best error-free state of this task in ``log_file``.
 
+        A best record whose steps do not replay on this task's DAG (a stale or corrupt line)
+        gives way to the next best, with one warning naming the lines skipped.
+
         Raises
         ------
         ValueError
-            If the log holds no valid record of this task (naming the file and the key).
+            If the log holds no valid record of this task, or none that replays (naming the
+            file, the key and the lines).
         """
-        from .records import load_best_record
+        from .records import load_ranked_records
 
-        best = load_best_record(log_file, self.workload_key, str(self.target))
-        if best is None:
+        ranked = load_ranked_records(log_file, self.workload_key, str(self.target))
+        if not ranked:
             raise ValueError(
                 f"{log_file}: no valid record of task {self.desc!r} (workload key "
                 f"{self.workload_key}, target {self.target}); tune it first"
             )
-        return best[0].state.to_state(self.compute_dag)
+        failed = []
+        for inp, _ in ranked:
+            try:
+                state = inp.state.to_state(self.compute_dag)
+            except Exception as e:  # records are outside input: any failure skips the record
+                failed.append(f"{inp.state.origin} ({str(e).strip()[:200] or repr(e)})")
+                continue
+            if failed:
+                warnings.warn(
+                    f"task {self.desc!r}: skipped {len(failed)} best record(s) that do not "
+                    f"replay: {'; '.join(failed)}; using {inp.state.origin}",
+                    stacklevel=2,
+                )
+            return state
+        raise ValueError(
+            f"{log_file}: none of the {len(ranked)} records of task {self.desc!r} replays on "
+            f"its DAG (first: {failed[0]}); tune it again"
+        )
 
     def print_best(self, log_file, print_mode: str = "schedule") -> str:
         """The best schedule in ``log_file`` as Python schedule code (``"schedule"``) or as

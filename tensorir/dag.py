@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 
+from .dag_structure import canonical_text, structurally_equal
 from .expr import (
     Binary,
     Call,
@@ -31,6 +32,11 @@ from .printer import expr_str
 from .tensor import ComputeOp, PlaceholderOp, Tensor, TensorError
 
 SIMPLIFY_CONST_TENSOR_INDICES = "auto_scheduler_simplify_const_tensor_indices"
+# The scheme of ``workload_key``. Version 1 hashed the simple-mode print, which drops call and
+# if_then_else arguments and rounds constants, so different computations shared a key; version 2
+# hashes ``canonical_text``. The version is part of the key, so records of an older scheme match
+# no task.
+WORKLOAD_KEY_VERSION = 2
 MAX_LINE_WIDTH = 256  # str(dag) shortens longer lines like TVM's Python printer
 
 _COMBINER_SIGN = {"sum": " += ", "max": " max= ", "min": " min= "}
@@ -86,6 +92,7 @@ class ComputeDAG:
         # Constant weights the CPU build may store in the kernel's loop order (layout rewrite).
         self.layout_free_placeholders: tuple[str, ...] = tuple(layout_free_placeholders)
         self._flop_ct: float | None = None
+        self._key: str | None = None
         self._analysis: _Analysis | None = None
 
     @property
@@ -129,7 +136,9 @@ class ComputeDAG:
         """TVM's ``PrintDAG``: one line per op (newline-terminated), nothing shortened.
 
         In simple mode placeholders omit their shape and a body that is a call prints as its
-        callee only (``Op(tir.exp)``); the workload key hashes this form.
+        callee only (``Op(tir.exp)``). Neither form is exact (no dtypes, rounded constants):
+        the workload key and :meth:`structurally_equal` use
+        :func:`tensorir.dag_structure.canonical_text`.
         """
         lines = []
         for op in self.ops:
@@ -177,9 +186,22 @@ class ComputeDAG:
 
     @property
     def workload_key(self) -> str:
-        """``["<md5 of the simple-mode print>", shape0, shape1, ...]`` as a JSON string."""
-        digest = hashlib.md5(self.print_dag(simple_mode=True).encode("utf-8")).hexdigest()
-        return json.dumps([digest] + [list(t.shape) for t in self.tensors])
+        """``["v2:<md5 of the canonical text>", shape0, shape1, ...]`` as a JSON string.
+
+        The canonical text (:func:`tensorir.dag_structure.canonical_text`) holds every
+        expression, constant, dtype, shape and attribute, so different computations get
+        different keys; ``v2`` is :data:`WORKLOAD_KEY_VERSION`.
+        """
+        if self._key is None:
+            digest = hashlib.md5(canonical_text(self).encode("utf-8")).hexdigest()
+            head = f"v{WORKLOAD_KEY_VERSION}:{digest}"
+            self._key = json.dumps([head] + [list(t.shape) for t in self.tensors])
+        return self._key
+
+    def structurally_equal(self, other: ComputeDAG) -> bool:
+        """Whether ``other`` computes the same thing with the same kernel signature (equal
+        canonical texts); what must hold before two DAGs share one compiled kernel."""
+        return structurally_equal(self, other)
 
     # ------------------------------------------------------------------------- access analysis
 

@@ -150,8 +150,9 @@ def test_workload_key_is_stable_across_processes():
     here = ComputeDAG(W.winograd_conv2d_nhwc_3x3(1, 7, 7, 64, 64)).workload_key
     assert keys[0].split("\n")[0] == here
     parsed = json.loads(here)
-    assert len(parsed[0]) == 32 and parsed[1:] == [[1, 7, 7, 64], [4, 4, 64, 64], [1, 1, 1, 64],
-                                                  [1, 7, 7, 64]]  # fmt: skip
+    version, digest = parsed[0].split(":")
+    assert version == "v2" and len(digest) == 32
+    assert parsed[1:] == [[1, 7, 7, 64], [4, 4, 64, 64], [1, 1, 1, 64], [1, 7, 7, 64]]
 
 
 def test_workload_key_distinguishes_dags():
@@ -165,6 +166,67 @@ def test_workload_key_distinguishes_dags():
     assert len(keys) == 5
     # Same computation built twice: same key (no ids or hash randomization inside).
     assert ComputeDAG(W.softmax(3, 5)).workload_key == ComputeDAG(W.softmax(3, 5)).workload_key
+
+
+def _one_op(body, dtype="float32", name="B"):
+    """``A`` (4, 6) of ``dtype`` and ``B[i, j] = body(A, i, j)``."""
+    A = te.placeholder((4, 6), dtype, name="A")
+    return ComputeDAG([A, te.compute((4, 6), lambda i, j: body(A, i, j), name=name)])
+
+
+def test_workload_key_sees_call_and_if_then_else_arguments_constants_and_dtypes():
+    # Each pair used to print the same simple-mode DAG, hence share one key (and one kernel).
+    pairs = {
+        "call arguments": (
+            _one_op(lambda A, i, j: te.exp(A[i, j])),
+            _one_op(lambda A, i, j: te.exp(A[i, 5 - j])),
+        ),
+        "if_then_else arguments": (
+            _one_op(lambda A, i, j: te.if_then_else(i >= 1, A[i - 1, j], 0.0)),
+            _one_op(lambda A, i, j: te.if_then_else(i >= 2, A[i - 2, j], 0.0)),
+        ),
+        "if_then_else pad value": (
+            _one_op(lambda A, i, j: te.if_then_else(i >= 1, A[i - 1, j], 0.0)),
+            _one_op(lambda A, i, j: te.if_then_else(i >= 1, A[i - 1, j], 5.0)),
+        ),
+        # 1.0000001 and 1.0 print alike with 6 significant digits ("1f")
+        "constant": (
+            _one_op(lambda A, i, j: A[i, j] * 1.0),
+            _one_op(lambda A, i, j: A[i, j] * 1.0000001),
+        ),
+        "input dtype": (
+            _one_op(lambda A, i, j: A[i, j] + A[i, j]),
+            _one_op(lambda A, i, j: A[i, j] + A[i, j], dtype="float16"),
+        ),
+        "cast dtype": (
+            _one_op(lambda A, i, j: A[i, j].astype("int32")),
+            _one_op(lambda A, i, j: A[i, j].astype("int8")),
+        ),
+    }
+    for what, (a, b) in pairs.items():
+        assert a.workload_key != b.workload_key, what
+        assert not a.structurally_equal(b), what
+    # What does not change the computation does not change the key: loop variable names.
+    A = te.placeholder((4, 6), name="A")
+    B1 = te.compute((4, 6), lambda i, j: te.exp(A[i, j]), name="B")
+    B2 = te.compute((4, 6), lambda x, y: te.exp(A[x, y]), name="B")
+    same = ComputeDAG([A, B1]), ComputeDAG([A, B2])
+    assert same[0].workload_key == same[1].workload_key and same[0].structurally_equal(same[1])
+
+
+def test_workload_key_sees_reduce_ranges_attrs_and_layout_free_inputs():
+    def reduction(lo, attrs=None):
+        A = te.placeholder((4, 6), name="A")
+        k = te.reduce_axis((lo, 6), name="k")
+        return [A, te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="S", attrs=attrs)]
+
+    keys = {
+        ComputeDAG(reduction(0)).workload_key,
+        ComputeDAG(reduction(1)).workload_key,
+        ComputeDAG(reduction(0, {"axis": 1})).workload_key,
+        ComputeDAG(reduction(0), layout_free_placeholders=["A"]).workload_key,
+    }
+    assert len(keys) == 4
 
 
 # ----------------------------------------------------------------------------- access analysis
