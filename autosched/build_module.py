@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codegen.target import Target
+from codegen.target import Target, check_host_cpu
 from tensorir.dag import ComputeDAG
 from tensorir.lower import lower
 
@@ -91,6 +91,7 @@ def build(sch, target="llvm", name: str = "main", device=None, params=None):
     """
     from tensorir.graph import ir as graph_ir
 
+    check_host_cpu(target)
     if isinstance(sch, graph_ir.Module | graph_ir.Function):
         from .network import build_network
 
@@ -107,4 +108,7 @@ def build(sch, target="llvm", name: str = "main", device=None, params=None):
     dev = device if device is not None else make_device(target.device_kind, 0)
     limits = gpu_limits(dev) if target.is_gpu else None
     src = generate_source(sch, target, name, limits)
-    return load_module(**src.as_dict(), device=dev)
+    dag = sch if isinstance(sch, ComputeDAG) else sch.dag
+    shapes = {t.name: tuple(t.shape) for t in dag.tensors}
+    outputs = [t.name for t in dag.output_tensors]
+    return load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)

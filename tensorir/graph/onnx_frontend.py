@@ -15,7 +15,7 @@ from ..dtype import DTYPES
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
 
-__all__ = ["OnnxImportError", "from_onnx", "supported_ops"]
+__all__ = ["OnnxImportError", "from_onnx", "load_model", "supported_ops"]
 
 _MIN_OPSET = 7  # older opsets have the legacy "broadcast" attribute on binary ops
 
@@ -147,29 +147,35 @@ class _Importer:
         self.values[proto.output[0]] = result
 
 
-def _load_model(onnx, model_or_path):
-    """A ModelProto from a ModelProto, its serialized bytes or a path; a file that does not
-    parse, or parses to no graph (an empty file parses to an empty ModelProto), is refused."""
+def load_model(model_or_path):
+    """A checked ModelProto from a ModelProto, its serialized bytes or a path.
+
+    Raises OnnxImportError ("not an ONNX model: <file>") for what does not parse, or parses to
+    no graph (an empty file parses to an empty ModelProto), FileNotFoundError for a missing
+    file and TypeError for anything else.
+    """
     from google.protobuf.message import DecodeError
 
+    onnx = _import_onnx()
     if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, bytes | bytearray | memoryview):
-        what, load = f"<{len(model_or_path)} bytes>", onnx.load_from_string
-        data = bytes(model_or_path)
-    elif isinstance(model_or_path, str | os.PathLike):
-        what, load, data = os.fspath(model_or_path), onnx.load, model_or_path
-        if not os.path.isfile(what):
-            raise FileNotFoundError(f"from_onnx: no such ONNX file: {what}")
+        what, model = "<ModelProto>", model_or_path
     else:
-        raise TypeError(
-            "from_onnx takes an onnx.ModelProto, its serialized bytes or a path to an .onnx "
-            f"file, got {type(model_or_path).__name__}"
-        )
-    try:
-        model = load(data)
-    except DecodeError as e:
-        raise OnnxImportError(f"not an ONNX model: {what} ({e})") from e
+        if isinstance(model_or_path, bytes | bytearray | memoryview):
+            what, load = f"<{len(model_or_path)} bytes>", onnx.load_from_string
+            data = bytes(model_or_path)
+        elif isinstance(model_or_path, str | os.PathLike):
+            what, load, data = os.fspath(model_or_path), onnx.load, model_or_path
+            if not os.path.isfile(what):
+                raise FileNotFoundError(f"from_onnx: no such ONNX file: {what}")
+        else:
+            raise TypeError(
+                "from_onnx takes an onnx.ModelProto, its serialized bytes or a path to an .onnx "
+                f"file, got {type(model_or_path).__name__}"
+            )
+        try:
+            model = load(data)
+        except DecodeError as e:
+            raise OnnxImportError(f"not an ONNX model: {what} ({e})") from e
     if not model.HasField("graph") or not model.opset_import:
         raise OnnxImportError(
             f"not an ONNX model: {what} (it has no graph or no opset_import; empty or truncated?)"
@@ -249,7 +255,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     ``supported_ops()`` lists the op types.
     """
     onnx = _import_onnx()
-    model = _load_model(onnx, model_or_path)
+    model = load_model(model_or_path)
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     opset = opsets[0] if opsets else 1
     if opset < _MIN_OPSET:
