@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from codegen.target import Target
+from codegen.target import Target, check_host_cpu
 from tensorir.dag import ComputeDAG
 from tensorir.lower import lower
 from tensorir.passes.unroll import expanded_sizes
@@ -162,6 +162,7 @@ def build(
     """
     from tensorir.graph import ir as graph_ir
 
+    check_host_cpu(target)
     if isinstance(sch, graph_ir.Module | graph_ir.Function):
         from .network import build_network
 
@@ -178,4 +179,7 @@ def build(
     dev = device if device is not None else make_device(target.device_kind, 0)
     limits = gpu_limits(dev) if target.is_gpu else None
     src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
-    return load_module(**src.as_dict(), device=dev)
+    dag = sch if isinstance(sch, ComputeDAG) else sch.dag
+    shapes = {t.name: tuple(t.shape) for t in dag.tensors}
+    outputs = [t.name for t in dag.output_tensors]
+    return load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)

@@ -17,12 +17,17 @@ def main(argv: list[str] | None = None) -> int:
         "--target", action="append", choices=["llvm", "opencl", "cuda"],
         help="backend to run (repeatable; default: all available)",
     )  # fmt: skip
-    from .network_cli import add_network_commands, run_network_command
+    from .network_cli import CLIError, add_network_commands, run_network_command
 
     add_network_commands(sub)
     args = parser.parse_args(argv)
     if args.command in ("tune", "compile", "run", "benchmark"):
-        return run_network_command(args)
+        try:
+            return run_network_command(args)
+        except CLIError as e:
+            # One line, as argparse's own errors end: what is wrong and what to do.
+            print(f"{parser.prog} {args.command}: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     if args.command == "demo":
         from .demo import run_demo
 

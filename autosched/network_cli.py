@@ -53,21 +53,68 @@ def add_network_commands(sub) -> None:
         p.add_argument("--min-repeat-ms", type=float, default=200)
 
 
+class CLIError(Exception):
+    """A mistake on the command line: ``cli.main`` prints it as one line and exits with 2."""
+
+
+def _input_shape(text: str) -> tuple[int, ...]:
+    dims = [d.strip() for d in text.split(",")]
+    if not text.strip() or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise CLIError(
+            f"--input-shape {text!r}: give positive ints separated by commas, e.g. 1,3,224,224"
+        )
+    return tuple(int(d) for d in dims)
+
+
+def _check_log_path(log: Path, command: str) -> None:
+    if log.is_dir():
+        raise CLIError(f"--log {log} is a directory; give a file, e.g. {log / 'records.json'}")
+    if command == "tune" and not log.parent.is_dir():
+        raise CLIError(f"--log {log}: the directory {log.parent} does not exist; create it first")
+
+
+def check_network_args(args) -> None:
+    """Refuse argument values a run would choke on later (or silently misuse), naming the
+    argument: raises :class:`CLIError`."""
+    from codegen.target import Target, check_host_cpu
+
+    try:
+        check_host_cpu(Target(args.target))
+    except ValueError as e:
+        raise CLIError(f"--target {args.target!r}: {e}") from None
+    if args.input_shape is not None:
+        if not args.onnx:
+            raise CLIError("--input-shape only applies to --onnx models; drop it or add --onnx")
+        _input_shape(args.input_shape)
+    minimum = {"batch_size": 1, "repeat": 1, "min_repeat_ms": 0, "trials": 1, "per_round": 1,
+               "population": 1, "generations": 0}  # fmt: skip
+    for name, low in minimum.items():
+        value = getattr(args, name, None)
+        if value is not None and value < low:
+            flag = "--" + name.replace("_", "-")
+            raise CLIError(f"{flag} must be >= {low}, got {value}")
+    if getattr(args, "max_seconds", None) is not None and not args.max_seconds > 0:
+        raise CLIError(f"--max-seconds must be > 0, got {args.max_seconds}")
+    if args.log:
+        _check_log_path(Path(args.log), args.command)
+
+
 def _load_network(args):
     from tensorir.graph import get_network
 
     if args.onnx:
-        from tensorir.graph.onnx_frontend import from_onnx
+        from tensorir.graph.onnx_frontend import OnnxImportError, from_onnx, load_model
 
-        shape = None
-        if args.input_shape:
-            import onnx
-
-            model = onnx.load(args.onnx)
-            inits = {i.name for i in model.graph.initializer}
-            first = next(i.name for i in model.graph.input if i.name not in inits)
-            shape = {first: tuple(int(x) for x in args.input_shape.split(","))}
-        mod, params = from_onnx(args.onnx, shape=shape)
+        try:
+            model = load_model(args.onnx)
+            shape = None
+            if args.input_shape:
+                inits = {i.name for i in model.graph.initializer}
+                first = next(i.name for i in model.graph.input if i.name not in inits)
+                shape = {first: _input_shape(args.input_shape)}
+            mod, params = from_onnx(model, shape=shape)
+        except (OnnxImportError, FileNotFoundError) as e:
+            raise CLIError(f"--onnx {args.onnx}: {e}") from None
         func = mod["main"]
         data = next(v for v in func.params if v.name not in params)
         return mod, params, tuple(data.shape), data.name, Path(args.onnx).stem
@@ -160,6 +207,7 @@ def run_network_command(args) -> int:
     """Run one of the network subcommands parsed by :func:`add_network_commands`."""
     import autosched as ansor
 
+    check_network_args(args)
     mod, params, input_shape, input_name, name = _load_network(args)
     log = _log_path(args, name)
     if args.command == "tune":
@@ -190,6 +238,17 @@ def run_network_command(args) -> int:
             measure_callbacks=[ansor.RecordToFile(str(log))],
             max_tuning_seconds=args.max_seconds,
         )
+        if not resume and args.trials < len(tasks):
+            raise CLIError(
+                f"--trials {args.trials} is below the {len(tasks)} tasks: every task needs a "
+                f"round; use --trials >= {len(tasks)} (better >= {len(tasks) * args.per_round})"
+            )
+        from .tuning import require_measuring_devices
+
+        try:
+            require_measuring_devices(tasks, options)
+        except RuntimeError as e:
+            raise CLIError(f"--target {args.target!r}: {e}") from None
         from_log = f", resuming from {log}" if resume else ""
         print(f"Begin tuning ({args.trials} trials{from_log})...")
         tuner.tune(options, search_policy_params=params_search)

@@ -11,7 +11,8 @@ __all__ = ["NETWORKS", "get_network", "from_onnx"]
 
 
 def from_onnx(model, shape=None, dtype: str = "float32"):
-    """Import an ONNX model (a ModelProto or a path) as ``(mod, params)``; needs ``onnx``."""
+    """Import an ONNX model (a ModelProto, its serialized bytes or a path) as ``(mod, params)``;
+    needs ``onnx``."""
     from tensorir.graph.onnx_frontend import from_onnx as _from_onnx
 
     return _from_onnx(model, shape=shape, dtype=dtype)

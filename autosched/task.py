@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
+from numbers import Integral
 
-from codegen.target import Target
+from codegen.target import Target, check_host_cpu
 from tensorir.dag import ComputeDAG
 
 __all__ = ["HardwareParams", "SearchTask", "register_workload", "registered_workloads"]
@@ -48,12 +49,16 @@ def registered_workloads() -> dict[str, object]:
     return dict(_WORKLOADS)
 
 
+_MAY_BE_ZERO = ("max_shared_memory_per_block", "max_local_memory_per_block")
+
+
 @dataclass(frozen=True)
 class HardwareParams:
     """What the search needs to know about the machine (TVM's ``HardwareParams``).
 
-    ``None`` fields are filled by :meth:`for_target`: on CPU from the host, on GPU from the
-    target's device (see :mod:`autosched.hardware` for the defaults used without one).
+    ``None`` (or, as in TVM, ``-1``) fields are filled by :meth:`for_target`: on CPU from the
+    host, on GPU from the target's device (see :mod:`autosched.hardware` for the defaults used
+    without one). Other values must be positive ints (the two memory sizes may be 0).
 
     Parameters
     ----------
@@ -77,6 +82,21 @@ class HardwareParams:
     max_threads_per_block: int | None = None
     max_vthread_extent: int | None = None
     warp_size: int | None = None
+
+    def __post_init__(self):
+        for name, value in self.__dict__.items():
+            if value is None:
+                continue
+            if value == -1 and not isinstance(value, bool):
+                object.__setattr__(self, name, None)  # TVM's "read it from the device"
+                continue
+            lowest = 0 if name in _MAY_BE_ZERO else 1
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < lowest:
+                kind = "a non-negative" if lowest == 0 else "a positive"
+                raise ValueError(
+                    f"HardwareParams: {name} must be {kind} int, or -1 / None to read it from "
+                    f"the device; got {value!r}"
+                )
 
     @classmethod
     def for_target(cls, target, given: HardwareParams | None = None) -> HardwareParams:
@@ -177,6 +197,7 @@ class SearchTask:
         self.compute_dag = compute_dag
         self.workload_key = workload_key or compute_dag.workload_key
         self.target = Target(target)
+        check_host_cpu(self.target)
         self.hardware_params = HardwareParams.for_target(self.target, hardware_params)
         self.desc = desc or "_".join(op.name for op in compute_dag.compute_ops)
         from .records import register_dag

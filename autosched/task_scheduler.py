@@ -35,7 +35,7 @@ import numpy as np
 
 from .cost_model import LGBModel, RandomModel
 from .measure import MAX_COST, MeasureErrorNo, MeasureInput
-from .tuning import interruption
+from .tuning import interruption, require_measuring_devices
 from .workers import TuningInterrupted, stop_on_signals
 
 __all__ = [
@@ -318,22 +318,30 @@ class TaskScheduler:
         n = len(self.tasks)
         self.tune_option = options
         self.per_task_early_stopping = per_task_early_stopping
-        per_round = min(options.num_measures_per_round, options.num_measure_trials // n)
+        trials, full_round = options.num_measure_trials, options.num_measures_per_round
+        if self.callbacks is None:
+            self.callbacks = self._default_callbacks(options)
+        require_measuring_devices(self.tasks, options)
+        resumed = None
+        if self.load_log_file:
+            # Resumed rounds are estimated with the configured round size (the previous run's,
+            # most likely); only tasks without records still need a warm-up round, so the
+            # budget is checked against those alone.
+            self.num_measures_per_round = full_round
+            resumed = self._restore_status(self.load_log_file)
+        untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
+        per_round = min(full_round, trials // max(untuned, 1))
         if per_round <= 0:
             raise ValueError(
-                f"num_measure_trials={options.num_measure_trials} is too small for {n} tasks: "
-                f"every task needs at least one round; use num_measure_trials >= {n} (better "
-                f">= {n * options.num_measures_per_round}, one full round of "
-                f"{options.num_measures_per_round} per task)"
+                f"num_measure_trials={trials} is too small for {untuned} tasks without records: "
+                f"every task needs at least one round; use num_measure_trials >= {untuned} "
+                f"(better >= {untuned * full_round}, one full round of {full_round} per task)"
             )
         self.num_measures_per_round = per_round
         early_stopping = options.early_stopping
         if early_stopping is None or early_stopping < 0:
             early_stopping = None
-        if self.callbacks is None:
-            self.callbacks = self._default_callbacks(options)
 
-        resumed = self._restore_status(self.load_log_file) if self.load_log_file else None
         self.search_policies = self._make_policies(
             search_policy, search_policy_params, adaptive_training, resumed
         )
@@ -580,7 +588,8 @@ class TaskScheduler:
         for i, cs in enumerate(costs):
             self.task_trials[i] = len(cs)
             # An estimate, as in TVM: exact only if the previous run used the same round size.
-            rounds = int(len(cs) / per_round + 0.5)
+            # (At least one round for a task with records: it needs no warm-up round.)
+            rounds = max(1, int(len(cs) / per_round + 0.5)) if cs else 0
             self.task_cts[i] = rounds
             # Best cost after each (estimated) round, and the round that reached the best.
             history = [min(cs[: r * per_round] or [MAX_COST]) for r in range(1, rounds + 1)]

@@ -80,6 +80,45 @@ class TuningOptions:
         return ProgramMeasurer(builder, runner, self.measure_callbacks)
 
 
+def _runs_here(runner) -> bool:
+    """Whether ``runner`` measures on this machine (our LocalRunner, as LocalRPCMeasureContext
+    uses); a custom runner may measure elsewhere, so it is trusted to find its devices."""
+    from .measure import LocalRunner
+
+    return runner == "local" or isinstance(runner, LocalRunner)
+
+
+def require_measuring_devices(tasks, options: TuningOptions) -> None:
+    """Fail at once, with the reason, when a local runner would measure a GPU task on a
+    machine without that device (instead of every trial failing one by one).
+
+    Raises
+    ------
+    RuntimeError
+        Naming the target and why its device 0 is unusable (no driver, no device, no pycuda /
+        pyopencl).
+    """
+    if options.num_measure_trials == 0 or not _runs_here(options.runner):
+        return
+    from codegen.target import Target
+
+    targets = [Target(t.target) for t in tasks]
+    for kind in sorted({t.kind for t in targets if t.is_gpu}):
+        try:
+            if kind == "cuda":
+                from runtime.cuda import query_properties
+            else:
+                from runtime.opencl import query_properties
+            query_properties(0)
+        except Exception as err:  # noqa: BLE001 - no driver / device / Python package
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise RuntimeError(
+                f"cannot tune for target {kind!r}: no usable {kind} device 0 on this machine "
+                f"({reason}); tune on a machine with one, or pass a runner that measures "
+                "elsewhere"
+            ) from None
+
+
 def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None = None):
     """Tune ``task``; return the best state found (or the best predicted one for 0 trials).
 
@@ -92,6 +131,7 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
         from .cost_model import LGBModel
 
         search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
+    require_measuring_devices([task], options)
     if options.num_measure_trials == 0:
         best, _ = search_policy.search_one_round(1)
         return best[0] if best else None

@@ -67,3 +67,25 @@ class Target:
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
+
+
+def check_host_cpu(target: Target) -> None:
+    """Refuse an ``llvm -mcpu=...`` that is not this host's CPU.
+
+    CPU kernels are JIT-compiled for and run on the host's CPU (``runtime.cpu``), so another
+    ``-mcpu`` would be silently ignored (and LLVM itself only warns on a name it does not know,
+    then may abort). ``-mcpu=native`` means the host. Called where code is compiled or tuned
+    for this machine, not when a target string is only parsed (records of other hosts load).
+    """
+    target = Target(target)
+    cpu = target.get("mcpu")
+    if target.kind != "llvm" or cpu is None or cpu == "native":
+        return
+    import llvmlite.binding as llvm
+
+    host = llvm.get_host_cpu_name()
+    if cpu != host:
+        raise ValueError(
+            f"target {str(target)!r}: -mcpu={cpu} is not this host's CPU ({host}); CPU kernels "
+            f"are compiled for and run on the host: drop -mcpu, or use -mcpu={host} or -mcpu=native"
+        )

@@ -23,12 +23,15 @@ class Module:
 
     Call it with one array per param (inputs then outputs, in ``params`` order). numpy arrays
     are copied to the device and back (on the CPU a C-contiguous array of the right dtype is
-    used in place); NDArrays on the module's device are used in place.
+    used in place); NDArrays on the module's device are used in place. ``shapes`` (param name
+    -> shape) and ``outputs`` (the names the code writes), when given, make a call check each
+    array's shape (not only its size) and refuse a read-only array as an output.
     """
 
     def __init__(
-        self, lang, code, params, workspaces, launches, dev: Device, binary=None, layouts=()
-    ):
+        self, lang, code, params, workspaces, launches, dev: Device, binary=None, layouts=(),
+        shapes=None, outputs=(),
+    ):  # fmt: skip
         self.lang = lang
         self.code = code
         self.params = tuple((str(n), str(d), int(s)) for n, d, s in params)
@@ -39,6 +42,8 @@ class Module:
         )
         # Params stored in a rewritten layout: name -> (name, orig_size, offset, coefs, shape).
         self.layouts = {str(lay[0]): tuple(lay) for lay in layouts}
+        self.shapes = {str(n): tuple(int(d) for d in sh) for n, sh in dict(shapes or {}).items()}
+        self.outputs = frozenset(str(n) for n in outputs)
         self.device = dev
         self._backend = dev.backend
         names = [p[0] for p in self.params] + [w[0] for w in self.workspaces]
@@ -85,6 +90,17 @@ class Module:
                 raise ValueError(
                     f"param {name!r}: expected {size} elements, got {got_size} "
                     f"(shape {getattr(arr, 'shape', '?')})"
+                )
+            want = self.shapes.get(name)
+            if want is not None and tuple(arr.shape) != want:
+                raise ValueError(
+                    f"param {name!r}: expected shape {want}, got {tuple(arr.shape)} (same size, "
+                    "other shape); reshape the array to the tensor's shape"
+                )
+            if name in self.outputs and isinstance(arr, np.ndarray) and not arr.flags.writeable:
+                raise ValueError(
+                    f"param {name!r} is an output but its array is read-only "
+                    "(flags.writeable=False); pass a writable array, e.g. np.empty_like(...)"
                 )
 
     def _prepare(self, args: Sequence) -> tuple[dict, list]:
@@ -185,8 +201,9 @@ class Module:
 
 
 def load_module(
-    lang, code, params, workspaces, launches, device=None, dev=None, binary=None, layouts=()
-) -> Module:
+    lang, code, params, workspaces, launches, device=None, dev=None, binary=None, layouts=(),
+    shapes=None, outputs=(),
+) -> Module:  # fmt: skip
     """Compile ``code`` for ``device`` and return a :class:`Module`.
 
     Parameters
@@ -209,6 +226,12 @@ def load_module(
     layouts : sequence of tuple, optional
         Params the code reads in a rewritten layout (``Source.layouts``); kept as
         ``Module.layouts`` for callers that transform those inputs.
+    shapes : dict of str to tuple of int, optional
+        The tensor shape of each param; a call then refuses an array of the right size but
+        another shape.
+    outputs : sequence of str, optional
+        The params the code writes; a call then refuses a read-only numpy array for them
+        (its result would be lost).
 
     Raises
     ------
@@ -224,4 +247,5 @@ def load_module(
             f"{lang} code runs on a {LANG_DEVICE[lang]} device, not on {target}; "
             f"pass device=runtime.device({LANG_DEVICE[lang]!r})"
         )
-    return Module(lang, code, params, workspaces, launches, target, binary=binary, layouts=layouts)
+    return Module(lang, code, params, workspaces, launches, target, binary=binary,
+                  layouts=layouts, shapes=shapes, outputs=outputs)  # fmt: skip

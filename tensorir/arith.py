@@ -186,7 +186,9 @@ def _collect(e: Expr, scale: int, terms: dict) -> int:
 def build_linear(terms: dict, const: int, dtype: str = "int32") -> Expr:
     """The expression ``sum(coef * atom) + const`` (positive terms first where possible)."""
     out: Expr | None = None
-    items = [(a, c) for a, c in terms.items() if c != 0]
+    # ``_collect`` looks through integer casts, so an atom may be narrower than the sum (a
+    # uint8 load in an int16 sum): cast it back, or the sum would be computed in its dtype.
+    items = [(a if a.dtype == dtype else Cast(dtype, a), c) for a, c in terms.items() if c != 0]
     # Start with a positive term so the result reads a + b - c rather than 0 - c + a.
     items.sort(key=lambda ac: ac[1] < 0)
     for atom, c in items:

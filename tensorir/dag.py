@@ -42,6 +42,22 @@ MAX_LINE_WIDTH = 256  # str(dag) shortens longer lines like TVM's Python printer
 _COMBINER_SIGN = {"sum": " += ", "max": " max= ", "min": " min= "}
 
 
+def _check_inputs_first(tensors) -> None:
+    """The tensors' order is the built function's argument order, and every consumer (records,
+    builds, the measurement worker) takes inputs first: an input after an output is a mistake."""
+    first_output = next((t for t in tensors if isinstance(t.op, ComputeOp)), None)
+    if first_output is None:
+        return
+    late = [
+        t.name for t in tensors[tensors.index(first_output) :] if isinstance(t.op, PlaceholderOp)
+    ]
+    if late:
+        raise TensorError(
+            f"ComputeDAG: input {late[0]!r} is listed after output {first_output.name!r}; "
+            "list the inputs first, then the outputs, e.g. ComputeDAG([A, B, C])"
+        )
+
+
 class ComputeDAG:
     """A computation given by its I/O tensors (inputs first, then outputs).
 
@@ -62,6 +78,7 @@ class ComputeDAG:
         for t in tensors:
             if not isinstance(t, Tensor):
                 raise TensorError(f"ComputeDAG takes tensors, got {t!r} ({type(t).__name__})")
+        _check_inputs_first(tensors)
         self.tensors: tuple[Tensor, ...] = tuple(tensors)
         self.ops: tuple[PlaceholderOp | ComputeOp, ...] = _topo_order(self.tensors)
         names = [op.name for op in self.ops]

@@ -53,11 +53,18 @@ def to_numpy(dtype: str) -> np.dtype:
 
 
 def promote(a: str, b: str) -> str:
-    """The dtype of a binary arithmetic result: float beats int, wider beats narrower."""
+    """The dtype of a binary arithmetic result: float beats int, wider beats narrower.
+
+    A signed/unsigned integer mix follows numpy (``np.result_type``): the smallest signed type
+    that holds both ranges, so uint8 + int8 is int16 and uint32 + int32 is int64 (a plain
+    "wider wins" would wrap uint8 values above 127 to negative int8).
+    """
     if a == b:
         return a
     ka, ba = DTYPES[a]
     kb, bb = DTYPES[b]
+    if {ka, kb} == {"int", "uint"}:
+        return str(np.result_type(to_numpy(a), to_numpy(b)))
     rank = {"bool": 0, "uint": 1, "int": 2, "float": 3}
     if rank[ka] != rank[kb]:
         return a if rank[ka] > rank[kb] else b

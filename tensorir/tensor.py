@@ -113,14 +113,27 @@ class Tensor:
         return f"Tensor({self.name}, {list(self.shape)}, {self.dtype})"
 
 
+def _exact_int(value) -> int | None:
+    """``value`` as an int when it is one (2, np.int64(2), 2.0), else None (2.5, '2', 'abc')."""
+    if isinstance(value, str | bytes):
+        return None  # int('2') would parse it, and a str shape is iterable character by character
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        return None
+    return as_int if as_int == value else None
+
+
 def _check_shape(shape, what: str) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
+    if isinstance(shape, str | bytes):
+        raise TensorError(f"{what}: shape must be a tuple of ints, got {shape!r}")
     try:
-        dims = tuple(int(s) for s in shape)
+        dims = tuple(_exact_int(s) for s in shape)
     except TypeError as exc:
         raise TensorError(f"{what}: shape must be a tuple of ints, got {shape!r}") from exc
-    if any(d <= 0 for d in dims) or any(d != s for d, s in zip(dims, shape, strict=True)):
+    if any(d is None or d <= 0 for d in dims):
         raise TensorError(f"{what}: every dimension must be a positive int, got {list(shape)}")
     return dims
 
@@ -134,9 +147,11 @@ def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Ten
 def reduce_axis(dom, name: str = "rv") -> IterVar:
     """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)``."""
     try:
-        lo, hi = (int(v) for v in dom)
+        lo, hi = (_exact_int(v) for v in dom)
     except (TypeError, ValueError) as exc:
         raise TensorError(f"reduce_axis {name!r}: dom must be (lo, hi), got {dom!r}") from exc
+    if lo is None or hi is None:
+        raise TensorError(f"reduce_axis {name!r}: dom must be two ints (lo, hi), got {dom!r}")
     if hi <= lo:
         raise TensorError(f"reduce_axis {name!r}: empty range [{lo}, {hi})")
     ax = IterVar(Var(name), lo, hi - lo, "reduce")

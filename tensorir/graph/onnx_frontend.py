@@ -6,6 +6,7 @@ dependency, imported only when ``from_onnx`` runs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..dtype import DTYPES
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
 
-__all__ = ["OnnxImportError", "from_onnx", "supported_ops"]
+__all__ = ["OnnxImportError", "from_onnx", "load_model", "supported_ops"]
 
 _MIN_OPSET = 7  # older opsets have the legacy "broadcast" attribute on binary ops
 
@@ -146,12 +147,56 @@ class _Importer:
         self.values[proto.output[0]] = result
 
 
+def load_model(model_or_path):
+    """A checked ModelProto from a ModelProto, its serialized bytes or a path.
+
+    Raises OnnxImportError ("not an ONNX model: <file>") for what does not parse, or parses to
+    no graph (an empty file parses to an empty ModelProto), FileNotFoundError for a missing
+    file and TypeError for anything else.
+    """
+    from google.protobuf.message import DecodeError
+
+    onnx = _import_onnx()
+    if isinstance(model_or_path, onnx.ModelProto):
+        what, model = "<ModelProto>", model_or_path
+    else:
+        if isinstance(model_or_path, bytes | bytearray | memoryview):
+            what, load = f"<{len(model_or_path)} bytes>", onnx.load_from_string
+            data = bytes(model_or_path)
+        elif isinstance(model_or_path, str | os.PathLike):
+            what, load, data = os.fspath(model_or_path), onnx.load, model_or_path
+            if not os.path.isfile(what):
+                raise FileNotFoundError(f"from_onnx: no such ONNX file: {what}")
+        else:
+            raise TypeError(
+                "from_onnx takes an onnx.ModelProto, its serialized bytes or a path to an .onnx "
+                f"file, got {type(model_or_path).__name__}"
+            )
+        try:
+            model = load(data)
+        except DecodeError as e:
+            raise OnnxImportError(f"not an ONNX model: {what} ({e})") from e
+    if not model.HasField("graph") or not model.opset_import:
+        raise OnnxImportError(
+            f"not an ONNX model: {what} (it has no graph or no opset_import; empty or truncated?)"
+        )
+    return model
+
+
 def _input_shape(onnx_input, shape: Mapping) -> tuple[int, ...]:
     name = onnx_input.name
-    if name in shape:
-        return tuple(int(d) for d in shape[name])
     t = onnx_input.type.tensor_type
     dims = list(t.shape.dim) if t.HasField("shape") else None
+    if name in shape:
+        given = tuple(int(d) for d in shape[name])
+        if dims is not None and len(dims) != len(given):
+            model_shape = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or "?"
+                                for d in dims)  # fmt: skip
+            raise OnnxImportError(
+                f"shape= gives input {name!r} the shape {given} ({len(given)}-D), but the "
+                f"model's input is {len(dims)}-D {model_shape}; give a shape of the same rank"
+            )
+        return given
     if dims is None or any(not d.HasField("dim_value") for d in dims):
         shown = "unknown rank" if dims is None else tuple(
             d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims
@@ -168,8 +213,9 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
 
     Parameters
     ----------
-    model_or_path : onnx.ModelProto or str or os.PathLike
-        The model, or a path to an ``.onnx`` file.
+    model_or_path : onnx.ModelProto or bytes or str or os.PathLike
+        The model, its serialized bytes (``model.SerializeToString()``, as onnxruntime's
+        ``InferenceSession`` also takes), or a path to an ``.onnx`` file.
     shape : dict name -> tuple of int, optional
         Static shapes of graph inputs; needed for inputs with dynamic dims, and overriding the
         model's shape otherwise.
@@ -194,7 +240,12 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
         onnx is not installed.
     OnnxImportError (a ValueError)
         An unsupported op, attribute value or data type (the message names the node, the op
-        type and what is supported), or an input without a static shape.
+        type and what is supported), an input without a static shape, a ``shape=`` of another
+        rank than the model's input, or a file or bytes that are not an ONNX model.
+    FileNotFoundError
+        ``model_or_path`` names no file.
+    TypeError
+        ``model_or_path`` is none of the above.
 
     Notes
     -----
@@ -204,9 +255,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     ``supported_ops()`` lists the op types.
     """
     onnx = _import_onnx()
-    model = model_or_path
-    if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(model_or_path)
+    model = load_model(model_or_path)
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     opset = opsets[0] if opsets else 1
     if opset < _MIN_OPSET:

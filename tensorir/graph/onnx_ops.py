@@ -76,6 +76,14 @@ class Node:
             self.fail(f"attribute {name}={list(v)} must have {n} values")
         return tuple(int(x) for x in v)
 
+    def positive_ints(self, name: str, n: int, default: int) -> tuple[int, ...]:
+        """``ints``, checked to be >= 1 (strides, dilations, window sizes: 0 would divide by
+        zero or make an empty window)."""
+        v = self.ints(name, n, default)
+        if any(x < 1 for x in v):
+            self.fail(f"attribute {name}={list(v)} must be positive (every value >= 1)")
+        return v
+
     # --- inputs ---------------------------------------------------------------------------
 
     @property
@@ -177,7 +185,8 @@ def _conv(node: Node):
     given = node.attr("kernel_shape")
     if given is not None and tuple(given) != kernel:
         node.fail(f"kernel_shape={list(given)} does not match the weight's {kernel}")
-    strides, dil = node.ints("strides", nsp, 1), node.ints("dilations", nsp, 1)
+    strides = node.positive_ints("strides", nsp, 1)
+    dil = node.positive_ints("dilations", nsp, 1)
     pads = _pads(node, x.shape[2:], kernel, strides, dil)
     conv = nn.conv2d if nsp == 2 else nn.conv3d
     y = conv(x, w, strides=strides, padding=pads, dilation=dil, groups=node.attr("group", 1),
@@ -225,11 +234,11 @@ def _pool(kind: str):
     def convert(node: Node):
         x = node.expr(0)
         nsp = _spatial(node, x)
-        kernel = node.attr("kernel_shape")
-        if kernel is None or len(kernel) != nsp:
-            node.fail(f"kernel_shape must give {nsp} sizes, got {kernel}")
-        kernel = tuple(int(k) for k in kernel)
-        strides, dil = node.ints("strides", nsp, 1), node.ints("dilations", nsp, 1)
+        if node.attr("kernel_shape") is None:
+            node.fail(f"kernel_shape must give {nsp} sizes, got None")
+        kernel = node.positive_ints("kernel_shape", nsp, 1)
+        strides = node.positive_ints("strides", nsp, 1)
+        dil = node.positive_ints("dilations", nsp, 1)
         if node.attr("storage_order", 0) != 0:
             node.unsupported("storage_order", node.attr("storage_order"), [0])
         pads = _pads(node, x.shape[2:], kernel, strides, dil)

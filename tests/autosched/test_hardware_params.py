@@ -34,8 +34,8 @@ def test_mali_preset_without_touching_a_device(no_device_reads):
 def test_explicit_params_win_and_skip_the_device(no_device_reads):
     assert HardwareParams.for_target("cuda", FULL) == FULL
     assert HardwareParams.for_target("opencl", FULL) == FULL
-    hw = HardwareParams.for_target("opencl -device=mali", HardwareParams(num_cores=-1))
-    assert hw.num_cores == -1 and hw.max_threads_per_block == 256
+    hw = HardwareParams.for_target("opencl -device=mali", HardwareParams(num_cores=2))
+    assert hw.num_cores == 2 and hw.max_threads_per_block == 256
 
 
 def test_explicit_fields_win_over_device_values(monkeypatch):
@@ -89,3 +89,15 @@ def test_target_with_options():
     assert str(t) == "opencl -arch=x -device=adreno"
     assert str(Target("cuda -O=3").with_options(arch="sm_90")) == "cuda -O=3 -arch=sm_90"
     assert t.get("device") == "adreno" and t.get("arch") == "x"
+
+
+def test_minus_one_reads_the_device_and_other_bad_values_are_refused(no_device_reads):
+    assert HardwareParams(num_cores=-1) == HardwareParams()
+    hw = HardwareParams.for_target("opencl -device=mali", HardwareParams(num_cores=-1))
+    assert hw.num_cores == 4  # the Mali preset's, not -1
+    for bad in (-2, 0, 2.5, "4", True):
+        with pytest.raises(ValueError, match="HardwareParams: num_cores must be a positive int"):
+            HardwareParams(num_cores=bad)
+    with pytest.raises(ValueError, match="max_shared_memory_per_block must be a non-negative"):
+        HardwareParams(max_shared_memory_per_block=-5)
+    assert HardwareParams(max_shared_memory_per_block=0).max_shared_memory_per_block == 0

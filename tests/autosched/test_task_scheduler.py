@@ -342,3 +342,12 @@ def test_resume_continues_counts_and_never_remeasures(tuned, tmp_path):
     # The shared cost model learned from the log too.
     model = ts.search_policies[0].model
     assert all(p.model is model for p in ts.search_policies) and len(model.features) == 72
+
+
+def test_resume_with_fewer_trials_than_tasks_when_all_are_tuned(tuned, tmp_path):
+    first_log, first, _ = tuned
+    log = tmp_path / "log.json"
+    shutil.copy(first_log, log)
+    ts, _ = _tune(log, 2, load_log_file=str(log))  # 2 trials, 3 tasks: none needs a warm-up
+    assert ts.ct == 2 and sum(ts.task_trials) == sum(first.task_trials) + 2
+    assert sum(ts.task_cts) == sum(first.task_cts) + 1

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Function, Module, free_vars
 from .inception_v3 import inception_v3
 from .layers import NetBuilder
@@ -50,6 +52,15 @@ def get_network(name: str, batch_size: int = 1, layout: str = "NHWC", dtype: str
     """
     if name not in NETWORKS:
         raise ValueError(f"unknown network {name!r}; known networks: {', '.join(NETWORKS)}")
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int | np.integer)
+        or batch_size < 1
+    ):
+        raise ValueError(
+            f"get_network({name!r}): batch_size must be a positive int, got {batch_size!r}"
+        )
+    batch_size = int(batch_size)
     if name.startswith("resnet3d-"):
         layout = {"NHWC": "NDHWC", "NCHW": "NCDHW"}.get(layout, layout)
         if layout not in ("NDHWC", "NCDHW"):
