@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from codegen.target import Target, check_host_cpu
+from runtime.environment import VARIABLES, env
 from tensorir.dag import ComputeDAG
 from tensorir.lower import lower
 from tensorir.passes.unroll import expanded_sizes
@@ -13,9 +12,9 @@ from tensorir.passes.unroll import expanded_sizes
 # generation copies). A fully unrolled 16^3 matmul is about 110k and takes LLVM 3 s; the search
 # stays far below (unrolled loops are capped at tensorir.passes.unroll.MAX_UNROLLED_SIZE stores).
 # Override with generate_source(max_kernel_size=...), build(max_kernel_size=...) or the
-# environment variable AUTOSCHED_MAX_KERNEL_SIZE (network builds read it too).
-MAX_KERNEL_SIZE = 500_000
+# AUTOSCHED_MAX_KERNEL_SIZE variable (runtime/environment.py; network builds read it too).
 MAX_KERNEL_SIZE_ENV = "AUTOSCHED_MAX_KERNEL_SIZE"
+MAX_KERNEL_SIZE = VARIABLES[MAX_KERNEL_SIZE_ENV].default
 
 
 class KernelSizeError(ValueError):
@@ -26,16 +25,7 @@ def kernel_size_limit(max_kernel_size: int | None = None) -> int:
     """The size limit in force: the argument, else $AUTOSCHED_MAX_KERNEL_SIZE, else the default."""
     if max_kernel_size is not None:
         return int(max_kernel_size)
-    raw = os.environ.get(MAX_KERNEL_SIZE_ENV, "").strip()
-    if not raw:
-        return MAX_KERNEL_SIZE
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(
-            f"{MAX_KERNEL_SIZE_ENV}={raw!r} is not an integer; set it to the largest kernel size "
-            f"(statements + expression nodes) to compile, e.g. {MAX_KERNEL_SIZE}"
-        ) from None
+    return env(MAX_KERNEL_SIZE_ENV)
 
 
 def check_kernel_size(program, max_kernel_size: int | None = None) -> None:

@@ -103,6 +103,14 @@ VARIABLES: dict[str, Variable] = {
             True,
             "capture a network's CUDA kernels into a CUDA graph",
         ),
+        Variable(
+            "AUTOSCHED_MAX_KERNEL_SIZE",
+            _positive_int,
+            "a positive int",
+            500_000,
+            "the most statements plus expression nodes one kernel may emit after unrolling; "
+            "larger kernels are refused by build and network builds (KernelSizeError)",
+        ),
     )
 }
 

@@ -94,7 +94,9 @@ def test_kernel_over_the_size_limit_is_refused_by_name(monkeypatch):
     with pytest.raises(KernelSizeError, match="limit 1000"):
         generate_source(state, "llvm")
     monkeypatch.setenv(MAX_KERNEL_SIZE_ENV, "lots")
-    with pytest.raises(ValueError, match=f"{MAX_KERNEL_SIZE_ENV}='lots' is not an integer"):
+    with pytest.raises(
+        ValueError, match=f"{MAX_KERNEL_SIZE_ENV}='lots' is invalid: expected a positive int"
+    ):
         generate_source(state, "llvm")
     monkeypatch.delenv(MAX_KERNEL_SIZE_ENV)
     generate_source(state, "llvm")  # the default limit leaves room for it
