@@ -137,21 +137,24 @@ WORKLOADS = {
     "sum_axis": _sum_axis,
 }
 
-_TASKS: dict[str, SearchTask] = {}
-_SKETCHES: dict[str, list] = {}
+_TASKS: dict[tuple[str, str], SearchTask] = {}
+_SKETCHES: dict[tuple[str, str], list] = {}
 
 
-def task_of(name: str) -> SearchTask:
-    """The (cached) CPU SearchTask of workload ``name``."""
-    if name not in _TASKS:
-        _TASKS[name] = SearchTask(ComputeDAG(WORKLOADS[name]()), target="llvm")
-    return _TASKS[name]
+def task_of(name: str, target: str = "llvm") -> SearchTask:
+    """The (cached) SearchTask of workload ``name``: CPU sketches for "llvm", GPU sketches
+    (thread binding, shared-memory caches) for "cuda"."""
+    key = (name, target)
+    if key not in _TASKS:
+        _TASKS[key] = SearchTask(ComputeDAG(WORKLOADS[name]()), target=target)
+    return _TASKS[key]
 
 
-def sketches_of(name: str) -> list:
-    if name not in _SKETCHES:
-        _SKETCHES[name] = generate_sketches(task_of(name))
-    return _SKETCHES[name]
+def sketches_of(name: str, target: str = "llvm") -> list:
+    key = (name, target)
+    if key not in _SKETCHES:
+        _SKETCHES[key] = generate_sketches(task_of(name, target))
+    return _SKETCHES[key]
 
 
 def perturb_splits(dag, state, rng: random.Random):
@@ -173,13 +176,17 @@ def perturb_splits(dag, state, rng: random.Random):
         return None
 
 
-def fuzz_states(name: str, seed: int, n_sampled: int, n_mutated: int, n_perturbed: int) -> list:
+def fuzz_states(
+    name: str, seed: int, n_sampled: int, n_mutated: int, n_perturbed: int, target: str = "llvm"
+) -> list:
     """``(kind, state)`` pairs: ``n_sampled`` states drawn the way the search draws them
     (sketch + random annotation), up to ``n_mutated`` mutations of them (one mutation rule
-    each, stacked at random) and up to ``n_perturbed`` with non-dividing split lengths."""
-    task = task_of(name)
+    each, stacked at random) and up to ``n_perturbed`` with non-dividing split lengths.
+    ``target`` "cuda" gives GPU states (perturbed ones are not checked against the GPU
+    limits: ask for none there)."""
+    task = task_of(name, target)
     dag = task.compute_dag
-    sampled = sample_init_population(task, sketches_of(name), n_sampled, seed)
+    sampled = sample_init_population(task, sketches_of(name, target), n_sampled, seed)
     if not sampled:
         return []
     rng = random.Random(seed * 7919 + 1)
@@ -219,11 +226,13 @@ def replay_hint(name: str, seed, state, kind: str = "") -> str:
     )
 
 
-def check_state(dag, state, args: list[np.ndarray], refs: list[np.ndarray], hint: str) -> None:
-    """Build ``state`` on LLVM, run it on ``args`` and compare with ``refs``."""
+def check_state(
+    dag, state, args: list[np.ndarray], refs: list[np.ndarray], hint: str, target: str = "llvm"
+) -> None:
+    """Build ``state`` for ``target``, run it on ``args`` and compare with ``refs``."""
     outs = [np.full(t.shape, np.nan, t.dtype) for t in dag.output_tensors]
     try:
-        ansor.build(state, "llvm")(*args, *outs)
+        ansor.build(state, target)(*args, *outs)
     except Exception as err:
         raise AssertionError(f"build/run failed: {type(err).__name__}: {err}\n{hint}") from err
     for out, ref in zip(outs, refs, strict=True):

@@ -63,7 +63,7 @@ def _report(failures: list[str], total: int) -> str:
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_seeded_sweep(name):
-    counts = (1, 1, 1) if name in HEAVY else DEFAULT_COUNTS
+    counts = (1, 0, 0) if name in HEAVY else DEFAULT_COUNTS
     states, failures = _sweep(name, DEFAULT_SEED, counts)
     assert states, f"{name}: sampling gave no state"
     assert not failures, _report(failures, len(states))
@@ -90,6 +90,21 @@ def _prod(xs) -> int:
     return out
 
 
+def test_a_wrong_result_fails_with_the_replay_hint():
+    """The harness can fail: a reference off by a little in one element is reported, with
+    the operator, seed and steps."""
+    name = "matmul"
+    dag = task_of(name).compute_dag
+    kind, state = fuzz_states(name, DEFAULT_SEED, 1, 0, 0)[0]
+    args = random_inputs(dag, 3)
+    refs = reference(dag, args)
+    refs[0][4, 7] += 1e-3
+    hint = replay_hint(name, DEFAULT_SEED, state, kind)
+    expected = r"(?s)operator=matmul seed=14 .*STEPS=.*Mismatched elements: 1 "
+    with pytest.raises(AssertionError, match=expected):
+        check_state(dag, state, args, refs, hint)
+
+
 def test_replay_hint_replays_the_state():
     name = "conv2d_nhwc_bias_relu"
     dag = task_of(name).compute_dag
@@ -98,6 +113,39 @@ def test_replay_hint_replays_the_state():
     assert f"operator={name} seed={DEFAULT_SEED}" in hint
     steps = re.search(r"^STEPS=(.*)$", hint, re.M).group(1)
     assert State.from_json(dag, json.loads(steps)).steps == state.steps
+
+
+def _opencl_available() -> bool:
+    try:
+        import pyopencl as cl
+
+        return bool(cl.get_platforms())
+    except Exception:  # noqa: BLE001 - no ICD loader / no platform
+        return False
+
+
+GPU_WORKLOADS = ["conv2d_nchw_stride", "max_pool", "sum_axis", "batch_matmul"]
+
+
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL platform")
+@pytest.mark.filterwarnings("ignore:no cuda device to read hardware parameters")
+@pytest.mark.parametrize("name", GPU_WORKLOADS)
+def test_seeded_gpu_sweep_on_opencl(name):
+    """GPU sketches (thread binding, shared-memory caches, cross-thread reductions) of the
+    awkward shapes, built for OpenCL (PoCL on the CPU here), against the interpreter."""
+    dag = task_of(name, "cuda").compute_dag
+    args = random_inputs(dag, DEFAULT_SEED)
+    refs = reference(dag, args)
+    states = fuzz_states(name, DEFAULT_SEED, 1, 1, 0, target="cuda")
+    assert states, f"{name}: GPU sampling gave no state"
+    failures = []
+    for kind, state in states:
+        hint = replay_hint(name, DEFAULT_SEED, state, f"{kind} (GPU task, OpenCL)")
+        try:
+            check_state(dag, state, args, refs, hint, target="opencl")
+        except AssertionError as err:
+            failures.append(str(err))
+    assert not failures, _report(failures, len(states))
 
 
 # ----------------------------------------------------------------------------- hand schedules
