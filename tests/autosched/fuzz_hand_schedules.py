@@ -92,6 +92,17 @@ def unroll_small_loops(s):
     s.pragma("C", "i", "auto_unroll_max_step$16")
 
 
+def vectorize_fused_spatial(s):
+    s.reorder("C", ["k", "i", "j"])  # reduction outermost: 390 independent lanes inside
+    f = s.fuse("C", ["i", "j"])
+    s.vectorize("C", f)
+
+
+def unroll_nested_loops(s):
+    s.unroll("C", "j")  # 13 x 7 bodies unrolled under a serial i
+    s.unroll("C", "k")
+
+
 def everything_annotated(s):
     i0, i1 = s.split("C", "i", [4])
     j0, j1 = s.split("C", "j", [8])
@@ -365,6 +376,8 @@ CASES = [
     ("parallel_inner_loop", "matmul", parallel_inner_loop, None),
     ("parallel_nested", "matmul", parallel_nested, None),
     ("unroll_small_loops", "matmul", unroll_small_loops, None),
+    ("vectorize_fused_spatial", "matmul", vectorize_fused_spatial, None),
+    ("unroll_nested_loops", "matmul", unroll_nested_loops, None),
     ("everything_annotated", "matmul", everything_annotated, None),
     ("compute_at_innermost", "matmul_relu", compute_at_innermost, None),
     ("compute_at_outer_of_nondividing", "matmul_relu", compute_at_outer_of_nondividing, None),

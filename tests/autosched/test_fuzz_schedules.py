@@ -208,5 +208,6 @@ def test_long_sweep(request, name):
         checked += len(states)
         failures += bad
         seed += 1
+    print(f"fuzz {name}: {checked} states on seeds 1000..{seed - 1}, {len(failures)} failed")
     assert checked >= min(share, 4), f"{name}: only {checked} fuzz states"
     assert not failures, _report(failures, checked)
