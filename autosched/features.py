@@ -35,6 +35,7 @@ Deviations from TVM, and why
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import OrderedDict
 
@@ -45,6 +46,8 @@ from tensorir.expr import Binary, Call, Cast, Const, IfThenElse, Not, Select, Va
 from tensorir.loops import Allocate, For, If, Load, Program, Seq, Store
 
 from .feature_index import contiguous_elems, linearize, region_size
+
+_log = logging.getLogger("autosched.features")
 
 __all__ = [
     "FEATURE_NAMES",
@@ -541,13 +544,12 @@ def states_features(task, states, cache: FeatureCache | None = None) -> list[np.
         try:
             rows = feature_pool.extract_many(task, [keys[i][2] for i in todo], workers)
         except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
-            import warnings
-
-            warnings.warn(
-                f"parallel feature extraction failed ({type(exc).__name__}: {exc}); "
-                "extracting in this process",
-                RuntimeWarning,
-                stacklevel=2,
+            # An internal fallback (results are the same, only slower): a diagnostic for the
+            # "autosched" logger, not a warning addressed to the user.
+            _log.warning(
+                "parallel feature extraction failed (%s: %s); extracting in this process",
+                type(exc).__name__,
+                exc,
             )
             feature_pool.shutdown()
     if rows is None:

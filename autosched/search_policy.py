@@ -8,6 +8,7 @@ spent; the task scheduler calls ``continue_search_one_round`` instead.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 
@@ -17,6 +18,8 @@ from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 from .measure import MAX_COST, MeasureErrorNo, MeasureInput
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
+
+_log = logging.getLogger("autosched.search_policy")
 
 
 @dataclass
@@ -253,8 +256,12 @@ class SketchPolicy:
         return max(scaled, p.sample_init_min_population)
 
     def _say(self, level: int, msg: str) -> None:
+        # verbose prints the seed's progress lines; below that level the same line goes to
+        # the "autosched" logger at DEBUG, so a quiet run can still be diagnosed.
         if self.verbose >= level:
             print(msg, flush=True)
+        else:
+            _log.debug(msg)
 
 
 class PreloadMeasuredStates:

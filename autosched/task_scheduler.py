@@ -26,6 +26,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -45,6 +46,8 @@ __all__ = [
     "TaskSchedulerCallback",
     "derive_similarity_tag",
 ]
+
+_log = logging.getLogger("autosched.task_scheduler")
 
 # A best cost at or above this means "no valid result yet" (failed programs cost MAX_COST).
 _NO_RESULT = 1e9
@@ -625,8 +628,11 @@ class TaskScheduler:
         return getattr(self.tasks[idx], "desc", "") or str(idx)
 
     def _say(self, msg: str) -> None:
+        # verbose prints the seed's progress lines; otherwise they go to the logger at DEBUG.
         if self.tune_option is None or self.tune_option.verbose >= 1:
             print(msg, flush=True)
+        else:
+            _log.debug(msg)
 
     @property
     def total_trials(self) -> int:

@@ -16,9 +16,11 @@ kernels itself. Set ``AUTOSCHED_CUDA_GRAPH=0`` to turn graphs off.
 from __future__ import annotations
 
 import contextlib
-import warnings
+import logging
 
 from .environment import env
+
+_log = logging.getLogger("autosched.runtime.cuda_graph")
 
 ENV = "AUTOSCHED_CUDA_GRAPH"
 
@@ -95,9 +97,8 @@ class CUDAGraphRunner:
             except Exception as err:  # pycuda without working graphs, or an uncapturable launch
                 self._exec = self._graph = None
                 self.reason = f"capturing a CUDA graph failed: {type(err).__name__}: {err}"
-                warnings.warn(
-                    f"{self.reason}; launching the kernels one by one instead", stacklevel=3
-                )
+                # Same results, launched one by one: a diagnostic, kept in self.reason too.
+                _log.warning("%s; launching the kernels one by one instead", self.reason)
                 return False
         self.captures += 1
         return True

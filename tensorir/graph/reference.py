@@ -1,9 +1,9 @@
 """Evaluate a whole network with numpy: the ground truth compiled networks are checked against.
 
-It shares nothing with the te operator library (tensorir/ops): convolutions are im2col via
-``sliding_window_view`` plus one float32 BLAS matmul per group, pools reduce over the same
-windows, winograd runs the real tile algorithm. Intermediate arrays are dropped after their
-last use, so resnet-50 at 224x224 fits comfortably in memory.
+Each call runs its op's numpy ``reference`` from the operator table (``tensorir.ops.registry``;
+the implementations are ``tensorir.ops.reference`` and share nothing with the te computes).
+Intermediate arrays are dropped after their last use, so resnet-50 at 224x224 fits comfortably
+in memory.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from .ir import Call, Constant, Function, Module, Var, post_order
-from .winograd import winograd_matrices
+from .shapes import get_op
 
 
 def evaluate(func: Function | Module, inputs: Mapping[str, np.ndarray], params=None):
@@ -56,7 +55,7 @@ def evaluate(func: Function | Module, inputs: Mapping[str, np.ndarray], params=N
         if node.attrs.get("out_dtype"):
             # Accumulate in the output type, as topi does (int8 x int8 -> int32 is exact).
             args = [a.astype(node.dtype, copy=False) for a in args]
-        out = np.asarray(_IMPLS[node.op](node, *args))
+        out = np.asarray(get_op(node.op).reference(node.attrs, node.shape, *args))
         if out.shape != node.shape:  # a bug here would poison every comparison downstream
             raise AssertionError(f"reference {node.op} gave {out.shape}, expected {node.shape}")
         env[id(node)] = out.astype(node.dtype, copy=False)
@@ -77,249 +76,3 @@ def _use_counts(order, func) -> dict[int, int]:
     for o in func.outputs:  # outputs are never freed
         counts[id(o)] += 1 << 30
     return counts
-
-
-# --- layouts: every windowed op runs channels-last (N, *spatial, C) -----------------------------
-
-
-def _to_channels_last(x, layout):
-    perm = [layout.index("N")] + [layout.index(c) for c in layout if c not in "NC"]
-    return x.transpose(perm + [layout.index("C")])
-
-
-def _from_channels_last(x, layout):
-    canonical = "N" + "".join(c for c in layout if c not in "NC") + "C"
-    return x.transpose([canonical.index(c) for c in layout])
-
-
-def _pad_spatial(x, pads, ndim, value):
-    """Pad the spatial dims of a channels-last array; ``pads`` is (before..., after...)."""
-    width = [(0, 0)] + [(pads[i], pads[i + ndim]) for i in range(ndim)] + [(0, 0)]
-    if not any(b or e for b, e in width):
-        return x
-    return np.pad(x, width, constant_values=value)
-
-
-def _windows(x, ksize, strides, dilation):
-    """(N, *S, C) -> (N, *out, C, *ksize) views of every window."""
-    ndim = len(ksize)
-    spans = [(k - 1) * d + 1 for k, d in zip(ksize, dilation)]
-    w = sliding_window_view(x, spans, axis=tuple(range(1, ndim + 1)))
-    index = (slice(None),) + tuple(slice(None, None, s) for s in strides) + (slice(None),)
-    index += tuple(slice(None, None, d) for d in dilation)
-    return w[index]
-
-
-# --- convolution ---------------------------------------------------------------------------
-
-
-def conv_nd(x, w, strides, padding, dilation, groups, data_layout, kernel_layout):
-    """N-d grouped convolution (2-D or 3-D) in any of the supported layouts."""
-    ndim = len(strides)
-    spatial = [c for c in kernel_layout if c not in "OI"]
-    xc = _pad_spatial(_to_channels_last(x, data_layout), padding, ndim, 0)
-    wc = w.transpose([kernel_layout.index(c) for c in spatial + ["I", "O"]])  # (*K, I, O)
-    ksize = wc.shape[:ndim]
-    cin_g, cout = wc.shape[ndim], wc.shape[ndim + 1]
-    cout_g = cout // groups
-    win = _windows(xc, ksize, strides, dilation)  # (N, *out, C, *K)
-    n, out_sp = win.shape[0], win.shape[1 : 1 + ndim]
-    rows = n * int(np.prod(out_sp))
-    win = win.reshape((n, *out_sp, groups, cin_g, *ksize))
-    # (G, rows, I*K) @ (G, I*K, O/G): one matmul per group, a single GEMM when groups == 1.
-    perm = [1 + ndim] + list(range(1 + ndim)) + list(range(2 + ndim, 3 + 2 * ndim))
-    lhs = win.transpose(perm).reshape(groups, rows, cin_g * int(np.prod(ksize)))
-    wg = wc.reshape((*ksize, cin_g, groups, cout_g))
-    rhs = wg.transpose([ndim + 1, ndim] + list(range(ndim)) + [ndim + 2])
-    rhs = rhs.reshape(groups, cin_g * int(np.prod(ksize)), cout_g)
-    out = np.matmul(lhs, rhs)  # (G, rows, O/G)
-    out = out.transpose(1, 0, 2).reshape((n, *out_sp, cout))
-    return _from_channels_last(out, data_layout)
-
-
-def _conv(node, x, w):
-    a = node.attrs
-    return conv_nd(x, w, a["strides"], a["padding"], a["dilation"], a["groups"],
-                   a["data_layout"], a["kernel_layout"])  # fmt: skip
-
-
-def winograd_weight_transform(w, tile_size):
-    """HWIO (3, 3, CI, CO) -> (alpha, alpha, CI, CO) = G g G^T per (ci, co)."""
-    _, _, G = winograd_matrices(tile_size, 3)
-    return np.einsum("ah,hwio,bw->abio", G, w.astype(np.float64), G).astype(w.dtype)
-
-
-def winograd_conv(x, u, tile_size, padding):
-    """NHWC 3x3 stride-1 convolution with a transformed weight, by the tile algorithm."""
-    A, B, _ = winograd_matrices(tile_size, 3)
-    m, alpha = tile_size, tile_size + 2
-    n, h, wd, _ = x.shape
-    oh = h + padding[0] + padding[2] - 2
-    ow = wd + padding[1] + padding[3] - 2
-    th, tw = -(-oh // m), -(-ow // m)
-    # Pad so that every tile (stride m, size alpha) lies inside the array.
-    extra_h = th * m + 2 - (h + padding[0] + padding[2])
-    extra_w = tw * m + 2 - (wd + padding[1] + padding[3])
-    xp = np.pad(x, [(0, 0), (padding[0], padding[2] + extra_h),
-                    (padding[1], padding[3] + extra_w), (0, 0)])  # fmt: skip
-    tiles = sliding_window_view(xp, (alpha, alpha), axis=(1, 2))[:, ::m, ::m]  # n th tw c a b
-    v = np.einsum("ae,nhwcab,bf->efnhwc", B, tiles, B, optimize=True).astype(x.dtype)
-    v = v.reshape(alpha * alpha, n * th * tw, -1)
-    prod = np.matmul(v, u.reshape(alpha * alpha, u.shape[2], u.shape[3]))  # (aa, P, CO)
-    prod = prod.reshape(alpha, alpha, n, th, tw, -1)
-    y = np.einsum("ai,abnhwk,bj->nhiwjk", A, prod, A, optimize=True)  # (n, th, m, tw, m, co)
-    y = y.reshape(n, th * m, tw * m, -1)
-    return y[:, :oh, :ow].astype(x.dtype)
-
-
-def _winograd_conv(node, x, u):
-    a = node.attrs
-    return winograd_conv(x, u, a["tile_size"], a["padding"])
-
-
-# --- pooling -----------------------------------------------------------------------------
-
-
-def pool_nd(x, kind, pool_size, strides, padding, dilation, layout, ceil_mode, include_pad):
-    """Max or average pooling with topi's semantics (see nn.avg_pool2d)."""
-    ndim = len(pool_size)
-    xc = _to_channels_last(x, layout)
-    sizes = xc.shape[1 : 1 + ndim]
-    # ceil_mode can need cells past the explicit padding: pad those too, never count them.
-    extra = []
-    for j in range(ndim):
-        span = (pool_size[j] - 1) * dilation[j] + 1
-        total = sizes[j] + padding[j] + padding[j + ndim] - span
-        out = (total + (strides[j] - 1 if ceil_mode else 0)) // strides[j] + 1
-        extra.append(max(0, (out - 1) * strides[j] + span - (total + span)))
-    pads = tuple(padding[:ndim]) + tuple(p + e for p, e in zip(padding[ndim:], extra))
-    if kind == "max":
-        fill = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
-        win = _windows(_pad_spatial(xc, pads, ndim, fill), pool_size, strides, dilation)
-        out = win.max(axis=tuple(range(-ndim, 0)))
-    else:
-        win = _windows(_pad_spatial(xc, pads, ndim, 0), pool_size, strides, dilation)
-        total = win.sum(axis=tuple(range(-ndim, 0)), dtype=np.float64)
-        mask = np.ones((1, *sizes, 1))
-        if include_pad:
-            mask = _pad_spatial(mask, padding, ndim, 1)
-            mask = _pad_spatial(mask, (0,) * ndim + tuple(extra), ndim, 0)
-        else:
-            mask = _pad_spatial(mask, pads, ndim, 0)
-        count = _windows(mask, pool_size, strides, dilation).sum(axis=tuple(range(-ndim, 0)))
-        out = total / np.maximum(count, 1)
-    return _from_channels_last(out.astype(x.dtype), layout)
-
-
-def _pool(kind):
-    def impl(node, x):
-        a = node.attrs
-        return pool_nd(x, kind, a["pool_size"], a["strides"], a["padding"], a["dilation"],
-                       a["layout"], a["ceil_mode"], a.get("count_include_pad", False))  # fmt: skip
-
-    return impl
-
-
-def _global_pool(reduce):
-    def impl(node, x):
-        layout = node.attrs["layout"]
-        axes = (layout.index("H"), layout.index("W"))
-        return reduce(x, axis=axes, keepdims=True)
-
-    return impl
-
-
-def adaptive_avg_pool2d(x, out_hw, layout):
-    """TVM's adaptive windows: [floor(i*H/oh), ceil((i+1)*H/oh))."""
-    hi, wi = layout.index("H"), layout.index("W")
-    xc = np.moveaxis(x, (hi, wi), (-2, -1))
-    h, w = xc.shape[-2:]
-    oh, ow = out_hw
-    out = np.empty(xc.shape[:-2] + (oh, ow), dtype=np.float64)
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
-        for j in range(ow):
-            w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
-            out[..., i, j] = xc[..., h0:h1, w0:w1].mean(axis=(-2, -1), dtype=np.float64)
-    return np.moveaxis(out, (-2, -1), (hi, wi)).astype(x.dtype)
-
-
-def _adaptive(node, x):
-    layout = node.attrs["layout"]
-    out_hw = (node.shape[layout.index("H")], node.shape[layout.index("W")])
-    return adaptive_avg_pool2d(x, out_hw, layout)
-
-
-# --- the rest ------------------------------------------------------------------------------
-
-
-def _along(v, axis, ndim):
-    shape = [1] * ndim
-    shape[axis] = -1
-    return v.reshape(shape)
-
-
-def _batch_norm(node, x, gamma, beta, mean, var):
-    a = node.attrs
-    ax = a["axis"] % x.ndim
-    scale = 1.0 / np.sqrt(var.astype(np.float64) + a["epsilon"])
-    if a["scale"]:
-        scale = scale * gamma
-    out = (x - _along(mean, ax, x.ndim)) * _along(scale.astype(x.dtype), ax, x.ndim)
-    if a["center"]:
-        out = out + _along(beta, ax, x.ndim)
-    return out
-
-
-def _softmax(node, x):
-    ax = node.attrs["axis"]
-    e = np.exp(x - x.max(axis=ax, keepdims=True))
-    return e / e.sum(axis=ax, keepdims=True)
-
-
-def _layout_transform(node, x):
-    src, dst = node.attrs["src_layout"], node.attrs["dst_layout"]
-    return x.transpose([src.index(c) for c in dst])
-
-
-_IMPLS = {
-    "nn.conv2d": _conv,
-    "nn.conv3d": _conv,
-    "nn.contrib_conv2d_winograd_weight_transform": lambda n, w: winograd_weight_transform(
-        w, n.attrs["tile_size"]
-    ),
-    "nn.contrib_conv2d_winograd_without_weight_transform": _winograd_conv,
-    "nn.dense": lambda n, x, w: np.matmul(x, w.T),
-    "nn.batch_matmul": lambda n, x, y: np.matmul(x, y.transpose(0, 2, 1)),
-    "nn.bias_add": lambda n, x, b: x + _along(b, n.attrs["axis"] % x.ndim, x.ndim),
-    "nn.batch_norm": _batch_norm,
-    "nn.relu": lambda n, x: np.maximum(x, 0),
-    "sigmoid": lambda n, x: 1.0 / (1.0 + np.exp(-x)),
-    "tanh": lambda n, x: np.tanh(x),
-    "exp": lambda n, x: np.exp(x),
-    "sqrt": lambda n, x: np.sqrt(x),
-    "negative": lambda n, x: -x,
-    "clip": lambda n, x: np.clip(x, n.attrs["a_min"], n.attrs["a_max"]),
-    "add": lambda n, a, b: a + b,
-    "subtract": lambda n, a, b: a - b,
-    "multiply": lambda n, a, b: a * b,
-    "divide": lambda n, a, b: a / b,
-    "maximum": lambda n, a, b: np.maximum(a, b),
-    "minimum": lambda n, a, b: np.minimum(a, b),
-    "nn.max_pool2d": _pool("max"),
-    "nn.avg_pool2d": _pool("avg"),
-    "nn.max_pool3d": _pool("max"),
-    "nn.avg_pool3d": _pool("avg"),
-    "nn.global_avg_pool2d": _global_pool(np.mean),
-    "nn.global_max_pool2d": _global_pool(np.max),
-    "nn.adaptive_avg_pool2d": _adaptive,
-    "nn.softmax": _softmax,
-    "concatenate": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
-    "nn.pad": lambda n, x: np.pad(x, n.attrs["pad_width"], constant_values=n.attrs["pad_value"]),
-    "reshape": lambda n, x: x.reshape(n.shape),
-    "nn.batch_flatten": lambda n, x: x.reshape(n.shape),
-    "transpose": lambda n, x: x.transpose(n.attrs["axes"]),
-    "squeeze": lambda n, x: x.reshape(n.shape),
-    "layout_transform": _layout_transform,
-    "cast": lambda n, x: x.astype(n.attrs["dtype"]),
-}

@@ -1,11 +1,13 @@
-"""The one attribute table of the operators, and ``compute_op``, which builds an op's te
-computation from its Relay name and attributes.
+"""The operator table: one :class:`OpEntry` per op, and ``compute_op``, which builds an op's
+te computation from its Relay name and attributes.
 
 The op names, input orders and attribute names are those of docs/graph-ops.md. Every op has
-one entry here with its attributes and Relay's defaults (:func:`op_attr_defaults`) and its
-compute; the graph layer (``tensorir.graph.shapes``) adds the shape rule and fusion pattern to
-the same entry and validates attributes with the same :func:`op_attrs`. An unknown op, an
-unknown attribute, a missing required attribute or the wrong number of inputs raises an
+one entry here (as in Relay's op registry) holding its inputs, its attributes with Relay's
+defaults, its fusion pattern, its shape rule (``tensorir.ops.shape_rules``), its te compute and
+its numpy reference (``tensorir.ops.reference``). The graph layer (``tensorir.graph.shapes``,
+``make_call``, ``evaluate``, the fusion and layout passes) looks ops up in the same table and
+validates attributes with the same :meth:`OpEntry.normalize` as ``compute_op``. An unknown op,
+an unknown attribute, a missing required attribute or the wrong number of inputs raises an
 :class:`OpAttrError` that names the op and says what is supported.
 
 Chaining several ops into one ComputeDAG: stage names must be unique in a DAG, so pass the
@@ -17,14 +19,18 @@ second ``T_add`` then becomes ``T_add_1``. ``scope.placeholder(shape)`` names in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
+
+import numpy as np
 
 from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
 from . import broadcast, elemwise, transform, winograd
+from . import reference as ref
+from . import shape_rules as rules
 from ._util import NameScope
 from .conv2d import conv2d
 from .conv3d import conv3d
@@ -33,10 +39,13 @@ from .pool import adaptive_pool, global_pool, pool
 from .softmax import softmax
 
 __all__ = [
+    "OPS",
     "REQUIRED",
+    "OpEntry",
     "SUPPORTED_OPS",
     "OpAttrError",
     "compute_op",
+    "get_entry",
     "op_arity",
     "op_attr_defaults",
     "op_attrs",
@@ -63,10 +72,94 @@ def _default_kernel_layout(attrs: dict) -> str:
 
 
 @dataclass(frozen=True)
-class _OpDef:
-    arity: int | None  # None: any number (>= 1) of inputs
-    attrs: dict = field(default_factory=dict)
-    build: Callable | None = None
+class OpEntry:
+    """Everything the project knows about one operator, in one place (Relay's op registry).
+
+    Attributes
+    ----------
+    name : str
+        The Relay op name (docs/graph-ops.md).
+    inputs : tuple of str
+        The input names in Relay's order; ``("*data",)`` means any number, at least one.
+    attrs : mapping
+        Attribute name -> Relay default (:data:`REQUIRED`: no default; a callable: follows
+        from the other attributes).
+    pattern : int
+        Relay's fusion pattern (``tensorir.ops.shape_rules.ELEMWISE`` ... ``OPAQUE``).
+    shape_rule : callable
+        ``(shapes, dtypes, attrs) -> (shape, dtype)`` on plain shapes; may complete
+        attributes that follow from the shapes (conv's ``channels``, dense's ``units``).
+    compute : callable
+        ``(input tensors, attrs) -> Tensor``: the te computation (``compute_op``).
+    reference : callable
+        ``(attrs, out_shape, *arrays) -> array``: the numpy implementation
+        (``tensorir.ops.reference``), the ground truth compiled code is checked against.
+    fix : callable, optional
+        Canonicalises attribute values (int padding -> 4-tuple, ...).
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    attrs: Mapping
+    pattern: int
+    shape_rule: Callable
+    compute: Callable
+    reference: Callable
+    fix: Callable | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    @property
+    def variadic(self) -> bool:
+        return self.inputs[:1] == ("*data",)
+
+    @property
+    def arity(self) -> int | None:
+        """How many inputs the op takes (None: any number, at least one)."""
+        return None if self.variadic else len(self.inputs)
+
+    @property
+    def defaults(self) -> Mapping:
+        """The attribute defaults (the name the graph layer's OpDef used)."""
+        return self.attrs
+
+    @property
+    def infer(self) -> Callable:
+        """The shape rule (the name the graph layer's OpDef used)."""
+        return self.shape_rule
+
+    def input_names(self, nargs: int) -> list[str]:
+        if self.variadic:
+            return [f"data{i}" for i in range(nargs)]
+        return list(self.inputs)
+
+    def normalize(self, attrs: Mapping | None, nargs: int) -> dict:
+        """Check the input count and attribute names, fill defaults, canonicalise values.
+
+        The one attribute validation of ``compute_op`` and the graph's ``make_call``.
+
+        Raises
+        ------
+        OpAttrError
+            Wrong number of inputs, unknown attribute, missing required attribute or an
+            attribute value of the wrong form (a layout the op does not take, ...).
+        """
+        if self.variadic:
+            if nargs < 1:
+                raise OpAttrError(f"{self.name}: takes at least 1 input(s), got {nargs}")
+        elif nargs != len(self.inputs):
+            raise OpAttrError(
+                f"{self.name}: takes {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
+                f"got {nargs}"
+            )
+        full = op_attrs(self.name, attrs)
+        if self.fix is not None:
+            try:
+                full = self.fix(full)
+            except TypeError as e:  # the canonicalisers do not know the op's name
+                raise OpAttrError(f"{self.name}: {e}") from None
+        return full
 
 
 def _conv2d(ins, a):
@@ -103,9 +196,7 @@ def _winograd(ins, a):
 def _pool(kind: str, nsp: int):
     op = f"nn.{kind}_pool{nsp}d"
 
-    def build(ins, a):
-        if len(a["layout"]) != nsp + 2:
-            raise TensorError(f"{op}: attribute 'layout' = {a['layout']!r} is not {nsp}-D")
+    def build(ins, a):  # the entry's fix has checked the layout
         return pool(
             ins[0],
             kind,
@@ -162,128 +253,284 @@ def _adaptive_avg(ins, a):
     return adaptive_pool(data, size, "avg", layout)
 
 
-def _unary(f):
-    return _OpDef(1, {}, lambda ins, a: f(ins[0]))
-
-
-def _binary(f):
-    return _OpDef(2, {}, lambda ins, a: f(ins[0], ins[1]))
-
-
-_OPS: dict[str, _OpDef] = {
-    "nn.conv2d": _OpDef(2, _CONV2D, _conv2d),
-    "nn.contrib_conv2d_winograd_without_weight_transform": _OpDef(
-        2,
-        {
-            "tile_size": None,
-            "strides": (1, 1),
-            "padding": (0, 0, 0, 0),
-            "dilation": (1, 1),
-            "channels": None,
-            "kernel_size": (3, 3),
-            "data_layout": "NHWC",
-            "out_dtype": "",
-        },
-        _winograd,
-    ),
-    "nn.contrib_conv2d_winograd_weight_transform": _OpDef(
-        1,
-        {"tile_size": REQUIRED},
-        lambda ins, a: winograd.winograd_weight_transform(ins[0], a["tile_size"]),
-    ),
-    "nn.conv3d": _OpDef(
-        2,
-        {
-            "strides": (1, 1, 1),
-            "padding": (0,) * 6,
-            "dilation": (1, 1, 1),
-            "groups": 1,
-            "channels": None,
-            "kernel_size": None,
-            "data_layout": "NCDHW",
-            "kernel_layout": _default_kernel_layout,
-            "out_dtype": "",
-        },
-        lambda ins, a: conv3d(
-            ins[0],
-            ins[1],
-            a["strides"],
-            a["padding"],
-            a["dilation"],
-            a["groups"],
-            a["data_layout"],
-            a["kernel_layout"],
-            a["out_dtype"],
-        ),
-    ),
-    "nn.dense": _OpDef(
-        2,
-        {"units": None, "out_dtype": ""},
-        lambda ins, a: dense(ins[0], ins[1], a["units"], a["out_dtype"]),
-    ),
-    "nn.batch_matmul": _OpDef(
-        2,
-        {"out_dtype": "", "transpose_b": True},
-        lambda ins, a: batch_matmul(ins[0], ins[1], a["out_dtype"], a["transpose_b"]),
-    ),
-    "nn.bias_add": _OpDef(
-        2, {"axis": 1}, lambda ins, a: broadcast.bias_add(ins[0], ins[1], a["axis"])
-    ),
-    "nn.batch_norm": _OpDef(
-        5,
-        {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
-        lambda ins, a: broadcast.batch_norm(*ins, a["axis"], a["epsilon"], a["center"], a["scale"]),
-    ),
-    "nn.relu": _unary(elemwise.relu),
-    "sigmoid": _unary(elemwise.sigmoid),
-    "tanh": _unary(elemwise.tanh),
-    "exp": _unary(elemwise.exp),
-    "sqrt": _unary(elemwise.sqrt),
-    "negative": _unary(elemwise.negative),
-    "clip": _OpDef(
-        1,
-        {"a_min": REQUIRED, "a_max": REQUIRED},
-        lambda ins, a: elemwise.clip(ins[0], a["a_min"], a["a_max"]),
-    ),
-    "add": _binary(broadcast.add),
-    "subtract": _binary(broadcast.subtract),
-    "multiply": _binary(broadcast.multiply),
-    "divide": _binary(broadcast.divide),
-    "maximum": _binary(broadcast.maximum),
-    "minimum": _binary(broadcast.minimum),
-    "nn.max_pool2d": _OpDef(1, _POOL2D, _pool("max", 2)),
-    "nn.avg_pool2d": _OpDef(1, {**_POOL2D, "count_include_pad": False}, _pool("avg", 2)),
-    "nn.max_pool3d": _OpDef(1, _POOL3D, _pool("max", 3)),
-    "nn.avg_pool3d": _OpDef(1, {**_POOL3D, "count_include_pad": False}, _pool("avg", 3)),
-    "nn.global_avg_pool2d": _OpDef(
-        1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "avg", a["layout"])
-    ),
-    "nn.global_max_pool2d": _OpDef(
-        1, {"layout": "NCHW"}, lambda ins, a: global_pool(ins[0], "max", a["layout"])
-    ),
-    "nn.adaptive_avg_pool2d": _OpDef(1, {"output_size": None, "layout": "NCHW"}, _adaptive_avg),
-    "nn.softmax": _OpDef(1, {"axis": -1}, lambda ins, a: softmax(ins[0], a["axis"])),
-    "concatenate": _OpDef(None, {"axis": 0}, lambda ins, a: transform.concatenate(ins, a["axis"])),
-    "nn.pad": _OpDef(
-        1,
-        {"pad_width": REQUIRED, "pad_value": 0.0},
-        lambda ins, a: transform.pad(ins[0], a["pad_width"], a["pad_value"]),
-    ),
-    "reshape": _OpDef(
-        1, {"newshape": REQUIRED}, lambda ins, a: transform.reshape(ins[0], a["newshape"])
-    ),
-    "nn.batch_flatten": _unary(transform.batch_flatten),
-    "transpose": _OpDef(1, {"axes": None}, lambda ins, a: transform.transpose(ins[0], a["axes"])),
-    "squeeze": _OpDef(1, {"axis": None}, lambda ins, a: transform.squeeze(ins[0], a["axis"])),
-    "layout_transform": _OpDef(
-        1,
-        {"src_layout": REQUIRED, "dst_layout": REQUIRED},
-        lambda ins, a: transform.layout_transform(ins[0], a["src_layout"], a["dst_layout"]),
-    ),
-    "cast": _OpDef(1, {"dtype": REQUIRED}, lambda ins, a: elemwise.cast(ins[0], a["dtype"])),
+_CONV2D_LAYOUTS = {"NCHW": "OIHW", "NHWC": "HWIO"}
+_CONV3D_LAYOUTS = {"NCDHW": "OIDHW", "NDHWC": "DHWIO"}
+_WINOGRAD = {
+    "tile_size": None,
+    "strides": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "dilation": (1, 1),
+    "channels": None,
+    "kernel_size": (3, 3),
+    "data_layout": "NHWC",
+    "out_dtype": "",
+}
+_CONV3D = {
+    "strides": (1, 1, 1),
+    "padding": (0,) * 6,
+    "dilation": (1, 1, 1),
+    "groups": 1,
+    "channels": None,
+    "kernel_size": None,
+    "data_layout": "NCDHW",
+    "kernel_layout": _default_kernel_layout,
+    "out_dtype": "",
 }
 
-SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(_OPS))
+
+def _conv3d(ins, a):
+    return conv3d(
+        ins[0],
+        ins[1],
+        a["strides"],
+        a["padding"],
+        a["dilation"],
+        a["groups"],
+        a["data_layout"],
+        a["kernel_layout"],
+        a["out_dtype"],
+    )
+
+
+def _unary(name, compute, reference, attrs=None, rule=rules.unary_rule, pattern=rules.ELEMWISE):
+    if attrs is None:  # attribute-free: the compute and reference take the input alone
+        compute, reference = _on_first(compute), ref.unary_ref(reference)
+    return OpEntry(name, ("data",), attrs or {}, pattern, rule, compute, reference)
+
+
+def _on_first(f):
+    return lambda ins, a: f(ins[0])
+
+
+def _binary(name, compute, reference):
+    return OpEntry(
+        name,
+        ("lhs", "rhs"),
+        {},
+        rules.BROADCAST,
+        rules.binary_rule,
+        lambda ins, a: compute(ins[0], ins[1]),
+        ref.binary_ref(reference),
+    )
+
+
+def _pool_entry(kind, nsp, attrs, layouts):
+    return OpEntry(
+        f"nn.{kind}_pool{nsp}d",
+        ("data",),
+        attrs,
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.pool_nd_rule(nsp),
+        _pool(kind, nsp),
+        ref.pool_ref(kind),
+        rules.fix_pool(nsp, layouts),
+    )
+
+
+def _global_pool_entry(kind):
+    return OpEntry(
+        f"nn.global_{kind}_pool2d",
+        ("data",),
+        {"layout": "NCHW"},
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.global_pool_rule,
+        lambda ins, a: global_pool(ins[0], kind, a["layout"]),
+        ref.global_pool_ref(np.mean if kind == "avg" else np.max),
+        rules.check_layout(("NCHW", "NHWC")),
+    )
+
+
+_ENTRIES = (
+    OpEntry(
+        "nn.conv2d",
+        ("data", "weight"),
+        _CONV2D,
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.conv_nd_rule(2),
+        _conv2d,
+        ref.conv_ref,
+        rules.fix_conv(2, _CONV2D_LAYOUTS),
+    ),
+    OpEntry(
+        "nn.conv3d",
+        ("data", "weight"),
+        _CONV3D,
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.conv_nd_rule(3),
+        _conv3d,
+        ref.conv_ref,
+        rules.fix_conv(3, _CONV3D_LAYOUTS),
+    ),
+    OpEntry(
+        "nn.contrib_conv2d_winograd_weight_transform",
+        ("weight",),
+        {"tile_size": REQUIRED},
+        rules.OPAQUE,
+        rules.winograd_weight_transform_rule,
+        lambda ins, a: winograd.winograd_weight_transform(ins[0], a["tile_size"]),
+        ref.winograd_weight_transform_ref,
+    ),
+    OpEntry(
+        "nn.contrib_conv2d_winograd_without_weight_transform",
+        ("data", "weight"),
+        _WINOGRAD,
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.winograd_conv_rule,
+        _winograd,
+        ref.winograd_conv_ref,
+        rules.fix_window(2, "kernel_size"),
+    ),
+    OpEntry(
+        "nn.dense",
+        ("data", "weight"),
+        {"units": None, "out_dtype": ""},
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.dense_rule,
+        lambda ins, a: dense(ins[0], ins[1], a["units"], a["out_dtype"]),
+        ref.dense_ref,
+    ),
+    OpEntry(
+        "nn.batch_matmul",
+        ("x", "y"),
+        {"out_dtype": "", "transpose_b": True},
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.batch_matmul_rule,
+        lambda ins, a: batch_matmul(ins[0], ins[1], a["out_dtype"], a["transpose_b"]),
+        ref.batch_matmul_ref,
+    ),
+    OpEntry(
+        "nn.bias_add",
+        ("data", "bias"),
+        {"axis": 1},
+        rules.BROADCAST,
+        rules.bias_add_rule,
+        lambda ins, a: broadcast.bias_add(ins[0], ins[1], a["axis"]),
+        ref.bias_add_ref,
+    ),
+    OpEntry(
+        "nn.batch_norm",
+        ("data", "gamma", "beta", "moving_mean", "moving_var"),
+        {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
+        rules.OPAQUE,
+        rules.batch_norm_rule,
+        lambda ins, a: broadcast.batch_norm(*ins, a["axis"], a["epsilon"], a["center"], a["scale"]),
+        ref.batch_norm_ref,
+    ),
+    _unary("nn.relu", elemwise.relu, ref.relu),
+    _unary("sigmoid", elemwise.sigmoid, ref.sigmoid),
+    _unary("tanh", elemwise.tanh, np.tanh),
+    _unary("exp", elemwise.exp, np.exp),
+    _unary("sqrt", elemwise.sqrt, np.sqrt),
+    _unary("negative", elemwise.negative, np.negative),
+    _unary(
+        "clip",
+        lambda ins, a: elemwise.clip(ins[0], a["a_min"], a["a_max"]),
+        ref.clip_ref,
+        {"a_min": REQUIRED, "a_max": REQUIRED},
+    ),
+    _binary("add", broadcast.add, np.add),
+    _binary("subtract", broadcast.subtract, np.subtract),
+    _binary("multiply", broadcast.multiply, np.multiply),
+    _binary("divide", broadcast.divide, np.divide),
+    _binary("maximum", broadcast.maximum, np.maximum),
+    _binary("minimum", broadcast.minimum, np.minimum),
+    _pool_entry("max", 2, _POOL2D, ("NCHW", "NHWC")),
+    _pool_entry("avg", 2, {**_POOL2D, "count_include_pad": False}, ("NCHW", "NHWC")),
+    _pool_entry("max", 3, _POOL3D, ("NCDHW", "NDHWC")),
+    _pool_entry("avg", 3, {**_POOL3D, "count_include_pad": False}, ("NCDHW", "NDHWC")),
+    _global_pool_entry("avg"),
+    _global_pool_entry("max"),
+    OpEntry(
+        "nn.adaptive_avg_pool2d",
+        ("data",),
+        {"output_size": None, "layout": "NCHW"},
+        rules.OUT_ELEMWISE_FUSABLE,
+        rules.adaptive_pool_rule,
+        _adaptive_avg,
+        ref.adaptive_avg_pool2d_ref,
+        rules.fix_adaptive,
+    ),
+    _unary(
+        "nn.softmax",
+        lambda ins, a: softmax(ins[0], a["axis"]),
+        ref.softmax_ref,
+        {"axis": -1},
+        rules.softmax_rule,
+        rules.OPAQUE,
+    ),
+    OpEntry(
+        "concatenate",
+        ("*data",),
+        {"axis": 0},
+        rules.INJECTIVE,
+        rules.concatenate_rule,
+        lambda ins, a: transform.concatenate(ins, a["axis"]),
+        ref.concatenate_ref,
+    ),
+    _unary(
+        "nn.pad",
+        lambda ins, a: transform.pad(ins[0], a["pad_width"], a["pad_value"]),
+        ref.pad_ref,
+        {"pad_width": REQUIRED, "pad_value": 0.0},
+        rules.pad_rule,
+        rules.INJECTIVE,
+    ),
+    _unary(
+        "reshape",
+        lambda ins, a: transform.reshape(ins[0], a["newshape"]),
+        ref.reshape_ref,
+        {"newshape": REQUIRED},
+        rules.reshape_rule,
+        rules.INJECTIVE,
+    ),
+    OpEntry(
+        "nn.batch_flatten",
+        ("data",),
+        {},
+        rules.INJECTIVE,
+        rules.batch_flatten_rule,
+        _on_first(transform.batch_flatten),
+        ref.reshape_ref,
+    ),
+    _unary(
+        "transpose",
+        lambda ins, a: transform.transpose(ins[0], a["axes"]),
+        ref.transpose_ref,
+        {"axes": None},
+        rules.transpose_rule,
+        rules.INJECTIVE,
+    ),
+    OpEntry(
+        "squeeze",
+        ("data",),
+        {"axis": None},
+        rules.INJECTIVE,
+        rules.squeeze_rule,
+        lambda ins, a: transform.squeeze(ins[0], a["axis"]),
+        ref.reshape_ref,
+        rules.fix_squeeze,
+    ),
+    _unary(
+        "layout_transform",
+        lambda ins, a: transform.layout_transform(ins[0], a["src_layout"], a["dst_layout"]),
+        ref.layout_transform_ref,
+        {"src_layout": REQUIRED, "dst_layout": REQUIRED},
+        rules.layout_transform_rule,
+        rules.INJECTIVE,
+    ),
+    _unary(
+        "cast",
+        lambda ins, a: elemwise.cast(ins[0], a["dtype"]),
+        ref.cast_ref,
+        {"dtype": REQUIRED},
+        rules.cast_rule,
+    ),
+)
+
+OPS: Mapping[str, OpEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
+"""The operator table: Relay op name -> its one :class:`OpEntry` (read-only)."""
+
+SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(OPS))
 
 
 def op_attrs(op: str, attrs: Mapping | None = None) -> dict:
@@ -327,8 +574,13 @@ def op_arity(op: str) -> int | None:
     return _spec(op).arity
 
 
-def _spec(op: str) -> _OpDef:
-    spec = _OPS.get(op)
+def get_entry(op: str) -> OpEntry:
+    """The table entry of ``op`` (:class:`OpAttrError` listing the known ops otherwise)."""
+    return _spec(op)
+
+
+def _spec(op: str) -> OpEntry:
+    spec = OPS.get(op)
     if spec is None:
         raise OpAttrError(f"unknown op {op!r}; supported ops are {list(SUPPORTED_OPS)}")
     return spec
@@ -368,18 +620,15 @@ def compute_op(
     """
     spec = _spec(op)
     inputs = list(inputs)
-    if spec.arity is None and not inputs or spec.arity is not None and len(inputs) != spec.arity:
-        want = "at least 1" if spec.arity is None else str(spec.arity)
-        raise OpAttrError(f"{op}: takes {want} input(s), got {len(inputs)}")
+    full = spec.normalize(attrs, len(inputs))
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TensorError(f"{op}: inputs must be tensors, got {type(t).__name__}")
-    full = op_attrs(op, attrs)
     if name_scope is None:
-        out = spec.build(inputs, full)
+        out = spec.compute(inputs, full)
     else:
         with name_scope:
-            out = spec.build(inputs, full)
+            out = spec.compute(inputs, full)
     _check_conv_attrs(op, inputs, full, out)
     return out
 

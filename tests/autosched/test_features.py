@@ -244,3 +244,29 @@ def test_feature_workers_env_is_checked(monkeypatch):
         feature_pool.num_workers()
     monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")
     assert feature_pool.num_workers() == 0
+
+
+def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
+    # The fallback to in-process extraction is a diagnostic for logging.getLogger("autosched"),
+    # not a RuntimeWarning addressed to the user.
+    import logging
+    import warnings
+
+    from autosched import feature_pool
+
+    def broken(*args):
+        raise OSError("no processes today")
+
+    dag, s = matmul_state(16)
+    task = SearchTask(dag, target="llvm")
+    s2 = s.copy()
+    s2.split("C", s2["C"].iters[0], [4])
+    monkeypatch.setattr(feature_pool, "MIN_BATCH", 1)
+    monkeypatch.setattr(feature_pool, "num_workers", lambda: 2)
+    monkeypatch.setattr(feature_pool, "extract_many", broken)
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="autosched"):
+        warnings.simplefilter("error")
+        rows = states_features(task, [s, s2], cache=FeatureCache())
+    assert not np.array_equal(rows[0], rows[1])
+    (rec,) = [r for r in caplog.records if "no processes today" in r.getMessage()]
+    assert rec.name == "autosched.features" and rec.levelno == logging.WARNING

@@ -342,6 +342,18 @@ def test_int8_accumulates_in_out_dtype():
 
 def test_every_op_has_a_reference_implementation():
     from tensorir.graph import OPS
-    from tensorir.graph.reference import _IMPLS
 
-    assert sorted(OPS) == sorted(_IMPLS)
+    assert all(callable(entry.reference) for entry in OPS.values())
+
+
+@pytest.mark.parametrize("transpose_b", [True, False])
+def test_batch_matmul_reference_follows_transpose_b(transpose_b):
+    # The reference used to transpose y always, so transpose_b=False gave (B, M, K) x (B, K, N)
+    # a wrong answer (or a shape error) though make_call accepted it.
+    from tensorir.graph import make_call
+
+    x, y = rand(2, 4, 5), rand(*((2, 3, 5) if transpose_b else (2, 5, 3)))
+    got = run(make_call("nn.batch_matmul", (V("x", x), V("y", y)), {"transpose_b": transpose_b}),
+              x=x, y=y)  # fmt: skip
+    want = np.einsum("bmk,bnk->bmn" if transpose_b else "bmk,bkn->bmn", x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -108,7 +108,7 @@ def op_pattern(call: Call) -> int:
     if opdef is None:
         raise ValueError(
             f"fuse_ops: op {call.op!r} has no fusion pattern (it is not in the op table; "
-            f"register it in tensorir/graph/shapes.py)"
+            f"add it to tensorir/ops/registry.py)"
         )
     if opdef.pattern not in _KNOWN_PATTERNS:
         raise ValueError(f"fuse_ops: op {call.op!r} has an unknown fusion pattern {opdef.pattern}")
