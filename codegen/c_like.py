@@ -54,7 +54,8 @@ from tensorir.passes.verify_gpu import (
 
 from .source import BufferSpec, Launch, Source
 
-_INFIX = {"+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "&&", "||"}
+_INFIX = {"+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "&&", "||",
+          ">>", "<<", "&", "|", "^"}  # fmt: skip
 
 # Names a generated identifier must not take: C/C++/OpenCL keywords, types and builtins we use.
 _WORDS = """auto break case char const continue default do double else enum extern float for goto
@@ -276,7 +277,9 @@ class CRenderer:
         if op not in _INFIX:
             raise ValueError(f"unknown binary operator {op!r} in {e}")
         text = f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        return self._narrow(e.dtype, text) if op in ("+", "-", "*") else text
+        # Narrow operands are promoted to int: + - * and << can leave the dtype's range; >>,
+        # &, |, ^ of sign- (zero-) extended values are the extended narrow result already.
+        return self._narrow(e.dtype, text) if op in ("+", "-", "*", "<<") else text
 
     # ------------------------------------------------------------------ statements
 

@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from tensorir.dtype import DTYPES, itemsize
 from tensorir.expr import (
+    BITWISE_OPS,
     CMP_OPS,
     LOGIC_OPS,
     Binary,
@@ -300,10 +301,26 @@ class ExprEmitter:
             if is_signed(d):
                 return self.b.icmp_signed(op, a, b)
             return self.b.icmp_unsigned(op, a, b)
+        if op in BITWISE_OPS:
+            return self._bitwise(e, wide)
         a, b = self.match(self.expr(e.a, wide), self.expr(e.b, wide))
         if is_float_dtype(e.dtype):
             return self._float_arith(op, a, b)
         return self._int_arith(e, a, b, wide)
+
+    def _bitwise(self, e: Binary, wide: bool) -> ir.Value:
+        """Bit operators in the dtype's own width (a shift of a widened int32 would keep bits
+        that int32 drops), then widened for index math. Shift amounts must be in
+        [0, bits): LLVM, like C, leaves larger ones undefined."""
+        bld, op, signed = self.b, e.op, is_signed(e.dtype)
+        a, b = self.match(self.expr(e.a, False), self.expr(e.b, False))
+        if op == ">>":
+            v = bld.ashr(a, b) if signed else bld.lshr(a, b)
+        elif op == "<<":
+            v = bld.shl(a, b)
+        else:
+            v = {"&": bld.and_, "|": bld.or_, "^": bld.xor}[op](a, b)
+        return self.int_resize(v, reg_type(e.dtype, wide), signed=signed) if wide else v
 
     def _float_arith(self, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
         bld = self.b

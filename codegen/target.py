@@ -8,24 +8,53 @@ KINDS = ("llvm", "cuda", "opencl")
 _ALIASES = {"cpu": "llvm", "c": "llvm", "gpu": "cuda", "nvidia": "cuda", "cl": "opencl"}
 
 
+class TargetKind(str):
+    """A target's kind: the string ``"llvm"``, ``"cuda"`` or ``"opencl"``, with TVM's ``.name``.
+
+    A ``str`` subclass so that ``target.kind == "llvm"`` and ``target.kind in (...)`` keep
+    working, while the seed tutorials' ``target.kind.name`` works as in TVM.
+    """
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+
 @dataclass(frozen=True)
 class Target:
     """A code-generation target parsed from a TVM-style string.
 
     Parameters
     ----------
-    spec : str
+    spec : str or Target
         ``"<kind> [-key=value] [-flag] ..."``, kind in ``llvm`` (alias ``cpu``), ``cuda``,
         ``opencl``. Options are kept as strings, e.g. ``Target("opencl -device=mali")``.
+    host : str or Target, optional
+        The target of the host code that drives this one's kernels, as TVM's ``host=``
+        (e.g. ``Target("opencl -device=mali", host="llvm -mtriple=aarch64-linux-gnu")``).
+        Only stored: host code is generated for this machine's CPU. It is not part of
+        ``str(target)``, so records written with or without a host match the same target.
+
+    Attributes
+    ----------
+    kind : TargetKind
+        ``"llvm"``, ``"cuda"`` or ``"opencl"`` (a str; ``kind.name`` as in TVM).
+    host : Target or None
     """
 
-    kind: str
+    kind: TargetKind
     options: tuple[tuple[str, str], ...] = field(default=())
+    host: Target | None = field(default=None)
 
-    def __init__(self, spec: str | Target):
+    def __init__(self, spec: str | Target, host: str | Target | None = None):
+        if host is not None:
+            host = _host_target(host, spec)
         if isinstance(spec, Target):
             object.__setattr__(self, "kind", spec.kind)
             object.__setattr__(self, "options", spec.options)
+            object.__setattr__(self, "host", host if host is not None else spec.host)
             return
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(f"target must be a string such as 'llvm' or 'cuda', got {spec!r}")
@@ -39,8 +68,9 @@ class Target:
                 raise ValueError(f"target option {w!r} in {spec!r} must look like -key=value")
             key, _, value = w.lstrip("-").partition("=")
             opts.append((key, value or "1"))
-        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "kind", TargetKind(kind))
         object.__setattr__(self, "options", tuple(opts))
+        object.__setattr__(self, "host", host)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.options:
@@ -53,7 +83,8 @@ class Target:
         ``Target("cuda").with_options(arch="sm_90")`` is ``cuda -arch=sm_90``."""
         kept = [(k, v) for k, v in self.options if k not in options]
         return Target(
-            " ".join([self.kind, *(f"-{k}={v}" for k, v in kept + list(options.items()))])
+            " ".join([self.kind, *(f"-{k}={v}" for k, v in kept + list(options.items()))]),
+            host=self.host,
         )
 
     @property
@@ -67,6 +98,17 @@ class Target:
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
+
+
+def _host_target(host, spec) -> Target:
+    """``host`` as a CPU Target, or a ValueError naming the argument."""
+    host = Target(host)
+    if host.kind != "llvm":
+        raise ValueError(
+            f"target {str(spec)!r}: host={str(host)!r} must be an llvm (CPU) target, "
+            "e.g. host='llvm' or host='llvm -mtriple=aarch64-linux-gnu'"
+        )
+    return host
 
 
 def check_host_cpu(target: Target) -> None:

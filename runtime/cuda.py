@@ -100,7 +100,15 @@ def _device_properties(cuda, device) -> dict:
         "l2_cache_size": get(a.L2_CACHE_SIZE),
         "clock_rate_khz": get(a.CLOCK_RATE),
         "total_memory": device.total_memory(),
+        # CUDA_VERSION as TVM's api_version reports it (12020 for 12.2), and the driver's.
+        "api_version": _version_number(cuda.get_version()),
+        "driver_version": cuda.get_driver_version(),
     }
+
+
+def _version_number(version: tuple) -> int:
+    major, minor = (tuple(version) + (0, 0))[:2]
+    return int(major) * 1000 + int(minor) * 10
 
 
 def query_properties(index: int = 0) -> dict:
@@ -195,6 +203,11 @@ class CUDABackend:
     # ------------------------------------------------------------------ facts
     def properties(self) -> dict:
         return _device_properties(self._cuda, self.device)
+
+    def free_memory(self) -> int:
+        """Free device memory in bytes (``cuMemGetInfo``, in this device's context)."""
+        with self._current():
+            return int(self._cuda.mem_get_info()[0])
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int):

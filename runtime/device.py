@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import threading
 
+from .device_attributes import DEVICE_TYPE_CODES, device_attributes
+
 # kind -> "module:Class", imported lazily so that runtime imports no driver at module level.
 BACKENDS: dict[str, str] = {
     "cpu": "runtime.cpu:CPUBackend",
@@ -36,6 +38,7 @@ DEFAULT_PROPERTIES: dict[str, object] = {"max_vthread_extent": 8}
 
 _backends: dict[tuple[str, int], object] = {}
 _errors: dict[tuple[str, int], str] = {}
+_attributes: dict[tuple[str, int], dict] = {}
 _lock = threading.Lock()
 
 
@@ -72,6 +75,15 @@ def _create_backend(kind: str, index: int):
         return backend
 
 
+def _attribute(name: str, doc: str) -> property:
+    """A read-only TVM device attribute ``name`` (None where the device kind has none)."""
+
+    def get(self):
+        return self._attributes()[name]
+
+    return property(get, doc=doc)
+
+
 class Device:
     """A compute device.
 
@@ -87,7 +99,31 @@ class Device:
     >>> dev = device("cpu")
     >>> dev.kind, dev.properties["num_cores"] > 0
     ('cpu', True)
+
+    TVM's device attributes are there too (``exist``, ``device_type``, ``device_id``,
+    ``max_threads_per_block``, ``warp_size``, ...; see :mod:`runtime.device_attributes`):
+    None where the kind has no such attribute (a CPU has no warps) or the device is absent.
+    Reading them creates no GPU context.
     """
+
+    max_threads_per_block = _attribute("max_threads_per_block", "Threads per block (GPU).")
+    warp_size = _attribute("warp_size", "Threads per warp (GPU).")
+    max_shared_memory_per_block = _attribute(
+        "max_shared_memory_per_block", "Shared (OpenCL: local) memory bytes per block (GPU)."
+    )
+    compute_version = _attribute("compute_version", "CUDA compute capability / OpenCL version.")
+    device_name = _attribute("device_name", "The device's name.")
+    max_clock_rate = _attribute("max_clock_rate", "Clock rate: kHz on CUDA, MHz on OpenCL.")
+    multi_processor_count = _attribute(
+        "multi_processor_count", "Streaming multiprocessors / compute units / CPU cores."
+    )
+    max_thread_dimensions = _attribute(
+        "max_thread_dimensions", "Largest block extent per dimension, [x, y, z] (GPU)."
+    )
+    api_version = _attribute("api_version", "CUDA version (CUDA only).")
+    driver_version = _attribute("driver_version", "The driver's version (GPU).")
+    l2_cache_size_bytes = _attribute("l2_cache_size_bytes", "L2 (OpenCL: global) cache bytes.")
+    total_global_memory = _attribute("total_global_memory", "Device (CPU: host) memory bytes.")
 
     def __init__(self, kind: str = "cpu", index: int = 0):
         self.kind = normalize_kind(kind)
@@ -108,6 +144,40 @@ class Device:
         except RuntimeError:
             return False
         return True
+
+    @property
+    def exist(self) -> bool:
+        """TVM's name of :attr:`exists`."""
+        return self.exists
+
+    @property
+    def device_type(self) -> int:
+        """TVM's DLDeviceType code: 1 cpu, 2 cuda, 4 opencl."""
+        return DEVICE_TYPE_CODES[self.kind]
+
+    @property
+    def device_id(self) -> int:
+        """TVM's name of :attr:`index`."""
+        return self.index
+
+    @property
+    def available_global_memory(self) -> int | None:
+        """Free device memory in bytes (CUDA; this creates the device's context, as in TVM),
+        None elsewhere or when the device is absent."""
+        if self.kind != "cuda" or not self.exists:
+            return None
+        return self.backend.free_memory()
+
+    def _attributes(self) -> dict:
+        key = (self.kind, self.index)
+        if key not in _attributes:
+            # The CPU's facts come from its (cheap) backend; GPUs are queried without a context.
+            props = None
+            if self.kind == "cpu":
+                props = self.backend.properties() if self.exists else {}
+            found = device_attributes(self.kind, self.index, props)
+            _attributes[key] = found
+        return _attributes[key]
 
     @property
     def properties(self) -> dict:

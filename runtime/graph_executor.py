@@ -18,6 +18,7 @@ import numpy as np
 
 from .device import Device
 from .device import device as make_device
+from .graph_functions import GraphFunctions
 from .module import Module, load_module
 from .ndarray import NDArray, empty, np_dtype
 from .plan_check import plan_problems
@@ -266,11 +267,18 @@ class GraphModule:
         return _view(self._buffers[spec.storage], spec, self.device)
 
     # -------------------------------------------------------------- timing
+    @property
+    def module(self) -> GraphFunctions:
+        """This graph as TVM's runtime module of named functions, for
+        ``module.module.time_evaluator("run", dev, repeat=3, min_repeat_ms=500)``."""
+        return GraphFunctions(self)
+
     def benchmark(
         self, dev=None, repeat: int = 5, number: int = 5, min_repeat_ms: float = 0
     ) -> TimingResult:
         """Time :meth:`run` like TVM's ``module.benchmark``: ``repeat`` results, each the mean
-        of ``number`` runs, ``number`` raised until a repeat lasts ``min_repeat_ms``."""
+        of ``number`` runs, ``number`` raised until a repeat lasts ``min_repeat_ms``.
+        ``print()`` of the result is TVM's "Execution time summary" table."""
         if dev is not None and make_device(dev) != self.device:
             raise ValueError(f"benchmark on {dev}, but this module runs on {self.device}")
         return measure(

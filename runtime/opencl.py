@@ -100,6 +100,9 @@ def _device_properties(cl, d) -> dict:
         "vector_unit_bytes": 4 * vec_floats,
         "cache_line_bytes": int(d.global_mem_cacheline_size or 64),
         "global_mem_size": d.global_mem_size,
+        "global_mem_cache_size": d.global_mem_cache_size,
+        "version": d.version.strip(),  # "OpenCL <major>.<minor> <vendor text>"
+        "driver_version": d.driver_version.strip(),
         "max_clock_rate_mhz": d.max_clock_frequency,
         "extensions": d.extensions.split(),
         "is_gpu": is_gpu,

@@ -10,16 +10,40 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TimingResult:
-    """Seconds per call; ``results`` has one entry per repeat (the mean over ``number`` calls)."""
+    """Seconds per call; ``results`` has one entry per repeat (the mean over ``number`` calls).
+
+    It answers both TVM result types the seed tutorials read: ``ProfileResult`` (``mean``,
+    ``results``) from a time evaluator and ``BenchmarkResult`` (``mean``, ``median``, ``max``,
+    ``min``, ``std``, ``results``) from ``module.benchmark``; ``str()`` is the latter's
+    "Execution time summary" table, in milliseconds.
+    """
 
     mean: float
     median: float
     results: tuple[float, ...]
 
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation of ``results`` (numpy's ``std``, as TVM uses)."""
+        return statistics.pstdev(self.results)
+
     def __str__(self) -> str:
+        # TVM's BenchmarkResult layout: every column 12 wide, centred, one space apart.
+        titles = ("mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)")
+        values = (self.mean, self.median, self.max, self.min, self.std)
         return (
-            f"TimingResult(mean={self.mean * 1e3:.4f} ms, median={self.median * 1e3:.4f} ms, "
-            f"repeats={len(self.results)})"
+            "Execution time summary:\n"
+            + " ".join(f"{t:^12}" for t in titles)
+            + "\n"
+            + " ".join(f"{v * 1e3:^12.4f}" for v in values)
         )
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .dtype import check_dtype, is_float, promote
+from .dtype import check_dtype, is_float, is_int, promote
 
 ARITH_OPS = ("+", "-", "*", "/", "floordiv", "floormod", "min", "max")
 CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("&&", "||")
+# Integer-only bit operators (TVM's right_shift, left_shift, bitwise_and/or/xor). ``>>`` is
+# arithmetic on signed types and logical on unsigned ones, as in C, numpy and LLVM's ashr/lshr.
+BITWISE_OPS = (">>", "<<", "&", "|", "^")
 MATH_FUNCS = (
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow", "fabs", "floor", "ceil",
     "round", "sin", "cos",
@@ -78,14 +81,39 @@ class Expr:
     def __ge__(self, other):
         return _binary(">=", self, other)
 
+    # & | ~ are logical on conditions (bool) and bitwise on integers, as in TVM.
     def __and__(self, other):
-        return _binary("&&", self, other)
+        return _logic_or_bitwise("&&", "&", self, other)
+
+    def __rand__(self, other):
+        return _logic_or_bitwise("&&", "&", other, self)
 
     def __or__(self, other):
-        return _binary("||", self, other)
+        return _logic_or_bitwise("||", "|", self, other)
+
+    def __ror__(self, other):
+        return _logic_or_bitwise("||", "|", other, self)
+
+    def __xor__(self, other):
+        return _binary("^", self, other)
+
+    def __rxor__(self, other):
+        return _binary("^", other, self)
+
+    def __lshift__(self, other):
+        return _binary("<<", self, other)
+
+    def __rlshift__(self, other):
+        return _binary("<<", other, self)
+
+    def __rshift__(self, other):
+        return _binary(">>", self, other)
+
+    def __rrshift__(self, other):
+        return _binary(">>", other, self)
 
     def __invert__(self):
-        return Not(self)
+        return Not(self) if self.dtype == "bool" else bitwise_not(self)
 
     def __bool__(self):
         raise TypeError(
@@ -124,7 +152,8 @@ class Const(Expr):
 
 @dataclass(frozen=True, repr=False)
 class Binary(Expr):
-    """Arithmetic, comparison or logic: ``op`` is one of ARITH_OPS, CMP_OPS, LOGIC_OPS."""
+    """Arithmetic, comparison, logic or bits: ``op`` is in ARITH_OPS, CMP_OPS, LOGIC_OPS or
+    BITWISE_OPS."""
 
     op: str
     a: Expr
@@ -310,10 +339,28 @@ def _binary(op: str, a, b) -> Expr:
     return binary(op, a, b)
 
 
+def _logic_or_bitwise(logic_op: str, bit_op: str, a, b) -> Expr:
+    """``logic_op`` when an operand is a condition (bool), else the integer ``bit_op``."""
+    if isinstance(a, Expr | IterVar):
+        a = as_expr(a)
+        b = as_expr(b, a.dtype)
+    else:
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    return binary(logic_op if "bool" in (a.dtype, b.dtype) else bit_op, a, b)
+
+
 def binary(op: str, a: Expr, b: Expr) -> Expr:
     """Build a Binary node, promoting operand dtypes and picking the result dtype."""
     if op in LOGIC_OPS:
         return Binary(op, _to_bool(a), _to_bool(b), "bool")
+    if op in BITWISE_OPS:
+        for x in (a, b):
+            if not is_int(x.dtype):
+                raise TypeError(
+                    f"{_BITWISE_NAMES[op]} ({op}) takes integer operands, got {x.dtype} in {x}; "
+                    "cast to an integer dtype first"
+                )
     dtype = promote(a.dtype, b.dtype)
     if a.dtype != dtype:
         a = Cast(dtype, a)
@@ -321,7 +368,7 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
         b = Cast(dtype, b)
     if op in CMP_OPS:
         return Binary(op, a, b, "bool")
-    if op not in ARITH_OPS:
+    if op not in ARITH_OPS and op not in BITWISE_OPS:
         raise ValueError(f"unknown binary operator {op!r}")
     if op == "/" and not is_float(dtype):
         op = "floordiv"  # integer division in index arithmetic means floor division
@@ -382,6 +429,51 @@ def floordiv(a, b) -> Expr:
 
 def floormod(a, b) -> Expr:
     return _binary("floormod", a, b)
+
+
+_BITWISE_NAMES = {
+    ">>": "right_shift",
+    "<<": "left_shift",
+    "&": "bitwise_and",
+    "|": "bitwise_or",
+    "^": "bitwise_xor",
+}
+
+
+def right_shift(a, b) -> Expr:
+    """``a >> b`` on integers: arithmetic for signed dtypes, logical for unsigned ones."""
+    return _binary(">>", a, b)
+
+
+def left_shift(a, b) -> Expr:
+    """``a << b`` on integers (wraps in the dtype)."""
+    return _binary("<<", a, b)
+
+
+def bitwise_and(a, b) -> Expr:
+    return _binary("&", a, b)
+
+
+def bitwise_or(a, b) -> Expr:
+    return _binary("|", a, b)
+
+
+def bitwise_xor(a, b) -> Expr:
+    return _binary("^", a, b)
+
+
+def bitwise_not(a) -> Expr:
+    """``~a`` on an integer: ``a ^ all-ones`` (so every backend that has xor has it)."""
+    a = as_expr(a)
+    if not is_int(a.dtype):
+        raise TypeError(
+            f"bitwise_not (~) takes an integer operand, got {a.dtype} in {a}; "
+            "cast to an integer dtype first"
+        )
+    from .dtype import bits
+
+    ones = -1 if a.dtype.startswith("int") else (1 << bits(a.dtype)) - 1
+    return Binary("^", a, Const(ones, a.dtype), a.dtype)
 
 
 def all_(*conds) -> Expr:

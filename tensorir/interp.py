@@ -307,6 +307,12 @@ _ARITH = {
     ">=": np.greater_equal,
     "==": np.equal,
     "!=": np.not_equal,
+    # numpy's right_shift is arithmetic on signed ints and logical on unsigned ones, as C's.
+    ">>": np.right_shift,
+    "<<": np.left_shift,
+    "&": np.bitwise_and,
+    "|": np.bitwise_or,
+    "^": np.bitwise_xor,
 }
 
 

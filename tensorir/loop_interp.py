@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from .dtype import is_bool, is_float, to_numpy
+from .dtype import bits, is_bool, is_float, to_numpy
 from .expr import Binary, Call, Cast, Const, Expr, IfThenElse, Not, Select, Var
 from .loops import (
     Allocate,
@@ -109,6 +109,12 @@ def _to_int(x):
     return int(x)
 
 
+def _shl(x: int, n: int, nbits: int, signed: bool) -> int:
+    """``x << n`` wrapped to ``nbits`` like the hardware (Python ints never overflow)."""
+    v = (int(x) << int(n)) & ((1 << nbits) - 1)
+    return v - (1 << nbits) if signed and v >> (nbits - 1) else v
+
+
 _FUNCS = {
     "exp": "_exp",
     "log": "_log",
@@ -141,6 +147,7 @@ _GLOBALS = {
     "_int": _to_int,
     "_oob": _oob,
     "_sel": lambda c, t, f: t if c else f,
+    "_shl": _shl,
     "_inf": math.inf,
     "_nan": math.nan,
 }
@@ -230,6 +237,12 @@ class _Emitter:
                 return f"{op}({a}, {b})"
             if op in _CMP:
                 return f"({a} {_CMP[op]} {b})"
+            # Python's >> is arithmetic, as on signed ints; unsigned values are non-negative.
+            if op in (">>", "&", "|", "^"):
+                return f"({a} {op} {b})"
+            if op == "<<":
+                signed = e.dtype.startswith("int")
+                return f"_shl({a}, {b}, {bits(e.dtype)}, {signed})"
             if op == "&&":
                 return f"({a} and {b})"
             if op == "||":

@@ -10,6 +10,10 @@ from .expr import (
     Var,
     all_,
     any_,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
     call,
     cast,
     const,
@@ -17,16 +21,19 @@ from .expr import (
     floordiv,
     floormod,
     if_then_else,
+    left_shift,
     not_equal,
+    right_shift,
     select,
 )
 from .tensor import Tensor, TensorError, compute, placeholder, reduce_axis
 
 __all__ = [
-    "Expr", "IterVar", "Tensor", "TensorError", "Var", "abs", "all", "any", "cast", "ceil",
-    "compute", "const", "equal", "erf", "exp", "floor", "floordiv", "floormod",
-    "if_then_else", "log", "max", "max_value", "min", "min_value", "not_equal", "placeholder",
-    "power", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh", "var",
+    "Expr", "IterVar", "Tensor", "TensorError", "Var", "abs", "all", "any", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "cast", "ceil", "compute", "const", "equal",
+    "erf", "exp", "floor", "floordiv", "floormod", "if_then_else", "left_shift", "log", "max",
+    "max_value", "min", "min_value", "not_equal", "placeholder", "power", "reduce_axis",
+    "right_shift", "select", "sigmoid", "sqrt", "sum", "tanh", "var",
 ]  # fmt: skip
 
 all = all_  # noqa: A001 - te naming
