@@ -296,7 +296,7 @@ def test_cli_tune_stops_at_its_time_budget(tmp_path, capsys, monkeypatch):
                  "--max-seconds", "1e-9"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "Time budget of 1e-09 s spent after 0 trials" in out
-    assert not [ln for ln in log.read_text().splitlines() if not ln.startswith("#")]
+    assert not [ln for ln in log.read_text().splitlines() if "autosched_marker" not in ln]
 
 
 def test_onnx_model_compiles_and_matches_onnxruntime():
@@ -326,7 +326,7 @@ def test_progress_bar_line(capsys, monkeypatch):
     real_import = builtins.__import__
     monkeypatch.setattr(
         builtins, "__import__",
-        lambda name, *a, **k: (_ for _ in ()).throw(ImportError) if name == "tqdm"
+        lambda name, *a, **k: (_ for _ in ()).throw(ImportError) if name.startswith("tqdm")
         else real_import(name, *a, **k),
     )  # fmt: skip
     bar = ProgressBar(40, width=10)
