@@ -234,6 +234,19 @@ def test_table_is_printed_after_the_warm_up_then_at_most_every_interval(monkeypa
     assert lines[-1].startswith(f"Records: {log}. Next: with autosched.ApplyHistoryBest(")
 
 
+def test_live_output_shows_a_bar_and_one_table_at_the_end(capsys):
+    """On a terminal / in a notebook: a tqdm bar during tuning, the table once at the end."""
+    tasks = [_fake_task(k) for k in range(2)]
+    policies = [_FakePolicy(t, [1e-3 / (r + 1) for r in range(50)]) for t in tasks]
+    options = ansor.TuningOptions(num_measure_trials=24, num_measures_per_round=4, verbose=1)
+    table = ansor.PrintTableInfo(live=True)
+    ansor.TaskScheduler(tasks, callbacks=[table]).tune(options, search_policy=policies)
+    out, err = capsys.readouterr()
+    assert out.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 1
+    assert "Next ID" not in out and out.strip().endswith("Done")
+    assert "24/24" in err and "est. latency" in err  # the bar, on stderr
+
+
 def test_too_few_trials_is_a_clear_error():
     tasks = [_fake_task(k) for k in range(3)]
     with pytest.raises(ValueError, match=r"num_measure_trials=2 is too small for 3 tasks.*>= 3"):
