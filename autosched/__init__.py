@@ -19,6 +19,7 @@ from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
 from . import networks
+from ._version import package_version as _package_version
 from .build_module import build, generate_source
 from .cost_model import LGBModel, RandomModel
 from .measure import (
@@ -49,7 +50,7 @@ from .task_scheduler import (
 )
 from .tuning import TuningOptions, auto_schedule
 
-__version__ = "0.1.0"
+__version__ = _package_version()
 
 __all__ = [
     "ApplyHistoryBest",

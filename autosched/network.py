@@ -15,8 +15,10 @@ group becomes one ComputeDAG (its inputs as ``placeholder`` tensors, its ops bui
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -197,6 +199,23 @@ def distinct_groups(groups) -> tuple[list[GroupDAG], list[int]]:
     return distinct, index_of
 
 
+def graph_fingerprint(func, groups) -> str:
+    """A short digest of an optimised graph: its inputs (names, shapes, dtypes), its outputs'
+    shapes and dtypes, and its fused groups' workload keys in execution order. A compiled
+    network records it, so it can refuse to run as another graph."""
+    parts = [
+        [[v.name, list(v.shape), v.dtype] for v in func.params],
+        [[list(o.shape), o.dtype] for o in func.outputs],
+        [gd.dag.workload_key for gd in groups],
+    ]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def network_fingerprint(mod, params=None, target="llvm", use_winograd=None) -> str:
+    """:func:`graph_fingerprint` of ``mod`` as :func:`build_network` would compile it."""
+    return graph_fingerprint(*partition(mod, params, target, use_winograd))
+
+
 # ---------------------------------------------------------------------------- build
 @dataclass
 class NetworkLib:
@@ -210,16 +229,18 @@ class NetworkLib:
     target: Target
     tuned: dict = field(default_factory=dict)  # group name -> True if it used a record
 
-    def export_library(self, path) -> None:
+    def export_library(self, path, graph_name: str | None = None) -> None:
         """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.
 
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
         a sha256 checksum over all of it. Like a shared library, the result is code that runs
         when loaded: share it as you would a binary, and load only files you trust.
-        """
-        from dataclasses import replace
 
+        The plan's ``graph`` says which graph it was compiled from: the
+        :func:`graph_fingerprint` and ``graph_name`` (e.g. ``"resnet-18 NHWC B1"`` or an ONNX
+        file) when given.
+        """
         from runtime.cpu import compile_object
 
         kernels = tuple(
@@ -228,7 +249,8 @@ class NetworkLib:
             else k
             for k in self.plan.kernels
         )
-        replace(self.plan, kernels=kernels).save(path)
+        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
+        replace(self.plan, kernels=kernels, graph=graph).save(path)
 
     def get_source(self) -> str:
         return "\n\n".join(m.get_source() for m in self.modules)
@@ -490,6 +512,7 @@ def build_network(
             stacklevel=2,
         )
     plan = _plan(func, groups, kernels, kernel_of_group)
+    plan = replace(plan, graph={"fingerprint": graph_fingerprint(func, groups)})
     return NetworkLib(plan, modules, target, tuned)
 
 

@@ -9,6 +9,7 @@ reference and benchmarks it. ``compile`` writes the compiled network to a file, 
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -76,8 +77,29 @@ def _check_log_path(log: Path, command: str) -> None:
 def check_network_args(args) -> None:
     """Refuse argument values a run would choke on later (or silently misuse), naming the
     argument: raises :class:`CLIError`."""
-    from codegen.target import Target, check_host_cpu
+    from codegen.target import KINDS, Target, check_host_cpu
+    from tensorir.graph.zoo import NETWORKS
 
+    kind = args.target.split()[0] if args.target.strip() else ""
+    if kind and kind not in KINDS:
+        # Target() takes aliases ("gpu" is cuda), but a command line should say what it means.
+        raise CLIError(
+            f"--target {args.target!r}: name the target kind, one of {', '.join(KINDS)} "
+            "(a GPU is cuda for NVIDIA or opencl for others)"
+        )
+    if not args.onnx and args.network not in NETWORKS:
+        raise CLIError(
+            f"--network {args.network!r} is not a zoo network; use one of "
+            f"{', '.join(NETWORKS)}, or give --onnx FILE"
+        )
+    lib = getattr(args, "lib", None)
+    if lib and not Path(lib).is_file():
+        raise CLIError(f"--lib {lib} does not exist; write it with `python -m autosched compile`")
+    if args.log and args.command != "tune" and not lib and not Path(args.log).is_file():
+        raise CLIError(
+            f"--log {args.log} does not exist; tune first (`python -m autosched tune "
+            f"--log {args.log} ...`) or fix the path"
+        )
     try:
         check_host_cpu(Target(args.target))
     except ValueError as e:
@@ -131,6 +153,52 @@ def _log_path(args, name: str) -> Path:
     return Path(f"{name}-{args.layout}-B{args.batch_size}-{kind}.json")
 
 
+def _graph_flags(args) -> str:
+    """The command-line flags that pick this graph and target (for the next command to run)."""
+    if args.onnx:
+        flags = ["--onnx", args.onnx]
+        flags += ["--input-shape", args.input_shape] if args.input_shape else []
+    else:
+        flags = ["--network", args.network, "--layout", args.layout]
+        flags += ["--batch-size", str(args.batch_size)]
+    flags += ["--target", args.target] + (["--no-winograd"] if args.no_winograd else [])
+    return " ".join(shlex.quote(f) for f in flags)
+
+
+def _graph_name(args) -> str:
+    """How an exported network names the graph it was compiled from."""
+    if args.onnx:
+        shape = f" input {args.input_shape}" if args.input_shape else ""
+        name = f"ONNX {args.onnx}{shape}"
+    else:
+        name = f"{args.network} {args.layout} B{args.batch_size}"
+    return name + (" no-winograd" if args.no_winograd else "")
+
+
+def _load_lib(args, mod, params):
+    """Load ``--lib`` and refuse it when it was compiled from another graph than the one the
+    arguments name (a fingerprint of the optimised graph; files without one are not checked)."""
+    import autosched as ansor
+
+    from .network import network_fingerprint
+
+    try:
+        lib = ansor.load_module(args.lib)
+    except ValueError as e:
+        raise CLIError(f"--lib {args.lib}: {e}") from None
+    recorded = lib.plan.graph.get("fingerprint")
+    use_winograd = False if args.no_winograd else None
+    expected = network_fingerprint(mod, params, args.target, use_winograd)
+    if recorded is not None and recorded != expected:
+        built_from = lib.plan.graph.get("name", "another graph")
+        raise CLIError(
+            f"--lib {args.lib} was compiled from {built_from} (graph {recorded}), not from "
+            f"{_graph_name(args)} (graph {expected}); compile it again: python -m autosched "
+            f"compile {_graph_flags(args)} -o {shlex.quote(args.lib)}"
+        )
+    return lib
+
+
 def _compile(args, mod, params, log: Path):
     import autosched as ansor
 
@@ -147,7 +215,7 @@ def _compile(args, mod, params, log: Path):
     return lib
 
 
-def _run_and_check(args, lib, mod, params, input_shape, input_name) -> int:
+def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms=None) -> int:
     import autosched as ansor
     from tensorir.graph import evaluate
 
@@ -170,7 +238,22 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name) -> int:
             f"Execution time summary: mean {times.mean():.3f} ms, median "
             f"{np.median(times):.3f} ms, std {times.std():.3f} ms ({len(times)} repeats)"
         )
+        if args.command == "tune":
+            print(latency_comparison(estimated_ms, float(np.median(times)), lib.target.is_gpu))
     return 0 if ok else 1
+
+
+def latency_comparison(estimated_ms: float | None, measured_ms: float, gpu: bool) -> str:
+    """One line: the task scheduler's estimate beside the measured network latency, and why
+    they differ."""
+    est = "-" if estimated_ms is None else f"{estimated_ms:.3f} ms"
+    gaps = ", launch gaps between kernels" if gpu else ""
+    return (
+        f"Latency: estimated {est} (sum of weight x best kernel time), measured "
+        f"{measured_ms:.3f} ms (network median). They differ because tuning times each kernel "
+        f"alone with warm caches, while the network runs kernels back to back with cold "
+        f"caches{gaps}, and kernels without a reduction are not tuned, so not in the estimate."
+    )
 
 
 def check_outputs(outs, refs, rtol=1e-3, atol=1e-5) -> tuple[bool, list[str]]:
@@ -210,6 +293,7 @@ def run_network_command(args) -> int:
     check_network_args(args)
     mod, params, input_shape, input_name, name = _load_network(args)
     log = _log_path(args, name)
+    estimated_ms = None
     if args.command == "tune":
         use_winograd = False if args.no_winograd else None
         print("Extract tasks...")
@@ -221,10 +305,11 @@ def run_network_command(args) -> int:
         if args.no_resume and log.exists():
             log.unlink()
         resume = log.exists()
-        from .task_scheduler import LogEstimatedLatency, PrintTableInfo, ProgressBar
+        from .task_scheduler import LogEstimatedLatency, PrintTableInfo
 
-        callbacks = [PrintTableInfo(), LogEstimatedLatency(log.parent / "total_latency.tsv"),
-                     ProgressBar(args.trials)]  # fmt: skip
+        # The table (or a live bar on a terminal); this command ends with its own next step.
+        callbacks = [PrintTableInfo(final_line=False),
+                     LogEstimatedLatency(log.parent / "total_latency.tsv")]  # fmt: skip
         tuner = ansor.TaskScheduler(
             tasks, weights, load_log_file=str(log) if resume else None, callbacks=callbacks
         )
@@ -252,13 +337,24 @@ def run_network_command(args) -> int:
         from_log = f", resuming from {log}" if resume else ""
         print(f"Begin tuning ({args.trials} trials{from_log})...")
         tuner.tune(options, search_policy_params=params_search)
-        print(f"Records: {log}")
+        estimated_ms = tuner.estimated_latency_ms()
     if args.command in ("run", "benchmark") and getattr(args, "lib", None):
-        lib = ansor.load_module(args.lib)
+        lib = _load_lib(args, mod, params)
     else:
         lib = _compile(args, mod, params, log)
     if args.command == "compile":
-        lib.export_library(args.output)
-        print(f"Wrote {args.output}")
+        lib.export_library(args.output, graph_name=_graph_name(args))
+        lib_flag = f"--lib {shlex.quote(args.output)}"
+        print(f"Wrote {args.output}. Next: python -m autosched run {_graph_flags(args)} {lib_flag}")
         return 0
-    return _run_and_check(args, lib, mod, params, input_shape, input_name)
+    status = _run_and_check(
+        args, lib, mod, params, input_shape, input_name,
+        estimated_ms if args.command == "tune" else None,
+    )  # fmt: skip
+    if args.command == "tune":
+        lib_path = shlex.quote(f"{log.stem}.lib")
+        print(
+            f"Records: {log}. Next: python -m autosched compile {_graph_flags(args)} "
+            f"--log {shlex.quote(str(log))} -o {lib_path}"
+        )
+    return status

@@ -18,13 +18,16 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
 - Costs are seconds per run (``1e10`` for a failed candidate), ``ERROR_NO`` a
   :class:`~autosched.measure.MeasureErrorNo` code, ``ALL_COST`` the build + run wall seconds,
   ``TIMESTAMP`` Unix seconds.
-- Lines starting with ``#`` are comments: :class:`RecordToFile` writes ``# start of run`` and,
-  from :meth:`RecordToFile.close`, ``# end of run`` so an interrupted log is recognisable
-  (:func:`log_ended_cleanly`). Blank lines are skipped; a corrupt or truncated line is skipped
-  with one warning per file naming its line numbers. So is a line whose fields have the wrong
-  types, or an error-free record whose cost is not a positive finite number of seconds (NaN,
-  0, negative, infinite): such a cost never becomes a best. Lines are only ever parsed as
-  JSON; nothing in a log is executed.
+- Every line is one JSON object, so ``jq`` and ``pandas.read_json(path, lines=True)`` read a
+  log. :class:`RecordToFile` marks where a run starts and, from :meth:`RecordToFile.close`,
+  where it ended cleanly, with marker objects ``{"autosched_marker": "run-start", "time": ...}``
+  and ``{"autosched_marker": "run-end", "time": ..., "records": N}``, so an interrupted log is
+  recognisable (:func:`log_ended_cleanly`); readers skip markers. Lines starting with ``#``
+  (the markers of older logs) are skipped too, and so are blank lines. A corrupt or truncated
+  line is skipped with one warning per file naming its line numbers. So is a line whose fields
+  have the wrong types, or an error-free record whose cost is not a positive finite number of
+  seconds (NaN, 0, negative, infinite): such a cost never becomes a best. Lines are only ever
+  parsed as JSON; nothing in a log is executed.
 
 A record keeps its steps as JSON until a state is needed, so logs load without their DAGs
 (``distill``, ``load_best_record``); to replay, pass ``dags=`` (workload key -> ComputeDAG, or
@@ -73,7 +76,9 @@ __all__ = [
 ]
 
 RECORD_VERSION = 1
-END_MARK = "# end of run"
+MARKER_KEY = "autosched_marker"  # the key of a run-marker line (not a record)
+RUN_START, RUN_END = "run-start", "run-end"
+END_MARK = "# end of run"  # how logs before JSON markers ended a clean run
 
 _DAGS: dict[str, object] = {}  # workload key -> ComputeDAG seen in this process
 
@@ -132,13 +137,9 @@ class RecordState:
 
 
 def _versions() -> dict:
-    out = {}
-    try:
-        from importlib.metadata import version
+    from ._version import package_version
 
-        out["autosched"] = version("autosched")
-    except Exception:
-        out["autosched"] = "unknown"
+    out = {"autosched": package_version()}
     try:
         import llvmlite
 
@@ -265,6 +266,21 @@ def _old_key_scheme(key: str) -> bool:
     return len(head) == 32 and key[34:35] == '"' and all(c in "0123456789abcdef" for c in head)
 
 
+def _marker(text: str) -> dict | None:
+    """The marker object of a run-marker line, None for any other line."""
+    if MARKER_KEY not in text:  # cheap test first: record lines never hold the key
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) and MARKER_KEY in obj else None
+
+
+def _marker_line(kind: str, **fields) -> str:
+    return json.dumps({MARKER_KEY: kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields})
+
+
 def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, MeasureResult]]:
     """``(raw line, input, result)`` per readable record; ONE warning for all unreadable lines
     (and one for records of an older workload-key scheme, which load but match no task)."""
@@ -276,7 +292,7 @@ def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, Meas
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
-            if not text or text.startswith("#"):
+            if not text or text.startswith("#") or _marker(text) is not None:
                 continue
             try:
                 inp, res = decode_record(text, dags)
@@ -353,8 +369,9 @@ class RecordToFile:
 
     Notes
     -----
-    The first batch writes a ``# start of run`` comment; :meth:`close` (or leaving the
-    ``with`` block without an exception) writes ``# end of run``.
+    The first batch writes a ``{"autosched_marker": "run-start", ...}`` line; :meth:`close`
+    (or leaving the ``with`` block without an exception) writes a ``"run-end"`` marker with the
+    number of records written.
     """
 
     def __init__(self, path):
@@ -370,7 +387,7 @@ class RecordToFile:
                 register_dag(dag, inp.task.workload_key)
         with open(self.path, "a", encoding="utf-8") as f:
             if not self._started:
-                f.write(f"# start of run {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+                f.write(_marker_line(RUN_START) + "\n")
                 self._started = True
             for inp, res in zip(inputs, results):
                 f.write(encode_record(inp, res) + "\n")
@@ -381,10 +398,7 @@ class RecordToFile:
     def close(self) -> None:
         """Mark the log as ended cleanly."""
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(
-                f"{END_MARK} {time.strftime('%Y-%m-%dT%H:%M:%S')}: {self.written} records, "
-                "closed cleanly\n"
-            )
+            f.write(_marker_line(RUN_END, records=self.written) + "\n")
 
     def __enter__(self) -> RecordToFile:
         return self
@@ -395,13 +409,15 @@ class RecordToFile:
 
 
 def log_ended_cleanly(path) -> bool:
-    """Whether the last non-blank line of ``path`` is RecordToFile's end-of-run comment."""
+    """Whether the last non-blank line of ``path`` is RecordToFile's run-end marker (or the
+    ``# end of run`` comment of an older log)."""
     last = ""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if line.strip():
                 last = line.strip()
-    return last.startswith(END_MARK)
+    marker = _marker(last)
+    return last.startswith(END_MARK) or (marker is not None and marker[MARKER_KEY] == RUN_END)
 
 
 def _records_of(records, dags=None) -> Iterator[tuple[MeasureInput, MeasureResult]]:

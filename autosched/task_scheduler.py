@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -615,13 +616,10 @@ class TaskScheduler:
     # ------------------------------------------------------------------ helpers
 
     def _default_callbacks(self, options) -> list:
-        from .records import RecordToFile
-
         callbacks: list = [PrintTableInfo()]
-        for cb in options.measure_callbacks:
-            if isinstance(cb, RecordToFile):
-                callbacks.append(LogEstimatedLatency(cb.path.parent / "total_latency.tsv"))
-                break
+        log = _record_file(options)
+        if log is not None:
+            callbacks.append(LogEstimatedLatency(log.parent / "total_latency.tsv"))
         return callbacks
 
     def _desc(self, idx: int) -> str:
@@ -659,14 +657,34 @@ class TaskSchedulerCallback:
         """Called once when :meth:`TaskScheduler.tune` returns normally."""
 
 
+def _record_file(options):
+    """The path of the first ``RecordToFile`` measure callback of ``options``, or None."""
+    from .records import RecordToFile
+
+    for cb in options.measure_callbacks:
+        if isinstance(cb, RecordToFile):
+            return cb.path
+    return None
+
+
 def _print_title(title: str) -> None:
     print("-" * 70)
     print("-" * 30 + f"  [ {title} ]")
     print("-" * 70)
 
 
+# Without a terminal or notebook (a log file, CI), the table is printed at most this often.
+TABLE_INTERVAL_S = 30.0
+
+
+def _live_output(stream) -> bool:
+    """Whether ``stream`` shows a live bar: a terminal, or a Jupyter kernel's output."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) or "ipykernel" in sys.modules
+
+
 class PrintTableInfo(TaskSchedulerCallback):
-    """Print the progress table before each round (when ``verbose >= 1``), TVM's format::
+    """Show tuning progress (when ``verbose >= 1``) in TVM's table format::
 
         |  ID  | Latency (ms) | Speed (GFLOPS) | Trials |
         -------------------------------------------------
@@ -674,22 +692,81 @@ class PrintTableInfo(TaskSchedulerCallback):
         -------------------------------------------------
         Estimated total latency: 1.587 ms  Trials: 4992  Used time : 13296 s  Next ID: 3
 
+    On a terminal or in a notebook a ``tqdm.auto`` bar (trials, elapsed time, estimated
+    latency) runs during tuning and the table is printed once at the end. Otherwise (output to
+    a file or a pipe) the table is printed before a round only once every task has had its
+    first round (that table is always printed) and then at most once every
+    ``TABLE_INTERVAL_S`` seconds, and a final table ends with a ``Done`` line.
+
     ``Trials`` per task counts its measured candidates (records restored from a log
     included); the total latency is the objective and is ``-`` until every task has a valid
-    result. After the last round a final table ends with a ``Done`` line.
+    result.
+
+    Parameters
+    ----------
+    live : bool, optional
+        Force the live bar (True) or the periodic table (False); default: a bar when standard
+        output is a terminal or a notebook.
+    final_line : bool
+        End with one line naming the log (of a ``RecordToFile`` measure callback) and how to
+        use it (``ApplyHistoryBest``). The command line prints its own instead.
+    clock : callable
+        Seconds, for the interval (``time.monotonic``; tests pass a fake clock).
     """
+
+    def __init__(self, live: bool | None = None, final_line: bool = True, clock=time.monotonic):
+        self.live = live
+        self.final_line = final_line
+        self.clock = clock
+        self._bar: ProgressBar | None = None
+        self._last_print: float | None = None
+        self._first_pass_printed = False
+
+    def _use_bar(self) -> bool:
+        return _live_output(sys.stdout) if self.live is None else self.live
 
     def pre_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
         if task_scheduler.tune_option.verbose < 1:
             return
-        self._table(task_scheduler)
-        print(f"{self._summary(task_scheduler)}  Next ID: {task_id}", flush=True)
+        if self._use_bar():
+            if self._bar is None:
+                self._bar = ProgressBar(task_scheduler.tune_option.num_measure_trials)
+            return
+        if self._due(task_scheduler):
+            self._table(task_scheduler)
+            print(f"{self._summary(task_scheduler)}  Next ID: {task_id}", flush=True)
+
+    def post_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
+        if self._bar is not None:
+            self._bar.post_tune(task_scheduler, task_id)
+
+    def _due(self, ts: TaskScheduler) -> bool:
+        """Print now? After the first pass over all tasks, then every TABLE_INTERVAL_S."""
+        now = self.clock()
+        if self._last_print is None:
+            self._last_print = now  # tuning starts: the interval counts from here
+        if not self._first_pass_printed and all(ts.task_cts):
+            self._first_pass_printed = True
+        elif now - self._last_print < TABLE_INTERVAL_S:
+            return False
+        self._last_print = now
+        return True
 
     def finish(self, task_scheduler: TaskScheduler) -> None:
         if task_scheduler.tune_option.verbose < 1:
             return
+        if self._bar is not None:
+            self._bar.finish(task_scheduler)
+            self._bar = None
         self._table(task_scheduler)
         print(f"{self._summary(task_scheduler)}  Done", flush=True)
+        log = _record_file(task_scheduler.tune_option)
+        if self.final_line and log is not None:
+            print(
+                f"Records: {log}. Next: with autosched.ApplyHistoryBest({str(log)!r}): "
+                "lib = autosched.build(mod, target, params=params)",
+                flush=True,
+            )
 
     @staticmethod
     def _table(ts: TaskScheduler) -> None:
@@ -743,7 +820,8 @@ class LogEstimatedLatency(TaskSchedulerCallback):
 class ProgressBar(TaskSchedulerCallback):
     """A one-line progress bar after each round: trials done, estimated latency, time left.
 
-    Uses ``tqdm`` when it is installed (a live bar), plain text lines otherwise.
+    A ``tqdm.auto`` bar (in place on a terminal, a widget in a notebook); plain text lines
+    when tqdm cannot be imported.
     """
 
     def __init__(self, total_trials: int, width: int = 30):
@@ -751,7 +829,7 @@ class ProgressBar(TaskSchedulerCallback):
         self.width = width
         self._bar = None
         try:
-            from tqdm import tqdm
+            from tqdm.auto import tqdm
 
             self._bar = tqdm(total=self.total, unit="trial", desc="tuning", leave=True)
         except ImportError:

@@ -12,7 +12,7 @@ kernels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,6 +56,9 @@ class GraphPlan:
         In execution order: kernel index and the storage ids of its params (inputs then output).
     names : tuple of str
         A name per call (the fused function's name), for profiling and errors.
+    graph : dict
+        Which graph the plan was compiled from (``fingerprint``, and ``name`` when known),
+        so a caller can refuse to run it as another; empty in files saved before it existed.
     """
 
     kernels: tuple
@@ -65,6 +68,7 @@ class GraphPlan:
     constants: dict
     calls: tuple
     names: tuple = ()
+    graph: dict = field(default_factory=dict)
 
     # -------------------------------------------------------------- checks
     def problems(self) -> list[str]:
@@ -93,6 +97,7 @@ class GraphPlan:
             "outputs": [[v.storage, list(v.shape), v.dtype] for v in self.outputs],
             "calls": [[k, list(a)] for k, a in self.calls],
             "names": list(self.names),
+            "graph": dict(self.graph),
         }
         write_plan(path, meta, self.constants)
 
@@ -111,6 +116,7 @@ class GraphPlan:
                 constants=constants,
                 calls=tuple((k, tuple(a)) for k, a in meta["calls"]),
                 names=tuple(str(n) for n in meta.get("names", ())),
+                graph={str(k): str(v) for k, v in dict(meta.get("graph", {})).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"{path}: invalid plan: {type(e).__name__}: {e}") from e

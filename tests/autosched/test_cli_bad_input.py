@@ -51,6 +51,10 @@ def _fails(argv, capsys, match):
         (["tune", "--generations", "-1"], "--generations must be >= 0, got -1"),
         (["tune", "--trials", "0"], "--trials must be >= 1, got 0"),
         (["run", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+        (["run", "--network", "resnet-7"], "--network 'resnet-7' is not a zoo network; use"),
+        (["tune", "--target", "gpu"], "--target 'gpu': name the target kind, one of llvm, cuda"),
+        (["run", "--onnx", "no-such.onnx"], "--onnx no-such.onnx: from_onnx: no such ONNX file"),
+        (["run", "--lib", "no-such.lib"], "--lib no-such.lib does not exist; write it with"),
     ],
 )
 def test_bad_values(argv, match, capsys):
@@ -87,3 +91,11 @@ def test_tune_cuda_without_a_gpu_and_too_few_trials(tmp_path, capsys, monkeypatc
     _fails(["tune", "--onnx", model, "--target", "cuda", "--log", log], capsys, "cuInit failed")
     _fails(["tune", "--onnx", model, "--trials", "1", "--log", log, "--no-winograd"], capsys,
            "--trials 1 is below the")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["compile", "run", "benchmark"])
+def test_a_log_that_does_not_exist(command, tmp_path, capsys):
+    """Compiling from a --log that is not there is a mistake, not a silent default build."""
+    log = tmp_path / "typo.json"
+    extra = ["-o", str(tmp_path / "x.lib")] if command == "compile" else []
+    _fails([command, "--log", str(log), *extra], capsys, f"--log {log} does not exist; tune first")

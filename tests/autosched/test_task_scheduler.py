@@ -203,6 +203,50 @@ def test_time_budget_stops_before_the_next_round(monkeypatch):
         ansor.TuningOptions(num_measure_trials=4, max_tuning_seconds=0)
 
 
+def test_table_is_printed_after_the_warm_up_then_at_most_every_interval(monkeypatch, tmp_path):
+    """Output to a file: a fake clock where each round takes 10 s; 2 tasks, 12 rounds. The
+    table comes once every task had a round (round 2, t=20 s), then at most every 30 s (rounds
+    5, 8, 11) and at the end; the last line names the log and what to do with it."""
+    import autosched.task_scheduler as ts_module
+
+    clock = [0.0]
+
+    class SlowPolicy(_FakePolicy):
+        def continue_search_one_round(self, num, measurer):
+            clock[0] += 10.0
+            return super().continue_search_one_round(num, measurer)
+
+    monkeypatch.setattr(ts_module, "TABLE_INTERVAL_S", 30.0)
+    tasks = [_fake_task(k) for k in range(2)]
+    policies = [SlowPolicy(t, [1e-3 / (r + 1) for r in range(50)]) for t in tasks]
+    log = tmp_path / "log.json"
+    options = ansor.TuningOptions(num_measure_trials=48, num_measures_per_round=4, verbose=1,
+                                  measure_callbacks=[ansor.RecordToFile(log)])  # fmt: skip
+    table = ansor.PrintTableInfo(live=False, clock=lambda: clock[0])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ansor.TaskScheduler(tasks, callbacks=[table]).tune(options, search_policy=policies)
+    lines = out.getvalue().splitlines()
+    assert sum(p.rounds for p in policies) == 12
+    assert lines.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 5
+    assert [int(m.group(2)) for m in map(TOTAL.match, lines) if m] == [8, 20, 32, 44]
+    assert lines[-2].startswith("Estimated total latency: ") and lines[-2].endswith("Done")
+    assert lines[-1].startswith(f"Records: {log}. Next: with autosched.ApplyHistoryBest(")
+
+
+def test_live_output_shows_a_bar_and_one_table_at_the_end(capsys):
+    """On a terminal / in a notebook: a tqdm bar during tuning, the table once at the end."""
+    tasks = [_fake_task(k) for k in range(2)]
+    policies = [_FakePolicy(t, [1e-3 / (r + 1) for r in range(50)]) for t in tasks]
+    options = ansor.TuningOptions(num_measure_trials=24, num_measures_per_round=4, verbose=1)
+    table = ansor.PrintTableInfo(live=True)
+    ansor.TaskScheduler(tasks, callbacks=[table]).tune(options, search_policy=policies)
+    out, err = capsys.readouterr()
+    assert out.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 1
+    assert "Next ID" not in out and out.strip().endswith("Done")
+    assert "24/24" in err and "est. latency" in err  # the bar, on stderr
+
+
 def test_too_few_trials_is_a_clear_error():
     tasks = [_fake_task(k) for k in range(3)]
     with pytest.raises(ValueError, match=r"num_measure_trials=2 is too small for 3 tasks.*>= 3"):
@@ -267,7 +311,9 @@ def _tune(log, trials, **kw):
     )  # fmt: skip
     ts = ansor.TaskScheduler(_tasks(), WEIGHTS, **kw)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    # A slow machine must not add tables on the interval (tested with a fake clock below).
+    with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
+        mp.setattr("autosched.task_scheduler.TABLE_INTERVAL_S", 1e9)
         ts.tune(options, search_policy_params=SMALL)
     return ts, out.getvalue()
 
@@ -298,14 +344,19 @@ def test_tune_three_tasks_prints_the_table_and_logs(tuned):
         ok = [r.mean_cost for _, r in recs if r.error_no == MeasureErrorNo.NO_ERROR]
         assert ok and min(ok) == ts.best_costs[i]
         assert ts.task_costs_history[i][-1] == ts.best_costs[i]
-    # The seed's table before each round (6 rounds) and a final one.
+    # The seed's table once every task had its warm-up round, and a final one (not a table
+    # before each of the 6 rounds).
     lines = out.splitlines()
-    assert lines.count("-" * 30 + "  [ Task Scheduler ]") == 7
-    assert lines.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 7
+    assert lines.count("-" * 30 + "  [ Task Scheduler ]") == 2
+    assert lines.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 2
     totals = [m for m in map(TOTAL.match, lines) if m]
-    assert len(totals) == 6
-    assert totals[0].group(1) == "-" and totals[0].group(2) == "0"  # nothing measured yet
-    assert [int(m.group(3)) for m in totals[:3]] == [0, 1, 2]  # warm-up in order
+    assert len(totals) == 1 and totals[0].group(2) == "24"  # after the warm-up of 3 x 8
+    warm_rows = [m for m in map(ROW.match, lines) if m][:3]
+    assert [int(m.group(4)) for m in warm_rows] == [8, 8, 8]
+    assert lines[-1] == (
+        f"Records: {log}. Next: with autosched.ApplyHistoryBest({str(log)!r}): "
+        "lib = autosched.build(mod, target, params=params)"
+    )
     rows = [m for m in map(ROW.match, lines) if m]
     final = rows[-3:]
     assert [int(m.group(4)) for m in final] == ts.task_trials

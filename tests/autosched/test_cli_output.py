@@ -1,0 +1,56 @@
+"""What ``python -m autosched`` tells a person: the next command to run, an exported network
+that refuses to run as another graph, the estimated and measured latency side by side."""
+
+import shlex
+
+import pytest
+
+from autosched.cli import main
+from autosched.network_cli import latency_comparison
+
+pytest.importorskip("onnx")
+from tests.autosched.test_cli_bad_input import _conv_model, _fails  # noqa: E402
+
+
+def test_an_exported_network_refuses_to_run_as_another_graph(tmp_path, capsys):
+    model = _conv_model(tmp_path / "m.onnx")
+    lib = str(tmp_path / "m.lib")
+    assert main(["compile", "--onnx", model, "--no-winograd", "-o", lib]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    run_cmd = f"python -m autosched run --onnx {shlex.quote(model)} --target llvm --no-winograd"
+    assert last == f"Wrote {lib}. Next: {run_cmd} --lib {shlex.quote(lib)}"
+    # The same graph runs (and checks against numpy) ...
+    assert main(["run", "--onnx", model, "--no-winograd", "--lib", lib, "--repeat", "1"]) == 0
+    assert "(OK)" in capsys.readouterr().out
+    # ... another input shape is another graph: refused, naming both.
+    argv = ["run", "--onnx", model, "--input-shape", "1,3,8,8", "--no-winograd", "--lib", lib]
+    err = _fails(argv, capsys, f"--lib {lib} was compiled from ONNX {model} no-winograd (graph ")
+    assert f"not from ONNX {model} input 1,3,8,8 no-winograd (graph " in err
+    assert "compile it again: python -m autosched compile --onnx" in err
+
+
+def test_latency_comparison_names_both_and_why():
+    line = latency_comparison(1.25, 2.5, gpu=True)
+    assert "estimated 1.250 ms" in line and "measured 2.500 ms" in line
+    assert "warm caches" in line and "cold caches" in line and "launch gaps" in line
+    assert "launch gaps" not in latency_comparison(None, 2.5, gpu=False)
+    assert "estimated - " in latency_comparison(None, 2.5, gpu=False)
+
+
+def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("autosched.task_scheduler.TABLE_INTERVAL_S", 1e9)
+    model = _conv_model(tmp_path / "m.onnx")
+    log = tmp_path / "m.json"
+    argv = ["tune", "--onnx", model, "--no-winograd", "--log", str(log), "--trials", "2",
+            "--per-round", "1", "--population", "4", "--generations", "0", "--repeat", "1",
+            "--min-repeat-ms", "1"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    # 2 trials: the warm-up is the whole run, so one table, at the end
+    assert lines.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 1
+    assert lines[-2].startswith("Latency: estimated ") and " ms (sum of weight" in lines[-2]
+    assert "measured " in lines[-2] and "cold caches" in lines[-2]
+    assert lines[-1] == (
+        f"Records: {log}. Next: python -m autosched compile --onnx {shlex.quote(model)} "
+        f"--target llvm --no-winograd --log {shlex.quote(str(log))} -o m.lib"
+    )
