@@ -20,8 +20,8 @@ from tensorir.steps import ScheduleError
 
 from . import networks
 from .build_module import build, generate_source
-from .cost_model import LGBModel, RandomModel
-from .measure import (
+from .cost_model.model import LGBModel, RandomModel
+from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
     LocalRunner,
@@ -30,23 +30,23 @@ from .measure import (
     MeasureResult,
     ProgramMeasurer,
 )
-from .network import NetworkLib, extract_tasks, load_module
+from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .network.build import NetworkLib, extract_tasks, load_module
+from .network.task_scheduler import (
+    LogEstimatedLatency,
+    PrintTableInfo,
+    TaskScheduler,
+    TaskSchedulerCallback,
+)
 from .networks import from_onnx
-from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
-from .search_params import SearchParams
-from .search_policy import (
+from .search.params import SearchParams
+from .search.policy import (
     PreloadCustomSketchRule,
     PreloadMeasuredStates,
     SeedStates,
     SketchPolicy,
 )
 from .task import HardwareParams, SearchTask, register_workload
-from .task_scheduler import (
-    LogEstimatedLatency,
-    PrintTableInfo,
-    TaskScheduler,
-    TaskSchedulerCallback,
-)
 from .tuning import TuningOptions, auto_schedule
 
 __version__ = "0.1.0"

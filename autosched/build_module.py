@@ -154,7 +154,7 @@ def build(
 
     check_host_cpu(target)
     if isinstance(sch, graph_ir.Module | graph_ir.Function):
-        from .network import build_network
+        from .network.build import build_network
 
         return build_network(sch, target, params, device=device)
     from runtime import device as make_device

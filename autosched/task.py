@@ -200,7 +200,7 @@ class SearchTask:
         check_host_cpu(self.target)
         self.hardware_params = HardwareParams.for_target(self.target, hardware_params)
         self.desc = desc or "_".join(op.name for op in compute_dag.compute_ops)
-        from .records import register_dag
+        from .measure.records import register_dag
 
         # Records name workloads by key; registering lets logs of this task load as states.
         register_dag(compute_dag, self.workload_key)
@@ -226,7 +226,7 @@ class SearchTask:
             If the log holds no valid record of this task, or none that replays (naming the
             file, the key and the lines).
         """
-        from .records import load_ranked_records
+        from .measure.records import load_ranked_records
 
         ranked = load_ranked_records(log_file, self.workload_key, str(self.target))
         if not ranked:

@@ -9,8 +9,8 @@ import pytest
 import autosched as ansor
 from autosched import te
 from autosched.build_module import MAX_KERNEL_SIZE_ENV, KernelSizeError, generate_source
-from autosched.measure import MeasureInput, MeasureResult
-from autosched.records import save_records
+from autosched.measure.local import MeasureInput, MeasureResult
+from autosched.measure.records import save_records
 from tensorir.loops import For, walk_stmts
 from tensorir.lower import lower
 from tensorir.passes.unroll import MAX_UNROLLED_SIZE

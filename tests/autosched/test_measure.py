@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from autosched import _measure_worker as worker
-from autosched.measure import (
+from autosched.measure import worker
+from autosched.measure.local import (
     MAX_COST,
     LocalBuilder,
     LocalRunner,
@@ -13,7 +13,7 @@ from autosched.measure import (
     ProgramMeasurer,
     measure,
 )
-from autosched.records import RecordToFile, load_records
+from autosched.measure.records import RecordToFile, load_records
 from autosched.testing import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 from tensorir.schedule import State

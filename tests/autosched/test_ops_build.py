@@ -104,7 +104,7 @@ def test_pool_softmax_and_adaptive_pool_build():
 
 
 def _sketches(tensors):
-    from autosched.sketch import generate_sketches
+    from autosched.search.sketch import generate_sketches
     from autosched.task import HardwareParams, SearchTask
 
     task = SearchTask(

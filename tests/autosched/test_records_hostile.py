@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from autosched.measure import MeasureInput, MeasureResult
-from autosched.records import (
+from autosched.measure.local import MeasureInput, MeasureResult
+from autosched.measure.records import (
     ApplyHistoryBest,
     RecordWarning,
     distill,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from autosched import testing as W
-from autosched.sketch import generate_sketches
-from autosched.sketch_rules import (
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules import (
     APPLY_AND_SKIP_REST,
     SKIP,
     CustomSketchRule,

@@ -13,9 +13,9 @@ import pytest
 
 import autosched as ansor
 from autosched import testing
-from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.records import load_records, log_ended_cleanly
-from autosched.task_scheduler import derive_similarity_tag
+from autosched.measure.local import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.records import load_records, log_ended_cleanly
+from autosched.network.task_scheduler import derive_similarity_tag
 
 # ------------------------------------------------------------------ fakes (no measuring)
 
@@ -181,7 +181,7 @@ def test_global_early_stopping():
 def test_time_budget_stops_before_the_next_round(monkeypatch):
     """max_tuning_seconds: no round starts once the budget is spent (a fake clock: each round
     takes 10 s)."""
-    import autosched.task_scheduler as ts_module
+    import autosched.network.task_scheduler as ts_module
 
     clock = [0.0]
     fake_time = SimpleNamespace(time=lambda: clock[0], perf_counter=lambda: clock[0])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from autosched import hardware, manual
-from autosched.measure import (
+from autosched.measure.local import (
     MAX_COST,
     LocalRPCMeasureContext,
     MeasureErrorNo,

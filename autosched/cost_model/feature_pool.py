@@ -5,7 +5,7 @@ Under a trained cost model one search round lowers thousands of new states for t
 spreads those states over worker processes (:class:`autosched.workers.WorkerPool`: fresh
 interpreters that never import the user's script): each gets the DAG and a chunk of step
 lists, replays them (about 0.5 ms each), lowers and extracts, and sends the rows back. The
-result is exactly what :func:`autosched.features.state_features` computes in-process.
+result is exactly what :func:`autosched.cost_model.features.state_features` computes in-process.
 
 The pool is created on first use and shared by all tasks of the process. Set
 ``AUTOSCHED_FEATURE_WORKERS`` to the number of workers (0 turns the pool off; the default is
@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from .workers import WorkerPool, cpu_count, env
+from ..workers import WorkerPool, cpu_count, env
 
 __all__ = ["MIN_BATCH", "extract_many", "num_workers", "shutdown"]
 
@@ -42,7 +42,7 @@ def _workers(workers: int) -> WorkerPool:
     pool = _pool.get("pool")
     if pool is None or pool.size != workers:
         shutdown()
-        pool = WorkerPool(workers, ("autosched.feature_pool",), name="feature worker")
+        pool = WorkerPool(workers, ("autosched.cost_model.feature_pool",), name="feature worker")
         _pool["pool"] = pool
     return pool
 

@@ -19,7 +19,7 @@ from tensorir.bounds import LowerError
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .search_params import SearchParams
+from .params import SearchParams
 
 __all__ = [
     "AnnotateContext",
@@ -272,14 +272,14 @@ def _as_random(rng) -> random.Random:
 def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) -> list:
     """Sample ``n`` distinct concrete states from ``sketches`` (each from a uniformly chosen
     sketch); invalid samples are dropped. GPU tasks use the GPU rules of
-    :mod:`autosched.annotate_gpu` and keep only states that pass ``verify_gpu_program``.
+    :mod:`autosched.search.annotate_gpu` and keep only states that pass ``verify_gpu_program``.
 
     Parameters
     ----------
     task : SearchTask
         Supplies ``compute_dag`` and ``hardware_params.num_cores``.
     sketches : list of State
-        From :func:`autosched.sketch.generate_sketches`.
+        From :func:`autosched.search.sketch.generate_sketches`.
     n : int
         How many states to return (fewer if ``max_tries`` samples do not give that many).
     rng : random.Random, int or numpy Generator

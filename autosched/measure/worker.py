@@ -1,4 +1,4 @@
-"""The measuring processes of :mod:`autosched.measure` (private): their code, and the parent's
+"""The measuring processes of :mod:`autosched.measure.local` (private): their code, and the parent's
 handle on the runner process (:class:`RunnerProcess`).
 
 Two kinds of worker process (started by :mod:`autosched.workers`: fresh interpreters that
@@ -383,9 +383,9 @@ class RunnerProcess:
     START_TIMEOUT = 120.0  # importing numpy + llvmlite in a cold process on a busy machine
 
     def __init__(self):
-        from .workers import WorkerProcess
+        from ..workers import WorkerProcess
 
-        self.worker = WorkerProcess(("autosched._measure_worker",), "measuring")
+        self.worker = WorkerProcess(("autosched.measure.worker",), "measuring")
         self.proc = self.worker.proc
         self.conn = self.worker.conn
         self.worker.wait_ready(self.START_TIMEOUT)

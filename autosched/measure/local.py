@@ -12,7 +12,7 @@ numbering, so logs read alike) and a readable message, never exceptions.
 such as ``records.RecordToFile`` and totals the build / run wall time.
 
 The worker processes (started by :mod:`autosched.workers`, never re-importing the user's
-script) run :mod:`autosched._measure_worker`.
+script) run :mod:`autosched.measure.worker`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from . import _measure_worker as _worker
-from .workers import WorkerPool, cpu_count, deferred_signals
+from ..workers import WorkerPool, cpu_count, deferred_signals
+from . import worker as _worker
 
 __all__ = [
     "MAX_COST",
@@ -188,7 +188,7 @@ class LocalBuilder(_ClosedOnExit):
         if self._pool is None:
             # Preloaded once per worker, so no build pays for the imports inside its timeout.
             preload = (
-                "autosched._measure_worker",
+                "autosched.measure.worker",
                 "autosched.build_module",
                 "runtime.cpu",
                 "llvmlite.binding",
@@ -208,7 +208,7 @@ class LocalBuilder(_ClosedOnExit):
         list of BuildResult
             One per input, in order.
         """
-        from .hardware import with_device_arch
+        from ..hardware import with_device_arch
 
         results: list[BuildResult | None] = [None] * len(inputs)
         jobs = []

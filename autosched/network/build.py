@@ -9,8 +9,8 @@ group becomes one ComputeDAG (its inputs as ``placeholder`` tensors, its ops bui
 - :func:`extract_tasks` turns the groups that contain a reduction into SearchTasks,
   deduplicated by workload key and weighted by how often they occur (Ansor notes 10.2);
 - :func:`build_network` compiles every group with its best record from the active
-  :class:`~autosched.records.ApplyHistoryBest` (a default schedule where there is none, with one
-  warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
+  :class:`~autosched.measure.records.ApplyHistoryBest` (a default schedule where there is
+  none, with one warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tensorir.graph import ir as gir
 from tensorir.ops import NameScope, compute_op
 from tensorir.passes.layout_rewrite import ParamLayout
 
-from .task import HardwareParams, SearchTask
+from ..task import HardwareParams, SearchTask
 
 
 def _passes():
@@ -425,8 +425,8 @@ def build_network(
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
-    from .build_module import generate_source
-    from .records import ApplyHistoryBest
+    from ..build_module import generate_source
+    from ..measure.records import ApplyHistoryBest
 
     target = Target(target)
     dev = make_device(device if device is not None else target.device_kind)
@@ -511,7 +511,7 @@ def _candidates(ctx, key: str, target: Target) -> list:
 
 def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:
     """The device's GPU limits, each lowered to the one of ``hardware_params`` if smaller."""
-    from .build_module import gpu_limits
+    from ..build_module import gpu_limits
 
     limits = dict(gpu_limits(dev))
     if hardware_params is not None:

@@ -8,7 +8,7 @@ in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``.
 
 The rows are computed in one walk over the loop nest. Each loop pushes a frame with its
 variable, extent and kind; each store linearizes its indices once
-(:mod:`autosched.feature_index`) and derives strides and touched regions from the
+(:mod:`autosched.cost_model.feature_index`) and derives strides and touched regions from the
 coefficients, without simplifying or substituting expressions.
 
 Deviations from TVM, and why
@@ -456,7 +456,8 @@ def state_features(task, state) -> np.ndarray:
 def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> np.ndarray:
     """Lower ``state``, verify it against ``gpu_limits`` (GPU targets; None on the CPU) and
     extract its rows; ``(0, 164)`` when it does not lower or fails the verifier. The core of
-    :func:`state_features`, also run by the parallel workers of :mod:`autosched.feature_pool`."""
+    :func:`state_features`, also run by the parallel workers of
+    :mod:`autosched.cost_model.feature_pool`."""
     from tensorir.lower import lower
 
     try:
@@ -519,7 +520,7 @@ def states_features(task, states, cache: FeatureCache | None = None) -> list[np.
     """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
 
     A large batch of new states is extracted in parallel worker processes
-    (:mod:`autosched.feature_pool`); the rows are the same as in-process.
+    (:mod:`autosched.cost_model.feature_pool`); the rows are the same as in-process.
 
     Returns read-only arrays (cached arrays are shared).
     """

@@ -134,7 +134,7 @@ def _log_path(args, name: str) -> Path:
 def _compile(args, mod, params, log: Path):
     import autosched as ansor
 
-    from .network import build_network
+    from ..network.build import build_network
 
     use_winograd = False if args.no_winograd else None
     if not log.exists():
@@ -221,7 +221,7 @@ def run_network_command(args) -> int:
         if args.no_resume and log.exists():
             log.unlink()
         resume = log.exists()
-        from .task_scheduler import LogEstimatedLatency, PrintTableInfo, ProgressBar
+        from ..network.task_scheduler import LogEstimatedLatency, PrintTableInfo, ProgressBar
 
         callbacks = [PrintTableInfo(), LogEstimatedLatency(log.parent / "total_latency.tsv"),
                      ProgressBar(args.trials)]  # fmt: skip
@@ -243,7 +243,7 @@ def run_network_command(args) -> int:
                 f"--trials {args.trials} is below the {len(tasks)} tasks: every task needs a "
                 f"round; use --trials >= {len(tasks)} (better >= {len(tasks) * args.per_round})"
             )
-        from .tuning import require_measuring_devices
+        from ..tuning import require_measuring_devices
 
         try:
             require_measuring_devices(tasks, options)
