@@ -19,8 +19,10 @@ from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
 from . import networks
-from .build_module import build, generate_source
+from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
+from .hardware import HardwareParams
+from .kernel import generate_source
 from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -46,7 +48,7 @@ from .search.policy import (
     SeedStates,
     SketchPolicy,
 )
-from .task import HardwareParams, SearchTask, register_workload
+from .task import SearchTask, register_workload
 from .tuning import TuningOptions, auto_schedule
 
 __version__ = "0.1.0"

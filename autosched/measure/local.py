@@ -189,7 +189,7 @@ class LocalBuilder(_ClosedOnExit):
             # Preloaded once per worker, so no build pays for the imports inside its timeout.
             preload = (
                 "autosched.measure.worker",
-                "autosched.build_module",
+                "autosched.kernel",
                 "runtime.cpu",
                 "llvmlite.binding",
             )

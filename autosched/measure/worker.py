@@ -71,7 +71,7 @@ def build_one(job: tuple) -> tuple:
     carry ``-arch`` (the parent fills it from the device).
     """
     dag, steps_json, target, timeout = job
-    from autosched.build_module import generate_source
+    from autosched.kernel import generate_source
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 

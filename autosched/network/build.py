@@ -27,7 +27,8 @@ from tensorir.graph import ir as gir
 from tensorir.ops import NameScope, compute_op
 from tensorir.passes.layout_rewrite import ParamLayout
 
-from ..task import HardwareParams, SearchTask
+from ..hardware import GPU_DEFAULTS, HardwareParams
+from ..task import SearchTask
 
 
 def _passes():
@@ -416,7 +417,7 @@ def build_network(
     Every fused group is built with its best record; groups without one get
     :func:`default_schedule` (:func:`default_gpu_schedule` for ``cuda`` / ``opencl``), and one
     warning lists them. GPU kernels are verified against the device's limits
-    (:func:`~autosched.build_module.gpu_limits`), tightened by ``hardware_params`` where it gives
+    (:func:`~autosched.kernel.gpu_limits`), tightened by ``hardware_params`` where it gives
     smaller ones (e.g. ``HardwareParams(max_threads_per_block=64)``). A record that does not
     replay (stale or corrupt) or does not fit falls back to the next best record of its group,
     then to the default schedule, with one warning naming the log lines skipped. Groups whose
@@ -425,7 +426,7 @@ def build_network(
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
-    from ..build_module import generate_source
+    from ..kernel import generate_source
     from ..measure.records import ApplyHistoryBest
 
     target = Target(target)
@@ -439,7 +440,7 @@ def build_network(
             state = default_schedule(gd.dag, target)
             return generate_source(state, target, gd.name, limits, layout_rewrite=True)
         threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
-        warp = limits.get("warp_size") or 32
+        warp = limits.get("warp_size") or GPU_DEFAULTS["warp_size"]
         out = []
         default_gpu_state(
             gd.dag, threads, warp, lambda s: out.append(generate_source(s, target, gd.name, limits))
@@ -511,7 +512,7 @@ def _candidates(ctx, key: str, target: Target) -> list:
 
 def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:
     """The device's GPU limits, each lowered to the one of ``hardware_params`` if smaller."""
-    from ..build_module import gpu_limits
+    from ..kernel import gpu_limits
 
     limits = dict(gpu_limits(dev))
     if hardware_params is not None:

@@ -124,7 +124,10 @@ def _default_schedule_seed(task):
     hw = task.hardware_params
     try:
         return default_gpu_state(
-            task.compute_dag, hw.max_threads_per_block, hw.warp_size or 32, check
+            task.compute_dag,
+            hw.gpu_value("max_threads_per_block"),
+            hw.gpu_value("warp_size"),
+            check,
         )
     except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
         return None

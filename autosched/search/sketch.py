@@ -50,8 +50,8 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
         ctx = GPUSketchContext(
             num_cores=hw.num_cores or 1,
             params=params,
-            warp_size=hw.warp_size or 32,
-            max_threads_per_block=hw.max_threads_per_block or 1024,
+            warp_size=hw.gpu_value("warp_size"),
+            max_threads_per_block=hw.gpu_value("max_threads_per_block"),
         )
     else:
         rules = cpu_rules() if rules is None else list(rules)

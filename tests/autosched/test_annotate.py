@@ -9,6 +9,7 @@ import pytest
 
 import runtime
 from autosched import testing as W
+from autosched.hardware import HardwareParams
 from autosched.search.annotate import (
     AnnotateContext,
     divisors,
@@ -24,7 +25,7 @@ from autosched.search.mutation import (
 )
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.task import HardwareParams, SearchTask
+from autosched.task import SearchTask
 from codegen.llvm import build_llvm
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG

@@ -12,7 +12,7 @@ import pytest
 
 import autosched as ansor
 from autosched import testing as W
-from autosched.build_module import generate_source
+from autosched.kernel import generate_source
 from autosched.search.annotate import sample_init_population
 from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.mutation import mutate

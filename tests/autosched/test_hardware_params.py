@@ -3,7 +3,7 @@
 import pytest
 
 from autosched import hardware
-from autosched.task import HardwareParams
+from autosched.hardware import HardwareParams
 from codegen.target import Target
 
 FULL = HardwareParams(1, 2, 3, 4, 5, 6, 7, 8)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from autosched import testing as W
+from autosched.hardware import HardwareParams
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules import (
     APPLY_AND_SKIP_REST,
@@ -14,7 +15,7 @@ from autosched.search.sketch_rules import (
     CustomSketchRule,
     cpu_rules,
 )
-from autosched.task import HardwareParams, SearchTask
+from autosched.task import SearchTask
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
 
