@@ -4,15 +4,11 @@ their worker processes, and the record files.
 Re-exports the public names; modules of the library import from the defining module.
 """
 
+from .data import MAX_COST, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .local import (
-    MAX_COST,
-    BuildResult,
     LocalBuilder,
     LocalRPCMeasureContext,
     LocalRunner,
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
     MeasureStats,
     ProgramMeasurer,
     measure,

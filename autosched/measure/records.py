@@ -54,7 +54,7 @@ from tensorir.dag import WORKLOAD_KEY_VERSION
 from tensorir.schedule import State, replay
 from tensorir.steps import steps_from_json
 
-from .local import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult, _steps_json
+from .data import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult, steps_json_of
 
 __all__ = [
     "RECORD_VERSION",
@@ -158,7 +158,7 @@ def encode_record(inp: MeasureInput, res: MeasureResult) -> str:
         _VERSIONS = _versions()
     rec = {
         "v": RECORD_VERSION,
-        "i": [[inp.task.workload_key, str(inp.task.target)], [[], _steps_json(inp.state)]],
+        "i": [[inp.task.workload_key, str(inp.task.target)], [[], steps_json_of(inp.state)]],
         "r": [
             [float(c) for c in res.costs],
             int(res.error_no),

@@ -28,10 +28,16 @@ import traceback
 
 import numpy as np
 
-# Error codes, duplicated from MeasureErrorNo so this module does not import measure.py (whose
-# import would pull in the parent's state for nothing); test_measure checks they agree.
-NO_ERROR, INSTANTIATION_ERROR, COMPILE_HOST, COMPILE_DEVICE = 0, 1, 2, 3
-RUNTIME_DEVICE, WRONG_ANSWER, BUILD_TIMEOUT = 4, 5, 6
+from .data import MeasureErrorNo
+
+# The error codes as plain ints (what the worker sends back), from the data-only module.
+NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
+COMPILE_HOST = int(MeasureErrorNo.COMPILE_HOST)
+COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
+RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
+WRONG_ANSWER = int(MeasureErrorNo.WRONG_ANSWER)
+BUILD_TIMEOUT = int(MeasureErrorNo.BUILD_TIMEOUT)
 
 # TEST-ONLY fault injection: the runner passes one of these per candidate when a test asks for
 # it (``LocalRunner.test_faults``); production runs always pass None.

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..cost_model.model import LGBModel, RandomModel
-from ..measure.local import MAX_COST, MeasureErrorNo, MeasureInput
+from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 

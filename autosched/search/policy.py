@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..measure.local import MAX_COST, MeasureErrorNo, MeasureInput
+from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]

@@ -9,7 +9,7 @@ import pytest
 import autosched as ansor
 from autosched import te
 from autosched.kernel import MAX_KERNEL_SIZE_ENV, KernelSizeError, generate_source
-from autosched.measure.local import MeasureInput, MeasureResult
+from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import save_records
 from tensorir.loops import For, walk_stmts
 from tensorir.lower import lower

@@ -6,7 +6,7 @@ import pytest
 from autosched import testing
 from autosched.cost_model.features import N_FEATURES
 from autosched.cost_model.model import LGBModel, RandomModel, pack_sum
-from autosched.measure.local import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.task import SearchTask
 from tensorir import ComputeDAG
 

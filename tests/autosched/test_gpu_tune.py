@@ -7,7 +7,7 @@ import pytest
 
 import autosched as ansor
 from autosched import testing as W
-from autosched.measure.local import MeasureErrorNo
+from autosched.measure import MeasureErrorNo
 from autosched.measure.records import load_records
 from autosched.search.annotate_gpu import gpu_state_errors
 from tensorir.interp import eval_dag

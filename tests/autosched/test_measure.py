@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from autosched.measure import worker
-from autosched.measure.local import (
+from autosched.measure import (
     MAX_COST,
     LocalBuilder,
     LocalRunner,
@@ -12,6 +11,7 @@ from autosched.measure.local import (
     MeasureInput,
     ProgramMeasurer,
     measure,
+    worker,
 )
 from autosched.measure.records import RecordToFile, load_records
 from autosched.testing import matmul, matmul_relu

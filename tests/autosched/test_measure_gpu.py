@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from autosched.manual import elementwise_gpu
-from autosched.measure.local import (
+from autosched.measure import (
     MAX_COST,
     LocalBuilder,
     LocalRPCMeasureContext,

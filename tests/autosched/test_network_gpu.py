@@ -268,7 +268,7 @@ def test_cuda_graph_runner_falls_back_without_graph_api(monkeypatch):
 
 
 def test_opencl_build_uses_gpu_records_and_drops_unfit_ones(net, tmp_path):
-    from autosched.measure.local import MeasureInput, MeasureResult
+    from autosched.measure import MeasureInput, MeasureResult
     from autosched.measure.records import save_records
 
     dev = _opencl()

@@ -9,7 +9,7 @@ import pytest
 
 import autosched as ansor
 from autosched.cli.network import check_outputs
-from autosched.measure.local import MeasureInput, MeasureResult
+from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import save_records
 from autosched.network.build import default_schedule, distinct_groups, partition
 from tensorir.graph import evaluate, nn, op

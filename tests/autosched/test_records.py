@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autosched.measure.local import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import (
     RECORD_VERSION,
     ApplyHistoryBest,

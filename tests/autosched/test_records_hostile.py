@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from autosched.measure.local import MeasureInput, MeasureResult
+from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import (
     ApplyHistoryBest,
     RecordWarning,

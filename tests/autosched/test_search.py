@@ -5,7 +5,7 @@ import pytest
 
 import autosched as ansor
 from autosched import testing
-from autosched.measure.local import MeasureErrorNo
+from autosched.measure import MeasureErrorNo
 from autosched.measure.records import load_records, log_ended_cleanly
 from autosched.search.evolution import evolutionary_search, pick_states_eps_greedy, state_key
 from tensorir.interp import eval_dag

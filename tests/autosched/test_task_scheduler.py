@@ -13,7 +13,7 @@ import pytest
 
 import autosched as ansor
 from autosched import testing
-from autosched.measure.local import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import load_records, log_ended_cleanly
 from autosched.network.task_scheduler import derive_similarity_tag
 

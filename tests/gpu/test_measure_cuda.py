@@ -6,7 +6,7 @@ import pytest
 
 from autosched import hardware, manual
 from autosched.hardware import HardwareParams
-from autosched.measure.local import (
+from autosched.measure import (
     MAX_COST,
     LocalRPCMeasureContext,
     MeasureErrorNo,
