@@ -20,7 +20,7 @@ from tensorir.dtype import itemsize
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .annotate import AnnotateContext, factorization_schemes
+from .tiling import AnnotateContext, factorization_schemes
 
 __all__ = [
     "GPUAnnotateContext",

@@ -16,8 +16,8 @@ from tensorir.bounds import LowerError
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .annotate import AnnotateContext, _as_random, divisors
 from .params import SearchParams
+from .tiling import AnnotateContext, as_random, divisors
 
 __all__ = [
     "mutate",
@@ -226,7 +226,7 @@ def mutate(task, state, rng, params: SearchParams | None = None):
         The mutated state, or None when the chosen rule found nothing to change or produced
         an invalid state.
     """
-    rng = _as_random(rng)
+    rng = as_random(rng)
     params = params or SearchParams()
     if task.target.is_gpu:
         return _mutate_gpu(task, state, rng, params)

@@ -10,12 +10,7 @@ import pytest
 import runtime
 from autosched import testing as W
 from autosched.hardware import HardwareParams
-from autosched.search.annotate import (
-    AnnotateContext,
-    divisors,
-    factorization_schemes,
-    sample_init_population,
-)
+from autosched.search.annotate import sample_init_population
 from autosched.search.mutation import (
     mutate,
     mutate_auto_unroll,
@@ -25,6 +20,7 @@ from autosched.search.mutation import (
 )
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
+from autosched.search.tiling import AnnotateContext, divisors, factorization_schemes
 from autosched.task import SearchTask
 from codegen.llvm import build_llvm
 from tensorir import steps as st
