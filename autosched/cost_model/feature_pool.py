@@ -1,4 +1,6 @@
-"""Feature extraction of many states in parallel worker processes.
+"""Feature extraction of many states: a cache, and parallel worker processes for large batches.
+
+:func:`states_features` is the batching entry the cost model calls.
 
 Under a trained cost model one search round lowers thousands of new states for their features
 (about 5 ms each, almost all of it lowering), while the host's other cores sit idle. This pool
@@ -16,12 +18,26 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
+from collections import OrderedDict
 
 import numpy as np
 
 from ..workers import WorkerPool, cpu_count, env
+from .features import N_FEATURES, lowered_features, state_features
 
-__all__ = ["MIN_BATCH", "extract_many", "num_workers", "shutdown"]
+__all__ = [
+    "DEFAULT_CACHE",
+    "MIN_BATCH",
+    "FeatureCache",
+    "extract_many",
+    "num_workers",
+    "shutdown",
+    "states_features",
+]
+
+# The fallback note keeps the logger name it had when this code lived in features.py.
+_log = logging.getLogger("autosched.features")
 
 # Below this many states the pickling round trip and worker start are not worth it.
 MIN_BATCH = 128
@@ -63,8 +79,6 @@ def _extract_chunk(job: tuple) -> list[np.ndarray]:
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
-    from .features import N_FEATURES, lowered_features
-
     out = []
     for text in steps_json:
         try:
@@ -102,4 +116,93 @@ def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
             why = outcome.detail if outcome.error is None else repr(outcome.error)
             raise RuntimeError(f"feature extraction in a worker process failed: {why}")
         out.extend(outcome.value)
+    return out
+
+
+class FeatureCache:
+    """An LRU map from state keys to feature arrays.
+
+    The key is ``(workload_key, str(target), steps-JSON)``: the steps replay deterministically
+    to one program, and the JSON is cheaper to produce than the printed loop tree (which also
+    needs bound inference). States with different steps but equal programs are extracted twice,
+    which is harmless.
+    """
+
+    def __init__(self, max_entries: int = 20000):
+        self.max_entries = max_entries
+        self._data: OrderedDict = OrderedDict()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(task, state) -> tuple:
+        return (task.workload_key, str(task.target), json.dumps(state.to_json()))
+
+    def get(self, key):
+        arr = self._data.get(key)
+        if arr is not None:
+            self._data.move_to_end(key)
+            self.hits += 1
+        else:
+            self.misses += 1
+        return arr
+
+    def put(self, key, arr: np.ndarray) -> None:
+        arr.setflags(write=False)  # shared between callers
+        self._data[key] = arr
+        if len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+DEFAULT_CACHE = FeatureCache()
+
+
+def states_features(task, states, cache: FeatureCache | None = None) -> list[np.ndarray]:
+    """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
+
+    A large batch of new states is extracted in parallel worker processes
+    (this module's pool); the rows are the same as in-process.
+
+    Returns read-only arrays (cached arrays are shared).
+    """
+    cache = DEFAULT_CACHE if cache is None else cache
+    keys = [cache.key(task, s) for s in states]
+    out: list = [None] * len(keys)
+    first: dict = {}  # key of a state to extract -> its first index in the batch
+    for i, key in enumerate(keys):
+        if key in first:  # a duplicate within the batch is extracted once
+            cache.hits += 1
+            continue
+        out[i] = cache.get(key)
+        if out[i] is None:
+            first[key] = i
+    missing = [i for i, arr in enumerate(out) if arr is None]
+    todo = list(first.values())
+    workers = num_workers() if len(todo) >= MIN_BATCH else 0
+    rows = None
+    if workers:
+        try:
+            rows = extract_many(task, [keys[i][2] for i in todo], workers)
+        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
+            # An internal fallback (results are the same, only slower): a diagnostic for the
+            # "autosched" logger, not a warning addressed to the user.
+            _log.warning(
+                "parallel feature extraction failed (%s: %s); extracting in this process",
+                type(exc).__name__,
+                exc,
+            )
+            shutdown()
+    if rows is None:
+        rows = [state_features(task, states[i]) for i in todo]
+    fresh = {}
+    for i, arr in zip(todo, rows, strict=True):
+        cache.put(keys[i], arr)
+        fresh[keys[i]] = arr
+    for i in missing:
+        out[i] = fresh[keys[i]]
     return out

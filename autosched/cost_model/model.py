@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo
-from .features import states_features
+from .feature_pool import states_features
 from .model_file import load_model_file as _load_model_file
 from .model_file import save_model_file as _save_model_file
 

@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 
 from autosched import manual, testing
+from autosched.cost_model.feature_pool import FeatureCache, states_features
 from autosched.cost_model.features import (
     FEATURE_NAMES,
-    FeatureCache,
     program_features,
     slog,
     state_features,
-    states_features,
 )
 from autosched.task import SearchTask
 from tensorir import ComputeDAG
