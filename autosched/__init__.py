@@ -33,7 +33,8 @@ from .measure.local import (
     ProgramMeasurer,
 )
 from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
-from .network.build import NetworkLib, extract_tasks, load_module
+from .network.build import NetworkLib, load_module
+from .network.partition import extract_tasks
 from .network.task_scheduler import (
     LogEstimatedLatency,
     PrintTableInfo,

@@ -4,7 +4,8 @@ storage planning.
 Re-exports the public names; modules of the library import from the defining module.
 """
 
-from .build import NetworkLib, build_network, extract_tasks, load_module, partition
+from .build import NetworkLib, build_network, load_module
+from .partition import extract_tasks, partition
 from .task_scheduler import (
     LogEstimatedLatency,
     PrintTableInfo,

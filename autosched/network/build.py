@@ -1,16 +1,9 @@
-"""Whole networks: task extraction and compilation with the history best.
+"""Network compilation: every fused group with the history best, then storage planning.
 
-A network (``tensorir.graph``: a Module or Function plus its params) is optimised and split
-into fused groups by the graph passes (``tensorir.graph.passes.optimize`` / ``fuse_ops``, Relay's
-SimplifyInference, FoldConstant, FoldScaleAxis, AlterOpLayout for winograd and FuseOps). Each
-group becomes one ComputeDAG (its inputs as ``placeholder`` tensors, its ops built by
-``tensorir.ops.compute_op``):
-
-- :func:`extract_tasks` turns the groups that contain a reduction into SearchTasks,
-  deduplicated by workload key and weighted by how often they occur (Ansor notes 10.2);
-- :func:`build_network` compiles every group with its best record from the active
-  :class:`~autosched.measure.records.ApplyHistoryBest` (a default schedule where there is
-  none, with one warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
+:func:`build_network` compiles every group of :func:`autosched.network.partition.partition`
+with its best record from the active :class:`~autosched.measure.records.ApplyHistoryBest` (a
+default schedule of :mod:`autosched.network.default_schedules` where there is none, with one
+warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
 """
 
 from __future__ import annotations
@@ -22,183 +15,14 @@ import numpy as np
 
 from codegen.target import Target
 from runtime.graph_executor import GraphPlan, TensorSpec
-from tensorir.dag import ComputeDAG
 from tensorir.graph import ir as gir
-from tensorir.ops import NameScope, compute_op
 from tensorir.passes.layout_rewrite import ParamLayout
 
 from ..hardware import GPU_DEFAULTS, HardwareParams
-from ..task import SearchTask
+from .default_schedules import default_gpu_state, default_schedule
+from .partition import distinct_groups, partition
 
 
-def _passes():
-    # Imported here: the passes package is large and only whole-network work needs it.
-    from tensorir.graph import passes
-
-    return passes
-
-
-@dataclass(frozen=True, eq=False)
-class GroupDAG:
-    """One fused group as a ComputeDAG; ``inputs`` are the graph exprs its placeholders stand
-    for, in the DAG's placeholder order."""
-
-    group: object
-    dag: ComputeDAG
-    inputs: tuple
-    name: str
-
-    @property
-    def has_reduction(self) -> bool:
-        return any(op.reduce_axes for op in self.dag.compute_ops)
-
-
-def _main(mod) -> gir.Function:
-    if isinstance(mod, gir.Module):
-        return mod["main"]
-    if isinstance(mod, gir.Function):
-        return mod
-    raise TypeError(
-        f"expected a network (tensorir.graph Module or Function, e.g. from get_network or "
-        f"from_onnx), got {type(mod).__name__}"
-    )
-
-
-def partition(mod, params=None, target="llvm", use_winograd=None):
-    """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
-    in execution order."""
-    # TVM's auto-scheduler strategies pick the winograd NHWC conv2d for 3x3 stride-1 convs,
-    # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
-    winograd = True if use_winograd is None else bool(use_winograd)
-    kind = "cpu" if Target(target).kind == "llvm" else "gpu"
-    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd, device_kind=kind)
-    groups = _passes().fuse_ops(func)
-    # On the CPU, constant weights are stored in each kernel's loop order at build time
-    # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
-    return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]
-
-
-def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
-    """Placeholders of ``dag`` that are constants read only by reductions (conv / dense /
-    winograd weights): those the build may store in another layout."""
-    names = []
-    for t, inp in zip(dag.input_tensors, inputs, strict=True):
-        if not isinstance(inp, gir.Constant):
-            continue
-        readers = dag.consumers(t)
-        if readers and all(op.reduce_axes for op in readers):
-            names.append(t.name)
-    return tuple(names)
-
-
-def _group_dag(group, index: int, layout_rewrite: bool = False) -> GroupDAG:
-    scope = NameScope()
-    tensor_of = {}
-    placeholders = []
-    for inp in group.inputs:
-        t = scope.placeholder(tuple(inp.shape), inp.dtype)
-        tensor_of[inp] = t
-        placeholders.append(t)
-    for call in group.calls:
-        args = [tensor_of[a] for a in call.args]
-        try:
-            tensor_of[call] = compute_op(call.op, args, dict(call.attrs), name_scope=scope)
-        except Exception as e:
-            raise type(e)(
-                f"building the te compute of {call.op} in fused group {index}: {e}"
-            ) from e  # noqa: E501
-    out = tensor_of[group.output]
-    short = {"nn.contrib_conv2d_winograd_without_weight_transform": "conv2d_winograd"}
-    name = "fused_" + "_".join(
-        short.get(c.op, c.op.replace("nn.", "").replace(".", "_")) for c in group.calls
-    )
-    dag = ComputeDAG([*placeholders, out])
-    if layout_rewrite:
-        dag = ComputeDAG([*placeholders, out], _layout_free(dag, group.inputs))
-    return GroupDAG(group, dag, tuple(group.inputs), name)
-
-
-def extract_tasks(
-    mod,
-    params=None,
-    target="llvm",
-    hardware_params: HardwareParams | None = None,
-    include_simple_tasks: bool = False,
-    use_winograd: bool | None = None,
-):
-    """Search tasks of a network and their weights (occurrence counts).
-
-    Parameters
-    ----------
-    mod : tensorir.graph Module or Function
-        The network, e.g. from ``networks.get_network`` or ``from_onnx``.
-    params : dict of str to ndarray
-        Its weights; they are bound as constants before the passes run.
-    target : str or Target
-    hardware_params : HardwareParams, optional
-        Given to every task (a remote device's limits); read from the host by default.
-    include_simple_tasks : bool
-        Also return groups without a reduction (elementwise / layout ops).
-    use_winograd : bool, optional
-        Use the winograd conv2d for 3x3 stride-1 NHWC convolutions where TVM's auto-scheduler
-        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU.
-
-    Returns
-    -------
-    tasks : list of SearchTask
-        In the network's execution order, one per distinct workload key.
-    task_weights : list of int
-        How many times each task's subgraph occurs in the network.
-    """
-    target = Target(target)
-    _, groups = partition(mod, params, target, use_winograd)
-    groups = [gd for gd in groups if include_simple_tasks or gd.has_reduction]
-    distinct, index_of = distinct_groups(groups)
-    keys = [gd.dag.workload_key for gd in distinct]
-    for k, key in enumerate(keys):
-        if key in keys[:k]:  # records name tasks by key: two computations cannot share one
-            other = distinct[keys.index(key)]
-            raise ValueError(
-                f"fused groups {other.name} and {distinct[k].name} compute different things but "
-                f"have the same workload key {key}; report this (a hash collision)"
-            )
-    tasks = [
-        SearchTask(
-            compute_dag=gd.dag,
-            workload_key=gd.dag.workload_key,
-            target=target,
-            hardware_params=hardware_params,
-            desc=gd.name,
-        )
-        for gd in distinct
-    ]
-    weights = [index_of.count(k) for k in range(len(distinct))]
-    return tasks, weights
-
-
-def distinct_groups(groups) -> tuple[list[GroupDAG], list[int]]:
-    """The structurally distinct groups (first occurrences, in order) and, for every group,
-    the index of the distinct one it equals.
-
-    Equal workload keys only propose a match: a group shares with an earlier one only when
-    their DAGs are structurally equal (:meth:`ComputeDAG.structurally_equal`), so no two
-    different computations ever share a task or a kernel.
-    """
-    distinct: list[GroupDAG] = []
-    by_key: dict[str, list[int]] = {}
-    index_of: list[int] = []
-    for gd in groups:
-        candidates = by_key.setdefault(gd.dag.workload_key, [])
-        match = next((k for k in candidates if distinct[k].dag.structurally_equal(gd.dag)), None)
-        if match is None:
-            match = len(distinct)
-            distinct.append(gd)
-            candidates.append(match)
-        index_of.append(match)
-    return distinct, index_of
-
-
-# ---------------------------------------------------------------------------- build
 @dataclass
 class NetworkLib:
     """A compiled network: the plan the graph executor runs plus the loaded kernels.
@@ -262,146 +86,10 @@ def load_module(path, dev=None) -> NetworkLib:
     return NetworkLib(plan, modules, target)
 
 
-def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int | None = None):
-    """A schedule for a group without a tuning record: inline what can be inlined and run the
-    outer loops of the remaining stages in parallel (CPU), or bind them to blocks and threads
-    (GPU, see :func:`default_gpu_schedule`). Correct, not fast."""
-    target = Target(target)
-    if target.is_gpu:
-        return default_gpu_schedule(dag, max_threads_per_block)
-    state = dag.get_init_state()
-    try:
-        for op in dag.compute_ops:
-            if dag.is_strictly_inlinable(op) and not dag.is_output(op):
-                state.compute_inline(op.name)
-        for stage in state.stages:
-            if stage.is_placeholder or stage.compute_at != "root":
-                continue
-            spatial = [it for it in stage.iters if it.kind == "spatial"]
-            lead = []
-            for it in spatial:
-                lead.append(it)
-                if np.prod([i.extent for i in lead]) >= 64:
-                    break
-            if not lead:
-                continue
-            names = [it.name for it in lead]
-            fused = state.fuse(stage.op.name, names) if len(lead) > 1 else lead[0]
-            state.parallel(stage.op.name, fused.name)
-        return state
-    except Exception:  # a default that fails to apply is replaced by the plain loop nest
-        return dag.get_init_state()
-
-
 # How many of a group's best records build_network tries before the default schedule: enough
 # to step over a few stale or corrupt lines, few enough that a log tuned for a bigger GPU
 # (where every record fails the limits) does not lower thousands of states.
 MAX_RECORDS_TRIED = 8
-
-# Threads per block of the default GPU schedule when the device allows more: enough warps to
-# hide latency, small enough that small layers still spread over many blocks.
-DEFAULT_GPU_THREADS = 256
-
-
-def pick_num_threads(n: int, max_threads: int | None = None, warp: int = 32) -> int:
-    """Threads per block for ``n`` independent outputs: ``n`` itself when it fits, else a
-    divisor of ``n`` in ``[limit / 4, limit]`` (a multiple of ``warp`` when there is one), else
-    ``limit`` with a guarded tail; ``limit = min(max_threads, DEFAULT_GPU_THREADS)``."""
-    limit = max(1, min(int(max_threads or DEFAULT_GPU_THREADS), DEFAULT_GPU_THREADS))
-    if n <= limit:
-        return max(1, n)
-    divisors = [d for d in range(limit, max(1, limit // 4) - 1, -1) if n % d == 0]
-    for d in divisors:
-        if warp <= 1 or d % warp == 0:
-            return d
-    return divisors[0] if divisors else limit
-
-
-def default_gpu_schedule(
-    dag: ComputeDAG, max_threads_per_block: int | None = None, warp=32, fuse_consumer=True
-):
-    """The GPU schedule of a group without a tuning record.
-
-    Every non-output stage without a reduction is inlined into its readers (TVM inlines all of
-    them on GPUs); each remaining stage becomes one kernel whose spatial loops are fused, split
-    by :func:`pick_num_threads` and bound to ``blockIdx.x`` / ``threadIdx.x``. Reductions run
-    serially inside each thread, accumulating in a register (a ``local`` cache stage). With
-    ``fuse_consumer``, a reduction read element-wise by the output (conv2d + bias + relu) is
-    computed inside the output's thread instead of in a kernel of its own. Correct, not fast.
-    """
-    state = dag.get_init_state()
-    out_ops = [op for op in dag.compute_ops if dag.is_output(op)]
-    fused_into: dict[str, str] = {}  # reduction stage -> the output stage computing it
-    if fuse_consumer and len(out_ops) == 1:
-        out = out_ops[0]
-        for op in dag.compute_ops:
-            if op is out or not op.reduce_axes:
-                continue
-            if dag.elementwise_match(op, out) and not fused_into:
-                fused_into[op.name] = out.name
-    for op in dag.compute_ops:
-        if dag.is_output(op) or op.reduce_axes:
-            continue
-        trial = state.copy()
-        try:
-            trial.compute_inline(op.name)
-        except Exception:  # a stage that cannot be inlined stays a kernel of its own
-            continue
-        state = trial
-    for name in fused_into:
-        # Its value lives in a register of the output's thread: cache it locally and inline
-        # the copy back to global memory into the output.
-        state.cache_write(name, "local")
-        state.compute_inline(name)
-    roots = [
-        st.op.name
-        for st in state.stages
-        if not st.is_placeholder
-        and st.compute_at == "root"
-        and st.op.name not in {f"{n}.local" for n in fused_into}
-    ]
-    for name in roots:
-        stage = state[name]
-        spatial = [it for it in stage.iters if it.kind == "spatial"]
-        if not spatial:
-            raise ValueError(
-                f"default GPU schedule: stage {name} has no spatial loop to bind to "
-                "threads (a full reduction to a scalar needs a tuned schedule)"
-            )
-        local = None
-        if any(it.kind == "reduce" for it in stage.iters):
-            # Accumulate in a register (a "local" cache stage), store to global memory once.
-            trial = state.copy()
-            try:
-                trial.cache_write(name, "local")
-                state, local = trial, f"{name}.local"
-            except Exception:
-                pass
-        spatial = [it for it in state[name].iters if it.kind == "spatial"]
-        n = int(np.prod([it.extent for it in spatial], dtype=np.int64))
-        fused = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
-        bx, tx = state.split(name, fused, [pick_num_threads(n, max_threads_per_block, warp)])
-        state.bind(name, bx, "blockIdx.x")
-        state.bind(name, tx, "threadIdx.x")
-        if local is not None:
-            state.compute_at(local, name, tx)
-        for src, dst in fused_into.items():
-            if dst == name:
-                state.compute_at(f"{src}.local", name, tx)
-    return state
-
-
-def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check):
-    """:func:`default_gpu_schedule` with the consumer fused, or, where that state fails
-    ``check(state)`` (which raises), one kernel per stage. What an untuned GPU build runs, and
-    what the task scheduler measures first for a GPU task."""
-    try:
-        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=True)
-        check(state)
-    except Exception:  # fusing the consumer did not work here: one kernel per stage
-        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=False)
-        check(state)
-    return state
 
 
 def build_network(

@@ -114,7 +114,7 @@ def _default_schedule_seed(task):
     if not task.target.is_gpu:
         return None
     from ..search.annotate_gpu import gpu_state_errors
-    from .build import default_gpu_state
+    from .default_schedules import default_gpu_state
 
     def check(state):
         errors = gpu_state_errors(task, state)

@@ -88,7 +88,8 @@ def test_build_default_schedules_matches_reference(net, use_winograd):
 def test_cpu_networks_store_conv_and_dense_weights_in_kernel_loop_order(net):
     import warnings
 
-    from autosched.network.build import build_network, partition
+    from autosched.network.build import build_network
+    from autosched.network.partition import partition
     from tensorir.passes.layout_rewrite import ParamLayout
 
     func, params, data = net

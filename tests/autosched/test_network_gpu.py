@@ -8,7 +8,9 @@ import pytest
 from test_network import small_net
 
 import autosched as ansor
-from autosched.network.build import build_network, default_gpu_schedule, partition, pick_num_threads
+from autosched.network.build import build_network
+from autosched.network.default_schedules import default_gpu_schedule, pick_num_threads
+from autosched.network.partition import partition
 from codegen.target import Target
 from runtime import array, device
 from tensorir.graph import evaluate

@@ -11,7 +11,8 @@ import autosched as ansor
 from autosched.cli.network import check_outputs
 from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import save_records
-from autosched.network.build import default_schedule, distinct_groups, partition
+from autosched.network.default_schedules import default_schedule
+from autosched.network.partition import distinct_groups, partition
 from tensorir.graph import evaluate, nn, op
 from tensorir.graph import ir as gir
 
