@@ -20,9 +20,11 @@ from tensorir.steps import ScheduleError
 
 from . import networks
 from ._version import package_version as _package_version
-from .build_module import build, generate_source
-from .cost_model import LGBModel, RandomModel
-from .measure import (
+from .build_module import build
+from .cost_model.model import LGBModel, RandomModel
+from .hardware import HardwareParams
+from .kernel import generate_source
+from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
     LocalRunner,
@@ -31,23 +33,24 @@ from .measure import (
     MeasureResult,
     ProgramMeasurer,
 )
-from .network import NetworkLib, extract_tasks, load_module
-from .networks import from_onnx
-from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
-from .search_params import SearchParams
-from .search_policy import (
-    PreloadCustomSketchRule,
-    PreloadMeasuredStates,
-    SeedStates,
-    SketchPolicy,
-)
-from .task import HardwareParams, SearchTask, register_workload
-from .task_scheduler import (
+from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .network.build import NetworkLib, load_module
+from .network.partition import extract_tasks
+from .network.task_scheduler import (
     LogEstimatedLatency,
     PrintTableInfo,
     TaskScheduler,
     TaskSchedulerCallback,
 )
+from .networks import from_onnx
+from .search.params import SearchParams
+from .search.policy import (
+    PreloadCustomSketchRule,
+    PreloadMeasuredStates,
+    SeedStates,
+    SketchPolicy,
+)
+from .task import SearchTask, register_workload
 from .tuning import TuningOptions, auto_schedule
 
 __version__ = _package_version()

@@ -6,13 +6,15 @@ no context or queue is created), once per process. Without a device (CI, a lapto
 back to the documented defaults below with a one-line warning, so GPU tasks can still be
 created, searched and built. ``opencl -device=mali`` never touches a device: a Mali board is
 tuned remotely, and its limits are TVM's Mali preset. Explicit ``HardwareParams`` fields always
-win (:meth:`autosched.task.HardwareParams.for_target`).
+win (:meth:`HardwareParams.for_target`).
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from dataclasses import dataclass, replace
+from numbers import Integral
 
 from codegen.target import Target
 
@@ -104,3 +106,109 @@ def with_device_arch(target) -> Target:
     if target.kind != "cuda" or target.get("arch"):
         return target
     return target.with_options(arch=cuda_arch(target))
+
+
+_MAY_BE_ZERO = ("max_shared_memory_per_block", "max_local_memory_per_block")
+
+
+@dataclass(frozen=True)
+class HardwareParams:
+    """What the search needs to know about the machine (TVM's ``HardwareParams``).
+
+    ``None`` (or, as in TVM, ``-1``) fields are filled by :meth:`for_target`: on CPU from the
+    host, on GPU from the target's device (see :data:`GPU_DEFAULTS` for the defaults used
+    without one). Other values must be positive ints (the two memory sizes may be 0).
+
+    Parameters
+    ----------
+    num_cores : int
+        Cores the parallel loops can use (CPU) or streaming multiprocessors (GPU).
+    vector_unit_bytes : int
+        Width of the vector unit (32 for AVX2, 64 for AVX-512, 16 for NEON / Mali).
+    cache_line_bytes : int
+        Cache line size, used by the features.
+    max_shared_memory_per_block, max_local_memory_per_block, max_threads_per_block : int
+        GPU limits every candidate is checked against.
+    max_vthread_extent, warp_size : int
+        GPU virtual-thread limit and warp width.
+    """
+
+    num_cores: int | None = None
+    vector_unit_bytes: int | None = None
+    cache_line_bytes: int | None = None
+    max_shared_memory_per_block: int | None = None
+    max_local_memory_per_block: int | None = None
+    max_threads_per_block: int | None = None
+    max_vthread_extent: int | None = None
+    warp_size: int | None = None
+
+    def __post_init__(self):
+        for name, value in self.__dict__.items():
+            if value is None:
+                continue
+            if value == -1 and not isinstance(value, bool):
+                object.__setattr__(self, name, None)  # TVM's "read it from the device"
+                continue
+            lowest = 0 if name in _MAY_BE_ZERO else 1
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < lowest:
+                kind = "a non-negative" if lowest == 0 else "a positive"
+                raise ValueError(
+                    f"HardwareParams: {name} must be {kind} int, or -1 / None to read it from "
+                    f"the device; got {value!r}"
+                )
+
+    @classmethod
+    def for_target(cls, target, given: HardwareParams | None = None) -> HardwareParams:
+        """Fill the fields of ``given`` that are None from the target's device or defaults.
+
+        The device is only read when some field is missing.
+        """
+        target = Target(target)
+        if given is not None and all(v is not None for v in given.__dict__.values()):
+            return given
+        defaults = _default_params(target)
+        if given is None:
+            return defaults
+        return replace(defaults, **{k: v for k, v in given.__dict__.items() if v is not None})
+
+    def gpu_value(self, name: str) -> int:
+        """The field ``name``, or its GPU default (:data:`GPU_DEFAULTS`) when it is unset."""
+        value = getattr(self, name)
+        return GPU_DEFAULTS[name] if value is None else value
+
+    def as_limits(self) -> dict:
+        """The GPU verifier's limits (``tensorir.passes.verify_gpu``)."""
+        return {
+            "max_threads_per_block": self.max_threads_per_block,
+            "max_shared_memory_per_block": self.max_shared_memory_per_block,
+            "max_local_memory_per_block": self.max_local_memory_per_block,
+            "max_vthread_extent": self.max_vthread_extent,
+            "warp_size": self.warp_size,
+        }
+
+
+def _host_cores() -> int:
+    """The threads a CPU kernel will run with: AUTOSCHED_NUM_THREADS, else the usable cores."""
+    from .workers import cpu_count, env
+
+    return env("AUTOSCHED_NUM_THREADS") or cpu_count()
+
+
+def _default_params(target: Target) -> HardwareParams:
+    if target.kind == "llvm":
+        # Read the vector width from LLVM's view of the host, without starting a runtime device.
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features()
+        vbytes = 64 if features.get("avx512f") else 32 if features.get("avx") else 16
+        return HardwareParams(
+            num_cores=_host_cores(),
+            vector_unit_bytes=vbytes,
+            cache_line_bytes=64,
+            max_shared_memory_per_block=0,
+            max_local_memory_per_block=2**31 - 1,
+            max_threads_per_block=1,
+            max_vthread_extent=1,
+            warp_size=1,
+        )
+    return HardwareParams(**gpu_params(target))

@@ -19,7 +19,7 @@ def _it(state, stage_name, iter_name):
 
 
 def _host_vector_lanes() -> int:
-    from .task import HardwareParams
+    from .hardware import HardwareParams
 
     return HardwareParams.for_target("llvm").vector_unit_bytes // 4
 

@@ -73,7 +73,7 @@ class TuningOptions:
 
     def make_measurer(self):
         """The ProgramMeasurer these options describe."""
-        from .measure import LocalBuilder, LocalRunner, ProgramMeasurer
+        from .measure.local import LocalBuilder, LocalRunner, ProgramMeasurer
 
         builder = LocalBuilder() if self.builder == "local" else self.builder
         runner = LocalRunner() if self.runner == "local" else self.runner
@@ -83,7 +83,7 @@ class TuningOptions:
 def _runs_here(runner) -> bool:
     """Whether ``runner`` measures on this machine (our LocalRunner, as LocalRPCMeasureContext
     uses); a custom runner may measure elsewhere, so it is trusted to find its devices."""
-    from .measure import LocalRunner
+    from .measure.local import LocalRunner
 
     return runner == "local" or isinstance(runner, LocalRunner)
 
@@ -124,11 +124,11 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
 
     The default policy is a :class:`SketchPolicy` with the LightGBM cost model.
     """
-    from .search_policy import SketchPolicy
+    from .search.policy import SketchPolicy
 
     options = tuning_options or TuningOptions()
     if search_policy is None:
-        from .cost_model import LGBModel
+        from .cost_model.model import LGBModel
 
         search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
     require_measuring_devices([task], options)

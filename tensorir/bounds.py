@@ -38,12 +38,11 @@ from .expr import (
     Select,
     TensorRead,
     Var,
-    substitute,
     walk,
 )
 from .loops import Buffer
 from .stage import Iterator, SplitRel, Stage, initial_stage
-from .transform import rewrite
+from .transform import rewrite, substitute
 
 __all__ = ["Analysis", "LowerError", "StageInfo", "analyze", "infer_bound", "stages_of"]
 

@@ -18,11 +18,10 @@ from .expr import (
     floordiv,
     floormod,
     if_then_else,
-    substitute,
 )
 from .stage import FuseRel, SplitRel
 from .tensor import ComputeOp, Tensor, compute, reduce_identity
-from .transform import rewrite
+from .transform import rewrite, substitute
 
 
 def reads(op) -> set[int]:

@@ -527,12 +527,3 @@ def walk(e: Expr):
         node = stack.pop()
         yield node
         stack.extend(reversed(children(node)))
-
-
-def substitute(e: Expr, mapping: dict) -> Expr:
-    """Replace Vars (keys, by identity) with expressions (values) throughout ``e``."""
-    from .transform import rewrite
-
-    if not mapping:
-        return e
-    return rewrite(e, lambda node: mapping.get(node) if isinstance(node, Var) else None)

@@ -21,7 +21,7 @@ Example
 from __future__ import annotations
 
 from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound, stages_of
-from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, substitute, walk
+from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, walk
 from .loops import (
     Allocate,
     Barrier,
@@ -39,7 +39,7 @@ from .passes.layout_rewrite import rewrite_layouts
 from .passes.simplify_loops import simplify_program
 from .passes.unroll import unroll_loops
 from .tensor import reduce_identity
-from .transform import rewrite
+from .transform import rewrite, substitute
 
 __all__ = ["LowerError", "infer_bound", "lower", "lower_unscheduled"]
 

@@ -14,6 +14,7 @@ from .expr import (
     Reduce,
     Select,
     TensorRead,
+    Var,
 )
 
 
@@ -72,3 +73,10 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
         return map_children(node, visit)
 
     return visit(e)
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace Vars (keys, by identity) with expressions (values) throughout ``e``."""
+    if not mapping:
+        return e
+    return rewrite(e, lambda node: mapping.get(node) if isinstance(node, Var) else None)

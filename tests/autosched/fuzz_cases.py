@@ -15,11 +15,11 @@ import random
 import numpy as np
 
 import autosched as ansor
-from autosched import state_utils
 from autosched import testing as W
-from autosched.annotate import sample_init_population
-from autosched.mutation import mutate
-from autosched.sketch import generate_sketches
+from autosched.search import state_utils
+from autosched.search.annotate import sample_init_population
+from autosched.search.mutation import mutate
+from autosched.search.sketch import generate_sketches
 from autosched.task import SearchTask
 from tensorir import ops, te
 from tensorir import steps as st

@@ -9,22 +9,19 @@ import pytest
 
 import runtime
 from autosched import testing as W
-from autosched.annotate import (
-    AnnotateContext,
-    divisors,
-    factorization_schemes,
-    sample_init_population,
-)
-from autosched.mutation import (
+from autosched.hardware import HardwareParams
+from autosched.search.annotate import sample_init_population
+from autosched.search.mutation import (
     mutate,
     mutate_auto_unroll,
     mutate_compute_location,
     mutate_parallel,
     mutate_tile_size,
 )
-from autosched.search_params import SearchParams
-from autosched.sketch import generate_sketches
-from autosched.task import HardwareParams, SearchTask
+from autosched.search.params import SearchParams
+from autosched.search.sketch import generate_sketches
+from autosched.search.tiling import AnnotateContext, divisors, factorization_schemes
+from autosched.task import SearchTask
 from codegen.llvm import build_llvm
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
@@ -200,7 +197,7 @@ def test_population_parallel_unroll_vectorize(mm512):
 
 
 def test_vectorized_extent_at_most_16():
-    from autosched.state_utils import bound_extents
+    from autosched.search.state_utils import bound_extents
 
     for name in ("matmul", "conv2d_bias_relu", "softmax", "max_pool_bias_relu"):
         task, states = sweep_states(name, 40, 0, seed=3)

@@ -1,5 +1,5 @@
 """Builds that never finish: unrolling is bounded in lowering (tensorir/passes/unroll.py) and
-the one-kernel compile path refuses kernels over a size limit (autosched/build_module.py)."""
+the one-kernel compile path refuses kernels over a size limit (autosched/kernel.py)."""
 
 import time
 
@@ -8,9 +8,9 @@ import pytest
 
 import autosched as ansor
 from autosched import te
-from autosched.build_module import MAX_KERNEL_SIZE_ENV, KernelSizeError, generate_source
+from autosched.kernel import MAX_KERNEL_SIZE_ENV, KernelSizeError, generate_source
 from autosched.measure import MeasureInput, MeasureResult
-from autosched.records import save_records
+from autosched.measure.records import save_records
 from tensorir.loops import For, walk_stmts
 from tensorir.lower import lower
 from tensorir.passes.unroll import MAX_UNROLLED_SIZE

@@ -6,7 +6,7 @@ import shlex
 import pytest
 
 from autosched.cli import main
-from autosched.network_cli import latency_comparison
+from autosched.cli.network import latency_comparison
 
 pytest.importorskip("onnx")
 from tests.autosched.test_cli_bad_input import _conv_model, _fails  # noqa: E402
@@ -38,7 +38,7 @@ def test_latency_comparison_names_both_and_why():
 
 
 def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("autosched.task_scheduler.TABLE_INTERVAL_S", 1e9)
+    monkeypatch.setattr("autosched.network.task_scheduler.TABLE_INTERVAL_S", 1e9)
     model = _conv_model(tmp_path / "m.onnx")
     log = tmp_path / "m.json"
     argv = ["tune", "--onnx", model, "--no-winograd", "--log", str(log), "--trials", "2",

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from autosched import testing
-from autosched.cost_model import LGBModel, RandomModel, pack_sum
-from autosched.features import N_FEATURES
+from autosched.cost_model.features import N_FEATURES
+from autosched.cost_model.model import LGBModel, RandomModel, pack_sum
 from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.task import SearchTask
 from tensorir import ComputeDAG

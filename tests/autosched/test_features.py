@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 
 from autosched import manual, testing
-from autosched.features import (
+from autosched.cost_model.feature_pool import FeatureCache, states_features
+from autosched.cost_model.features import (
     FEATURE_NAMES,
-    FeatureCache,
     program_features,
     slog,
     state_features,
-    states_features,
 )
 from autosched.task import SearchTask
 from tensorir import ComputeDAG
@@ -211,10 +210,10 @@ def test_states_features_caches_by_steps():
 
 def test_parallel_extraction_equals_in_process(monkeypatch):
     # The worker pool replays each state from its steps; its rows must be the in-process rows.
-    from autosched import feature_pool
-    from autosched.annotate import sample_init_population
-    from autosched.search_params import SearchParams
-    from autosched.sketch import generate_sketches
+    from autosched.cost_model import feature_pool
+    from autosched.search.annotate import sample_init_population
+    from autosched.search.params import SearchParams
+    from autosched.search.sketch import generate_sketches
 
     dag = ComputeDAG(testing.matmul(64, 48, 32))
     task = SearchTask(dag, target="llvm")
@@ -237,7 +236,7 @@ def test_parallel_extraction_equals_in_process(monkeypatch):
 
 
 def test_feature_workers_env_is_checked(monkeypatch):
-    from autosched import feature_pool
+    from autosched.cost_model import feature_pool
 
     monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "many")
     with pytest.raises(ValueError, match="AUTOSCHED_FEATURE_WORKERS"):
@@ -252,7 +251,7 @@ def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
     import logging
     import warnings
 
-    from autosched import feature_pool
+    from autosched.cost_model import feature_pool
 
     def broken(*args):
         raise OSError("no processes today")

@@ -11,14 +11,15 @@ import pytest
 
 from autosched import manual
 from autosched import testing as W
-from autosched.annotate import sample_init_population
-from autosched.annotate_gpu import gpu_state_errors
-from autosched.features import FEATURE_NAMES, state_features
-from autosched.mutation import mutate
-from autosched.search_params import SearchParams
-from autosched.sketch import generate_sketches
-from autosched.sketch_rules_gpu import has_cross_thread_reduction
-from autosched.task import HardwareParams, SearchTask
+from autosched.cost_model.features import FEATURE_NAMES, state_features
+from autosched.hardware import HardwareParams
+from autosched.search.annotate import sample_init_population
+from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.mutation import mutate
+from autosched.search.params import SearchParams
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules_gpu import has_cross_thread_reduction
+from autosched.task import SearchTask
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
 

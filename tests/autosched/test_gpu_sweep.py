@@ -12,12 +12,12 @@ import pytest
 
 import autosched as ansor
 from autosched import testing as W
-from autosched.annotate import sample_init_population
-from autosched.annotate_gpu import gpu_state_errors
-from autosched.build_module import generate_source
-from autosched.mutation import mutate
-from autosched.sketch import generate_sketches
-from autosched.sketch_rules_gpu import has_cross_thread_reduction
+from autosched.kernel import generate_source
+from autosched.search.annotate import sample_init_population
+from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.mutation import mutate
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules_gpu import has_cross_thread_reduction
 from autosched.task import SearchTask
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag

@@ -7,9 +7,9 @@ import pytest
 
 import autosched as ansor
 from autosched import testing as W
-from autosched.annotate_gpu import gpu_state_errors
 from autosched.measure import MeasureErrorNo
-from autosched.records import load_records
+from autosched.measure.records import load_records
+from autosched.search.annotate_gpu import gpu_state_errors
 from tensorir.interp import eval_dag
 
 

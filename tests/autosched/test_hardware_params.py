@@ -3,7 +3,7 @@
 import pytest
 
 from autosched import hardware
-from autosched.task import HardwareParams
+from autosched.hardware import HardwareParams
 from codegen.target import Target
 
 FULL = HardwareParams(1, 2, 3, 4, 5, 6, 7, 8)
@@ -101,3 +101,18 @@ def test_minus_one_reads_the_device_and_other_bad_values_are_refused(no_device_r
     with pytest.raises(ValueError, match="max_shared_memory_per_block must be a non-negative"):
         HardwareParams(max_shared_memory_per_block=-5)
     assert HardwareParams(max_shared_memory_per_block=0).max_shared_memory_per_block == 0
+
+
+def test_missing_gpu_limits_come_from_the_one_table_of_defaults():
+    from autosched.kernel import gpu_limits
+
+    class Device:
+        properties = {"max_threads_per_block": 512, "max_thread_x": 256}
+
+    limits = gpu_limits(Device())
+    assert limits["max_threads_per_block"] == 512 and limits["max_thread_x"] == 256
+    for key in ("warp_size", "max_vthread_extent", "max_shared_memory_per_block"):
+        assert limits[key] == hardware.GPU_DEFAULTS[key]
+    hw = HardwareParams(warp_size=16)
+    assert hw.gpu_value("warp_size") == 16
+    assert hw.gpu_value("max_threads_per_block") == hardware.GPU_DEFAULTS["max_threads_per_block"]

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from autosched import _measure_worker as worker
 from autosched.measure import (
     MAX_COST,
     LocalBuilder,
@@ -12,8 +11,9 @@ from autosched.measure import (
     MeasureInput,
     ProgramMeasurer,
     measure,
+    worker,
 )
-from autosched.records import RecordToFile, load_records
+from autosched.measure.records import RecordToFile, load_records
 from autosched.testing import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 from tensorir.schedule import State

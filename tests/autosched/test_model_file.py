@@ -8,8 +8,8 @@ import pytest
 
 import autosched as ansor
 from autosched import testing
-from autosched.cost_model import LGBModel
-from autosched.features import N_FEATURES
+from autosched.cost_model.features import N_FEATURES
+from autosched.cost_model.model import LGBModel
 from tensorir import ComputeDAG
 
 

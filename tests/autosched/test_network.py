@@ -70,7 +70,7 @@ def test_extract_tasks_dedups_identical_blocks(net):
 
 @pytest.mark.parametrize("use_winograd", [False, True])
 def test_build_default_schedules_matches_reference(net, use_winograd):
-    from autosched.network import build_network
+    from autosched.network.build import build_network
 
     func, params, data = net
     if use_winograd:  # the CPU takes winograd only for 64 < CO < 512 (TVM's x86 rule)
@@ -88,7 +88,8 @@ def test_build_default_schedules_matches_reference(net, use_winograd):
 def test_cpu_networks_store_conv_and_dense_weights_in_kernel_loop_order(net):
     import warnings
 
-    from autosched.network import build_network, partition
+    from autosched.network.build import build_network
+    from autosched.network.partition import partition
     from tensorir.passes.layout_rewrite import ParamLayout
 
     func, params, data = net
@@ -126,7 +127,7 @@ def test_cpu_kernels_share_one_workspace_arena():
     """Winograd kernels keep scratch stages in workspaces; in a GraphModule on the CPU they
     all live in one arena (so a kernel's scratch is still in cache from the previous kernel),
     disjoint within a kernel, and the network still computes the reference."""
-    from autosched.network import build_network
+    from autosched.network.build import build_network
 
     rng = np.random.default_rng(8)
     func, params = small_net(rng, n_blocks=2, hw=8, c=72)
@@ -174,7 +175,7 @@ def test_graph_module_input_errors(net):
 
 
 def test_build_uses_the_history_best(net, tmp_path):
-    from autosched.network import build_network
+    from autosched.network.build import build_network
 
     func, params, data = net
     tasks, _ = ansor.extract_tasks(func, params, "llvm", use_winograd=False)
@@ -232,8 +233,8 @@ def test_zoo_task_counts_match_tvm(name, n_tasks, weight_sum):
 
 def test_tune_network_end_to_end_and_resume(tmp_path, capsys):
     """A tiny tune of every task, then a resumed run: no state measured twice, output right."""
-    from autosched.evolution import state_key
-    from autosched.network import build_network
+    from autosched.network.build import build_network
+    from autosched.search.evolution import state_key
 
     rng = np.random.default_rng(3)
     func, params = small_net(rng, n_blocks=1, hw=6, c=4)
@@ -284,7 +285,7 @@ def test_cli_compile_and_run_a_network(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_tune_stops_at_its_time_budget(tmp_path, capsys, monkeypatch):
-    import autosched.network_cli as network_cli
+    import autosched.cli.network as network_cli
     from autosched.cli import main
 
     # only the tuning is under test: skip the compile and run that follow it
@@ -321,7 +322,7 @@ def test_progress_bar_line(capsys, monkeypatch):
     import time as _time
     from types import SimpleNamespace
 
-    from autosched.task_scheduler import ProgressBar
+    from autosched.network.task_scheduler import ProgressBar
 
     real_import = builtins.__import__
     monkeypatch.setattr(

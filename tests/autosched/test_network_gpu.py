@@ -8,7 +8,9 @@ import pytest
 from test_network import small_net
 
 import autosched as ansor
-from autosched.network import build_network, default_gpu_schedule, partition, pick_num_threads
+from autosched.network.build import build_network
+from autosched.network.default_schedules import default_gpu_schedule, pick_num_threads
+from autosched.network.partition import partition
 from codegen.target import Target
 from runtime import array, device
 from tensorir.graph import evaluate
@@ -166,8 +168,8 @@ def test_opencl_resnet18_small_input():
 
 def test_cli_runs_a_network_on_opencl(tmp_path, capsys, monkeypatch):
     _opencl()
-    from autosched import network_cli
     from autosched.cli import main
+    from autosched.cli import network as network_cli
 
     def tiny(args):  # a small zoo-like network instead of a 224x224 one
         from tensorir.graph.zoo import NetBuilder, resnet
@@ -269,7 +271,7 @@ def test_cuda_graph_runner_falls_back_without_graph_api(monkeypatch):
 
 def test_opencl_build_uses_gpu_records_and_drops_unfit_ones(net, tmp_path):
     from autosched.measure import MeasureInput, MeasureResult
-    from autosched.records import save_records
+    from autosched.measure.records import save_records
 
     dev = _opencl()
     func, params, data = net

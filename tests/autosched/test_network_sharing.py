@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import autosched as ansor
+from autosched.cli.network import check_outputs
 from autosched.measure import MeasureInput, MeasureResult
-from autosched.network import default_schedule, distinct_groups, partition
-from autosched.network_cli import check_outputs
-from autosched.records import save_records
+from autosched.measure.records import save_records
+from autosched.network.default_schedules import default_schedule
+from autosched.network.partition import distinct_groups, partition
 from tensorir.graph import evaluate, nn, op
 from tensorir.graph import ir as gir
 

@@ -104,8 +104,9 @@ def test_pool_softmax_and_adaptive_pool_build():
 
 
 def _sketches(tensors):
-    from autosched.sketch import generate_sketches
-    from autosched.task import HardwareParams, SearchTask
+    from autosched.hardware import HardwareParams
+    from autosched.search.sketch import generate_sketches
+    from autosched.task import SearchTask
 
     task = SearchTask(
         ansor.ComputeDAG(tensors), target="llvm", hardware_params=HardwareParams(num_cores=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.records import (
+from autosched.measure.records import (
     RECORD_VERSION,
     ApplyHistoryBest,
     RecordToFile,

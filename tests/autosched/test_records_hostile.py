@@ -11,7 +11,7 @@ import re
 import pytest
 
 from autosched.measure import MeasureInput, MeasureResult
-from autosched.records import (
+from autosched.measure.records import (
     ApplyHistoryBest,
     RecordWarning,
     distill,

@@ -9,7 +9,7 @@ import pytest
 import autosched
 from autosched._version import _PYPROJECT, package_version
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.records import (
+from autosched.measure.records import (
     ApplyHistoryBest,
     RecordToFile,
     distill,
@@ -72,7 +72,7 @@ def test_records_carry_the_real_version(tmp_path, monkeypatch):
     """Run from a checkout with no installed distribution, the version is pyproject.toml's."""
     import importlib.metadata
 
-    import autosched.records as records
+    import autosched.measure.records as records
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)

@@ -5,9 +5,9 @@ import pytest
 
 import autosched as ansor
 from autosched import testing
-from autosched.evolution import evolutionary_search, pick_states_eps_greedy, state_key
 from autosched.measure import MeasureErrorNo
-from autosched.records import load_records, log_ended_cleanly
+from autosched.measure.records import load_records, log_ended_cleanly
+from autosched.search.evolution import evolutionary_search, pick_states_eps_greedy, state_key
 from tensorir.interp import eval_dag
 
 # Small populations keep a round to a few seconds on 2 cores; the defaults are TVM's.
@@ -188,7 +188,7 @@ def test_short_last_round_searches_a_proportional_population(task):
 def test_time_budget_stops_the_search_between_rounds(task, monkeypatch):
     """``max_seconds``: the round in flight finishes, no new one starts (a fake clock that
     advances one second per reading)."""
-    import autosched.search_policy as sp
+    import autosched.search.policy as sp
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(sp, "time", type("Clock", (), {"perf_counter": lambda: next(ticks)}))
@@ -251,8 +251,8 @@ def test_seed_states_are_measured_first_and_once(task):
 
 
 def test_gpu_tasks_are_seeded_with_the_default_schedule():
-    from autosched.annotate_gpu import gpu_state_errors
-    from autosched.task_scheduler import _default_schedule_seed
+    from autosched.network.task_scheduler import _default_schedule_seed
+    from autosched.search.annotate_gpu import gpu_state_errors
 
     dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1))
     gpu = ansor.SearchTask(dag, target="cuda")

@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 from autosched import testing as W
-from autosched.sketch import generate_sketches
-from autosched.sketch_rules import (
+from autosched.hardware import HardwareParams
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules import (
     APPLY_AND_SKIP_REST,
     SKIP,
     CustomSketchRule,
     cpu_rules,
 )
-from autosched.task import HardwareParams, SearchTask
+from autosched.task import SearchTask
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
 

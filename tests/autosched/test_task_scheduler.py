@@ -14,8 +14,8 @@ import pytest
 import autosched as ansor
 from autosched import testing
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.records import load_records, log_ended_cleanly
-from autosched.task_scheduler import derive_similarity_tag
+from autosched.measure.records import load_records, log_ended_cleanly
+from autosched.network.task_scheduler import derive_similarity_tag
 
 # ------------------------------------------------------------------ fakes (no measuring)
 
@@ -181,7 +181,7 @@ def test_global_early_stopping():
 def test_time_budget_stops_before_the_next_round(monkeypatch):
     """max_tuning_seconds: no round starts once the budget is spent (a fake clock: each round
     takes 10 s)."""
-    import autosched.task_scheduler as ts_module
+    import autosched.network.task_scheduler as ts_module
 
     clock = [0.0]
     fake_time = SimpleNamespace(time=lambda: clock[0], perf_counter=lambda: clock[0])
@@ -207,7 +207,7 @@ def test_table_is_printed_after_the_warm_up_then_at_most_every_interval(monkeypa
     """Output to a file: a fake clock where each round takes 10 s; 2 tasks, 12 rounds. The
     table comes once every task had a round (round 2, t=20 s), then at most every 30 s (rounds
     5, 8, 11) and at the end; the last line names the log and what to do with it."""
-    import autosched.task_scheduler as ts_module
+    import autosched.network.task_scheduler as ts_module
 
     clock = [0.0]
 
@@ -313,7 +313,7 @@ def _tune(log, trials, **kw):
     out = io.StringIO()
     # A slow machine must not add tables on the interval (tested with a fake clock below).
     with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
-        mp.setattr("autosched.task_scheduler.TABLE_INTERVAL_S", 1e9)
+        mp.setattr("autosched.network.task_scheduler.TABLE_INTERVAL_S", 1e9)
         ts.tune(options, search_policy_params=SMALL)
     return ts, out.getvalue()
 

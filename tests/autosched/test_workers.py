@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autosched import _measure_worker, workers
+from autosched import workers
+from autosched.measure import worker as _measure_worker
 from autosched.workers import WorkerPool, env
 from runtime import environment
 

@@ -28,10 +28,10 @@ from tensorir.expr import (
     max_,
     min_,
     select,
-    substitute,
 )
 from tensorir.loop_interp import run_program
 from tensorir.loops import Allocate, Barrier, Buffer, For, If, Load, Program, Seq, Store
+from tensorir.transform import substitute
 
 RNG = np.random.default_rng(1234)
 

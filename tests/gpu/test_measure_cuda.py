@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from autosched import hardware, manual
+from autosched.hardware import HardwareParams
 from autosched.measure import (
     MAX_COST,
     LocalRPCMeasureContext,
     MeasureErrorNo,
     MeasureInput,
 )
-from autosched.task import HardwareParams
 from autosched.testing import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 
@@ -55,7 +55,7 @@ def test_hardware_params_and_arch_come_from_the_device(cuda_backend):
 
 
 def test_cubin_loads_and_runs_through_bound_launches(cuda_backend):
-    from autosched.build_module import generate_source
+    from autosched.kernel import generate_source
     from runtime import device, load_module
     from runtime.cuda import compile_cubin
 

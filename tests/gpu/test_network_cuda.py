@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched.network import build_network
+from autosched.network.build import build_network
 from runtime import array, device
 from tensorir.graph import evaluate
 

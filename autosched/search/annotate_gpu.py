@@ -20,7 +20,7 @@ from tensorir.dtype import itemsize
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .annotate import AnnotateContext, factorization_schemes
+from .tiling import AnnotateContext, factorization_schemes
 
 __all__ = [
     "GPUAnnotateContext",
@@ -45,15 +45,15 @@ class GPUAnnotateContext(AnnotateContext):
 
     @property
     def warp(self) -> int:
-        return self.hw.warp_size or 32
+        return self.hw.gpu_value("warp_size")
 
     @property
     def max_threads(self) -> int:
-        return self.hw.max_threads_per_block or 1024
+        return self.hw.gpu_value("max_threads_per_block")
 
     @property
     def max_vthread(self) -> int:
-        return self.hw.max_vthread_extent or 8
+        return self.hw.gpu_value("max_vthread_extent")
 
     @property
     def unroll_configs(self) -> tuple[int, ...]:

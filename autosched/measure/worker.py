@@ -1,4 +1,4 @@
-"""The measuring processes of :mod:`autosched.measure` (private): their code, and the parent's
+"""The measuring processes of :mod:`autosched.measure.local` (private): their code, and the parent's
 handle on the runner process (:class:`RunnerProcess`).
 
 Two kinds of worker process (started by :mod:`autosched.workers`: fresh interpreters that
@@ -28,10 +28,16 @@ import traceback
 
 import numpy as np
 
-# Error codes, duplicated from MeasureErrorNo so this module does not import measure.py (whose
-# import would pull in the parent's state for nothing); test_measure checks they agree.
-NO_ERROR, INSTANTIATION_ERROR, COMPILE_HOST, COMPILE_DEVICE = 0, 1, 2, 3
-RUNTIME_DEVICE, WRONG_ANSWER, BUILD_TIMEOUT = 4, 5, 6
+from .data import MeasureErrorNo
+
+# The error codes as plain ints (what the worker sends back), from the data-only module.
+NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
+COMPILE_HOST = int(MeasureErrorNo.COMPILE_HOST)
+COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
+RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
+WRONG_ANSWER = int(MeasureErrorNo.WRONG_ANSWER)
+BUILD_TIMEOUT = int(MeasureErrorNo.BUILD_TIMEOUT)
 
 # TEST-ONLY fault injection: the runner passes one of these per candidate when a test asks for
 # it (``LocalRunner.test_faults``); production runs always pass None.
@@ -71,7 +77,7 @@ def build_one(job: tuple) -> tuple:
     carry ``-arch`` (the parent fills it from the device).
     """
     dag, steps_json, target, timeout = job
-    from autosched.build_module import generate_source
+    from autosched.kernel import generate_source
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
@@ -383,9 +389,9 @@ class RunnerProcess:
     START_TIMEOUT = 120.0  # importing numpy + llvmlite in a cold process on a busy machine
 
     def __init__(self):
-        from .workers import WorkerProcess
+        from ..workers import WorkerProcess
 
-        self.worker = WorkerProcess(("autosched._measure_worker",), "measuring")
+        self.worker = WorkerProcess(("autosched.measure.worker",), "measuring")
         self.proc = self.worker.proc
         self.conn = self.worker.conn
         self.worker.wait_ready(self.START_TIMEOUT)

@@ -11,7 +11,7 @@ consumer, or the op itself after ``cache_write("local")``) split in four levels 
 splits (``.0`` -> blockIdx, ``.1`` -> vthread, ``.2`` -> threadIdx, the rest inside a thread);
 the register-tile stage tiled ``SSSRRSRS`` and attached at the root's last threadIdx-level
 iterator; one ``.shared`` cache stage per input attached at the outermost reduce tile. The
-thread binding itself happens at annotation (:mod:`autosched.annotate_gpu`).
+thread binding itself happens at annotation (:mod:`autosched.search.annotate_gpu`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
-from .measure import MAX_COST, MeasureErrorNo, MeasureInput
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
 
@@ -48,7 +48,7 @@ class SketchPolicy:
     ----------
     task : SearchTask
     program_cost_model : CostModel, optional
-        Defaults to a :class:`~autosched.cost_model.RandomModel`.
+        Defaults to a :class:`~autosched.cost_model.model.RandomModel`.
     params : SearchParams, optional
         Search knobs (population, generations, mutation probability, eps-greedy...).
     seed : int, optional
@@ -68,8 +68,8 @@ class SketchPolicy:
         verbose: int = 1,
         init_search_callbacks=None,
     ):
-        from .cost_model import RandomModel
-        from .search_params import SearchParams
+        from ..cost_model.model import RandomModel
+        from .params import SearchParams
 
         self.task = task
         self.model = program_cost_model if program_cost_model is not None else RandomModel(seed)
@@ -150,7 +150,7 @@ class SketchPolicy:
         seeds = [s for _, s in sorted(self.measured, key=lambda x: -x[0])[:n_seed]]
         num_random = 3 * int(p.eps_greedy * num_measure)
         random_states = [init[i] for i in self.rng.integers(0, len(init), size=num_random)]
-        from .cost_model import RandomModel
+        from ..cost_model.model import RandomModel
 
         num_iters = p.evolutionary_search_num_iters
         if isinstance(self.model, RandomModel):
@@ -277,7 +277,7 @@ class PreloadMeasuredStates:
     def enter(self, policy: SketchPolicy) -> None:
         from pathlib import Path
 
-        from .records import load_records
+        from ..measure.records import load_records
 
         if not Path(self.filename).exists():
             return

@@ -180,7 +180,7 @@ def _load_lib(args, mod, params):
     arguments name (a fingerprint of the optimised graph; files without one are not checked)."""
     import autosched as ansor
 
-    from .network import network_fingerprint
+    from ..network.partition import network_fingerprint
 
     try:
         lib = ansor.load_module(args.lib)
@@ -202,7 +202,7 @@ def _load_lib(args, mod, params):
 def _compile(args, mod, params, log: Path):
     import autosched as ansor
 
-    from .network import build_network
+    from ..network.build import build_network
 
     use_winograd = False if args.no_winograd else None
     if not log.exists():
@@ -305,7 +305,7 @@ def run_network_command(args) -> int:
         if args.no_resume and log.exists():
             log.unlink()
         resume = log.exists()
-        from .task_scheduler import LogEstimatedLatency, PrintTableInfo
+        from ..network.task_scheduler import LogEstimatedLatency, PrintTableInfo
 
         # The table (or a live bar on a terminal); this command ends with its own next step.
         callbacks = [PrintTableInfo(final_line=False),
@@ -328,7 +328,7 @@ def run_network_command(args) -> int:
                 f"--trials {args.trials} is below the {len(tasks)} tasks: every task needs a "
                 f"round; use --trials >= {len(tasks)} (better >= {len(tasks) * args.per_round})"
             )
-        from .tuning import require_measuring_devices
+        from ..tuning import require_measuring_devices
 
         try:
             require_measuring_devices(tasks, options)

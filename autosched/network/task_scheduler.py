@@ -8,11 +8,11 @@ to lower the objective most (ansor-notes section 8):
 1. optionally restore the state of a previous run from its log (``load_log_file``);
 2. warm up: one round for every task not restored from the log;
 3. until the budget is spent or every task is dead: pick a task (``"gradient"`` or
-   ``"round-robin"``), run one round of its :class:`~autosched.search_policy.SketchPolicy`
+   ``"round-robin"``), run one round of its :class:`~autosched.search.policy.SketchPolicy`
    (``continue_search_one_round``), update its best latency; stop early when the objective has
    not improved for ``early_stopping`` trials.
 
-All policies share one cost model and one :class:`~autosched.measure.ProgramMeasurer`, so a
+All policies share one cost model and one :class:`~autosched.measure.local.ProgramMeasurer`, so a
 ``RecordToFile`` callback writes every task's records to one log, batch by batch (a killed run
 loses at most the batch in flight and resumes with ``load_log_file``).
 
@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .cost_model import LGBModel, RandomModel
-from .measure import MAX_COST, MeasureErrorNo, MeasureInput
-from .tuning import interruption, require_measuring_devices
-from .workers import TuningInterrupted, stop_on_signals
+from ..cost_model.model import LGBModel, RandomModel
+from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
+from ..tuning import interruption, require_measuring_devices
+from ..workers import TuningInterrupted, stop_on_signals
 
 __all__ = [
     "LogEstimatedLatency",
@@ -114,8 +114,8 @@ def _default_schedule_seed(task):
     far from competitive and measuring it would waste a trial."""
     if not task.target.is_gpu:
         return None
-    from .annotate_gpu import gpu_state_errors
-    from .network import default_gpu_state
+    from ..search.annotate_gpu import gpu_state_errors
+    from .default_schedules import default_gpu_state
 
     def check(state):
         errors = gpu_state_errors(task, state)
@@ -125,7 +125,10 @@ def _default_schedule_seed(task):
     hw = task.hardware_params
     try:
         return default_gpu_state(
-            task.compute_dag, hw.max_threads_per_block, hw.warp_size or 32, check
+            task.compute_dag,
+            hw.gpu_value("max_threads_per_block"),
+            hw.gpu_value("warp_size"),
+            check,
         )
     except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
         return None
@@ -133,13 +136,13 @@ def _default_schedule_seed(task):
 
 class _PreloadRecords:
     """Init-search callback: add already-replayed records to a policy's measured set (what
-    :class:`~autosched.search_policy.PreloadMeasuredStates` does, without re-reading the log)."""
+    :class:`~autosched.search.policy.PreloadMeasuredStates` does, without re-reading the log)."""
 
     def __init__(self, inputs, results):
         self.inputs, self.results = inputs, results
 
     def enter(self, policy) -> None:
-        from .evolution import state_key
+        from ..search.evolution import state_key
 
         keep = [
             k
@@ -302,7 +305,7 @@ class TaskScheduler:
             callbacks (e.g. ``RecordToFile``).
         search_policy : str or list of SketchPolicy
             ``"default"`` / ``"sketch.xgb"`` (``"sketch.lgb"``): one SketchPolicy per task
-            sharing one :class:`~autosched.cost_model.LGBModel`; ``"sketch.random"``: sharing
+            sharing one :class:`~autosched.cost_model.model.LGBModel`; ``"sketch.random"``: sharing
             one RandomModel; or one ready policy per task (resumed records are still preloaded
             into them, skipping states they already know).
         search_policy_params : SearchParams or dict, optional
@@ -516,8 +519,8 @@ class TaskScheduler:
     # ------------------------------------------------------------------ policies and resume
 
     def _make_policies(self, search_policy, params, adaptive_training, resumed) -> list:
-        from .search_params import SearchParams
-        from .search_policy import SeedStates, SketchPolicy
+        from ..search.params import SearchParams
+        from ..search.policy import SeedStates, SketchPolicy
 
         verbose = self.tune_option.verbose
         records = resumed or {}
@@ -561,7 +564,7 @@ class TaskScheduler:
     def _restore_status(self, log_file) -> dict[int, tuple[list, list]]:
         """Counts, best costs and histories from ``log_file``; returns the replayed records
         per task index (``{i: (inputs, results)}``)."""
-        from .records import load_records
+        from ..measure.records import load_records
 
         if not os.path.exists(log_file):
             self._say(f"TaskScheduler: {log_file} does not exist yet; starting from scratch.")
@@ -659,7 +662,7 @@ class TaskSchedulerCallback:
 
 def _record_file(options):
     """The path of the first ``RecordToFile`` measure callback of ``options``, or None."""
-    from .records import RecordToFile
+    from ..measure.records import RecordToFile
 
     for cb in options.measure_callbacks:
         if isinstance(cb, RecordToFile):

@@ -177,7 +177,7 @@ class SimplifyComputeWithConstTensor(SketchRule):
 class AddRfactor(SketchRule):
     """Reductions with little spatial parallelism: rfactor the outer or the inner part of the
     fused reduction (two sketches). The split uses factor 1 here because rfactor needs a
-    concrete split; :func:`autosched.sketch.generate_sketches` resets it to None."""
+    concrete split; :func:`autosched.search.sketch.generate_sketches` resets it to None."""
 
     name = "AddRfactor"
 

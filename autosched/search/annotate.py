@@ -10,21 +10,15 @@ Every rule takes ``(ctx, state, rng)`` and returns a new State (never mutates it
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-from functools import lru_cache
-
 from tensorir import steps as st
 from tensorir.bounds import LowerError
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .search_params import SearchParams
+from .params import SearchParams
+from .tiling import AnnotateContext, as_random, factorization_schemes
 
 __all__ = [
-    "AnnotateContext",
-    "divisors",
-    "factorization_schemes",
     "init_change_compute_location",
     "init_fill_tile_size",
     "init_parallel",
@@ -33,57 +27,6 @@ __all__ = [
     "sample_init_population",
     "sample_state",
 ]
-
-
-@dataclass(frozen=True)
-class AnnotateContext:
-    """The task facts and knobs the rules read."""
-
-    dag: object
-    num_cores: int
-    params: SearchParams
-
-    @property
-    def unroll_configs(self) -> tuple[int, ...]:
-        """Candidates of the ``auto_unroll_max_step`` pragma on this target."""
-        return self.params.auto_unroll_configs_cpu
-
-
-# ----------------------------------------------------------------------------- factorizations
-
-
-@lru_cache(maxsize=4096)
-def divisors(n: int) -> tuple[int, ...]:
-    """The divisors of ``n`` in increasing order (memoized: called thousands of times)."""
-    small, large = [], []
-    step = 2 if n % 2 else 1  # odd numbers have only odd divisors
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i * i != n:
-                large.append(n // i)
-        i += step
-    return tuple(small + large[::-1])
-
-
-@lru_cache(maxsize=4096)
-def factorization_schemes(extent: int, n_lengths: int, max_innermost: int) -> tuple:
-    """All ``(l1, ..., ln)`` whose product divides ``extent`` with ``ln <= max_innermost``.
-
-    These are the inner tile lengths of a split; the outermost part takes the quotient, so
-    tiles always divide the extent (TVM SplitFactorizationMemo)."""
-    out = []
-
-    def dfs(remaining: int, prefix: tuple) -> None:
-        if len(prefix) == n_lengths - 1:
-            out.extend(prefix + (d,) for d in divisors(remaining) if d <= max_innermost)
-            return
-        for d in divisors(remaining):
-            dfs(remaining // d, prefix + (d,))
-
-    dfs(extent, ())
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- rules
@@ -259,27 +202,17 @@ def sample_state(ctx, sketch, rng):
     return s
 
 
-def _as_random(rng) -> random.Random:
-    if isinstance(rng, random.Random):
-        return rng
-    if isinstance(rng, int):
-        return random.Random(rng)
-    if hasattr(rng, "integers"):  # numpy Generator
-        return random.Random(int(rng.integers(2**63)))
-    raise TypeError(f"rng must be a random.Random, an int seed or a numpy Generator, got {rng!r}")
-
-
 def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) -> list:
     """Sample ``n`` distinct concrete states from ``sketches`` (each from a uniformly chosen
     sketch); invalid samples are dropped. GPU tasks use the GPU rules of
-    :mod:`autosched.annotate_gpu` and keep only states that pass ``verify_gpu_program``.
+    :mod:`autosched.search.annotate_gpu` and keep only states that pass ``verify_gpu_program``.
 
     Parameters
     ----------
     task : SearchTask
         Supplies ``compute_dag`` and ``hardware_params.num_cores``.
     sketches : list of State
-        From :func:`autosched.sketch.generate_sketches`.
+        From :func:`autosched.search.sketch.generate_sketches`.
     n : int
         How many states to return (fewer if ``max_tries`` samples do not give that many).
     rng : random.Random, int or numpy Generator
@@ -293,7 +226,7 @@ def sample_init_population(task, sketches, n, rng, params=None, max_tries=None) 
     list of State
         Concrete states, distinct by step list.
     """
-    rng = _as_random(rng)
+    rng = as_random(rng)
     params = params or SearchParams()
     if not sketches:
         return []

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         "--target", action="append", choices=["llvm", "opencl", "cuda"],
         help="backend to run (repeatable; default: all available)",
     )  # fmt: skip
-    from .network_cli import CLIError, add_network_commands, run_network_command
+    from .network import CLIError, add_network_commands, run_network_command
 
     add_network_commands(sub)
     args = parser.parse_args(argv)

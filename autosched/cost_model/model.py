@@ -1,7 +1,8 @@
 """Cost models that rank candidate states: ``RandomModel`` and the pack-sum ``LGBModel``.
 
 ``LGBModel`` is Ansor's XGBoost model (ansor-notes section 7) on LightGBM: a program's score is
-the sum of per-store predictions over its feature rows (:mod:`autosched.features`); labels are
+the sum of per-store predictions over its feature rows
+(:mod:`autosched.cost_model.features`); labels are
 throughputs normalized per task (``min_cost / cost``, best program of a task = 1), recomputed
 at every training; every row of a program has the program's label and a weight equal to it, and
 the model is retrained from scratch on all data after each update.
@@ -19,8 +20,8 @@ import time
 
 import numpy as np
 
-from .features import states_features
-from .measure import MAX_COST, MeasureErrorNo
+from ..measure.data import MAX_COST, MeasureErrorNo
+from .feature_pool import states_features
 from .model_file import load_model_file as _load_model_file
 from .model_file import save_model_file as _save_model_file
 
@@ -104,7 +105,7 @@ class LGBModel(CostModel):
         params: dict | None = None,
     ):
         if num_threads is None:
-            from .workers import cpu_count
+            from ..workers import cpu_count
 
             num_threads = max(1, cpu_count() // 2)
         self.seed = seed

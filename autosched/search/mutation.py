@@ -6,7 +6,7 @@ mutated State, or None when the rule does not apply or the result is invalid (TV
 replays the steps on the task's DAG, so the result is a consistent State.
 
 GPU tasks use tile-size (0.90) and auto-unroll (0.10) mutations only, and a mutated GPU state
-is returned only when it passes ``verify_gpu_program`` (see :mod:`autosched.annotate_gpu`).
+is returned only when it passes ``verify_gpu_program`` (see :mod:`autosched.search.annotate_gpu`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from tensorir.bounds import LowerError
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
-from .annotate import AnnotateContext, _as_random, divisors
-from .search_params import SearchParams
+from .params import SearchParams
+from .tiling import AnnotateContext, as_random, divisors
 
 __all__ = [
     "mutate",
@@ -226,7 +226,7 @@ def mutate(task, state, rng, params: SearchParams | None = None):
         The mutated state, or None when the chosen rule found nothing to change or produced
         an invalid state.
     """
-    rng = _as_random(rng)
+    rng = as_random(rng)
     params = params or SearchParams()
     if task.target.is_gpu:
         return _mutate_gpu(task, state, rng, params)

@@ -2,7 +2,7 @@
 
 A sketch is a State whose split lengths may be undefined (None): the loop structure without
 the numbers. Rules are tried on (state, stage_id) pairs from the last stage to the first; see
-:mod:`autosched.sketch_rules` for the CPU rules and how to write a custom one.
+:mod:`autosched.search.sketch_rules` for the CPU rules and how to write a custom one.
 
 Example
 -------
@@ -15,7 +15,7 @@ from __future__ import annotations
 from tensorir import steps as st
 from tensorir.schedule import State
 
-from .search_params import SearchParams
+from .params import SearchParams
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchContext, cpu_rules
 
 __all__ = ["generate_sketches"]
@@ -23,15 +23,15 @@ __all__ = ["generate_sketches"]
 
 def generate_sketches(task, rules=None, params: SearchParams | None = None) -> list[State]:
     """All sketches of ``task`` (CPU rules, or the GPU rules of
-    :mod:`autosched.sketch_rules_gpu` when ``task.target.is_gpu``).
+    :mod:`autosched.search.sketch_rules_gpu` when ``task.target.is_gpu``).
 
     Parameters
     ----------
     task : SearchTask
         Supplies ``compute_dag`` and ``hardware_params.num_cores``.
     rules : list, optional
-        Rules to try in order; default :func:`autosched.sketch_rules.cpu_rules` (CPU) or
-        :func:`autosched.sketch_rules_gpu.gpu_rules` (GPU). To add a
+        Rules to try in order; default :func:`autosched.search.sketch_rules.cpu_rules` (CPU) or
+        :func:`autosched.search.sketch_rules_gpu.gpu_rules` (GPU). To add a
         custom rule first (TVM PreloadCustomSketchRule), pass ``[my_rule] + cpu_rules()``.
     params : SearchParams, optional
         Supplies the tiling structure string.
@@ -50,8 +50,8 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
         ctx = GPUSketchContext(
             num_cores=hw.num_cores or 1,
             params=params,
-            warp_size=hw.warp_size or 32,
-            max_threads_per_block=hw.max_threads_per_block or 1024,
+            warp_size=hw.gpu_value("warp_size"),
+            max_threads_per_block=hw.gpu_value("max_threads_per_block"),
         )
     else:
         rules = cpu_rules() if rules is None else list(rules)

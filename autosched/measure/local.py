@@ -12,127 +12,36 @@ numbering, so logs read alike) and a readable message, never exceptions.
 such as ``records.RecordToFile`` and totals the build / run wall time.
 
 The worker processes (started by :mod:`autosched.workers`, never re-importing the user's
-script) run :mod:`autosched._measure_worker`.
+script) run :mod:`autosched.measure.worker`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
-import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from . import _measure_worker as _worker
-from .workers import WorkerPool, cpu_count, deferred_signals
+from ..workers import WorkerPool, cpu_count, deferred_signals
+from . import worker as _worker
+from .data import (
+    MAX_COST,
+    BuildResult,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+)
+from .data import failed_result as _failed
+from .data import steps_json_of as _steps_json
 
 __all__ = [
-    "MAX_COST",
-    "BuildResult",
     "LocalBuilder",
     "LocalRPCMeasureContext",
     "LocalRunner",
-    "MeasureErrorNo",
-    "MeasureInput",
-    "MeasureResult",
     "MeasureStats",
     "ProgramMeasurer",
     "measure",
 ]
-
-# The cost recorded for a failed candidate (TVM uses 1e10 seconds as well).
-MAX_COST = 1e10
-
-
-class MeasureErrorNo(enum.IntEnum):
-    """Why a measurement failed; 0 means it did not."""
-
-    NO_ERROR = 0
-    INSTANTIATION_ERROR = 1  # the steps do not replay / lower on this DAG
-    COMPILE_HOST = 2  # code generation or host compilation failed
-    COMPILE_DEVICE = 3  # device compiler (nvcc / OpenCL) rejected the kernel
-    RUNTIME_DEVICE = 4  # the kernel crashed (the measuring process died) or raised
-    WRONG_ANSWER = 5  # the kernel's output differs from the reference interpreter
-    BUILD_TIMEOUT = 6
-    RUN_TIMEOUT = 7
-    UNKNOWN_ERROR = 8
-
-
-@dataclass(frozen=True)
-class MeasureInput:
-    """A candidate to measure: the task and one concrete loop state of its DAG."""
-
-    task: object  # SearchTask (kept untyped here so records can load without a search)
-    state: object  # tensorir.schedule.State
-
-
-@dataclass(frozen=True)
-class MeasureResult:
-    """The outcome of measuring one candidate.
-
-    Parameters
-    ----------
-    costs : tuple of float
-        Seconds per run, one per repeat (``(MAX_COST,)`` on error).
-    error_no : MeasureErrorNo
-    error_msg : str
-        A readable one-paragraph reason when ``error_no`` is not NO_ERROR.
-    all_cost : float
-        Wall seconds spent building and running this candidate.
-    timestamp : float
-        ``time.time()`` when the measurement finished.
-    """
-
-    costs: tuple[float, ...]
-    error_no: int = MeasureErrorNo.NO_ERROR
-    error_msg: str = ""
-    all_cost: float = 0.0
-    timestamp: float = field(default=0.0)
-
-    @property
-    def mean_cost(self) -> float:
-        """Mean seconds per run, or MAX_COST for a failed measurement."""
-        if self.error_no != MeasureErrorNo.NO_ERROR or not self.costs:
-            return MAX_COST
-        return sum(self.costs) / len(self.costs)
-
-
-def _steps_json(state) -> list:
-    """JSON step records of a State (or of anything with ``steps`` / ``steps_json``)."""
-    from tensorir.steps import steps_to_json
-
-    js = getattr(state, "steps_json", None)
-    if js is not None:
-        return json.loads(js) if isinstance(js, str) else list(js)
-    return steps_to_json(state.steps)
-
-
-def _failed(error_no: int, msg: str, all_cost: float = 0.0) -> MeasureResult:
-    return MeasureResult((MAX_COST,), int(error_no), msg, all_cost, time.time())
-
-
-@dataclass(frozen=True)
-class BuildResult:
-    """The outcome of building one candidate.
-
-    Parameters
-    ----------
-    source : dict or None
-        ``codegen.Source.as_dict()`` (plain values, ready for ``runtime.load_module``); None on
-        error.
-    error_no : int
-        A :class:`MeasureErrorNo` code.
-    error_msg : str
-        Which stage failed and the exception type and message.
-    time_cost : float
-        Seconds the build took.
-    """
-
-    source: dict | None
-    error_no: int = MeasureErrorNo.NO_ERROR
-    error_msg: str = ""
-    time_cost: float = 0.0
 
 
 class _ClosedOnExit:
@@ -188,8 +97,8 @@ class LocalBuilder(_ClosedOnExit):
         if self._pool is None:
             # Preloaded once per worker, so no build pays for the imports inside its timeout.
             preload = (
-                "autosched._measure_worker",
-                "autosched.build_module",
+                "autosched.measure.worker",
+                "autosched.kernel",
                 "runtime.cpu",
                 "llvmlite.binding",
             )
@@ -208,7 +117,7 @@ class LocalBuilder(_ClosedOnExit):
         list of BuildResult
             One per input, in order.
         """
-        from .hardware import with_device_arch
+        from ..hardware import with_device_arch
 
         results: list[BuildResult | None] = [None] * len(inputs)
         jobs = []

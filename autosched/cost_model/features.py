@@ -8,7 +8,7 @@ in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``.
 
 The rows are computed in one walk over the loop nest. Each loop pushes a frame with its
 variable, extent and kind; each store linearizes its indices once
-(:mod:`autosched.feature_index`) and derives strides and touched regions from the
+(:mod:`autosched.cost_model.feature_index`) and derives strides and touched regions from the
 coefficients, without simplifying or substituting expressions.
 
 Deviations from TVM, and why
@@ -34,10 +34,7 @@ Deviations from TVM, and why
 
 from __future__ import annotations
 
-import json
-import logging
 import math
-from collections import OrderedDict
 
 import numpy as np
 
@@ -47,16 +44,12 @@ from tensorir.loops import Allocate, For, If, Load, Program, Seq, Store
 
 from .feature_index import contiguous_elems, linearize, region_size
 
-_log = logging.getLogger("autosched.features")
-
 __all__ = [
     "FEATURE_NAMES",
     "N_FEATURES",
-    "FeatureCache",
     "lowered_features",
     "program_features",
     "state_features",
-    "states_features",
 ]
 
 _POS = ("kPosNone", "kPosInnerSpatial", "kPosMiddleSpatial", "kPosOuterSpatial",
@@ -456,7 +449,8 @@ def state_features(task, state) -> np.ndarray:
 def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> np.ndarray:
     """Lower ``state``, verify it against ``gpu_limits`` (GPU targets; None on the CPU) and
     extract its rows; ``(0, 164)`` when it does not lower or fails the verifier. The core of
-    :func:`state_features`, also run by the parallel workers of :mod:`autosched.feature_pool`."""
+    :func:`state_features`, also run by the parallel workers of
+    :mod:`autosched.cost_model.feature_pool`."""
     from tensorir.lower import lower
 
     try:
@@ -470,94 +464,3 @@ def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> n
     except Exception:  # noqa: BLE001 - any invalid state is scored -inf, as in TVM
         return np.zeros((0, N_FEATURES), np.float32)
     return program_features(program, cache_line_bytes)
-
-
-class FeatureCache:
-    """An LRU map from state keys to feature arrays.
-
-    The key is ``(workload_key, str(target), steps-JSON)``: the steps replay deterministically
-    to one program, and the JSON is cheaper to produce than the printed loop tree (which also
-    needs bound inference). States with different steps but equal programs are extracted twice,
-    which is harmless.
-    """
-
-    def __init__(self, max_entries: int = 20000):
-        self.max_entries = max_entries
-        self._data: OrderedDict = OrderedDict()
-        self.hits = self.misses = 0
-
-    @staticmethod
-    def key(task, state) -> tuple:
-        return (task.workload_key, str(task.target), json.dumps(state.to_json()))
-
-    def get(self, key):
-        arr = self._data.get(key)
-        if arr is not None:
-            self._data.move_to_end(key)
-            self.hits += 1
-        else:
-            self.misses += 1
-        return arr
-
-    def put(self, key, arr: np.ndarray) -> None:
-        arr.setflags(write=False)  # shared between callers
-        self._data[key] = arr
-        if len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        self._data.clear()
-
-
-DEFAULT_CACHE = FeatureCache()
-
-
-def states_features(task, states, cache: FeatureCache | None = None) -> list[np.ndarray]:
-    """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
-
-    A large batch of new states is extracted in parallel worker processes
-    (:mod:`autosched.feature_pool`); the rows are the same as in-process.
-
-    Returns read-only arrays (cached arrays are shared).
-    """
-    from . import feature_pool
-
-    cache = DEFAULT_CACHE if cache is None else cache
-    keys = [cache.key(task, s) for s in states]
-    out: list = [None] * len(keys)
-    first: dict = {}  # key of a state to extract -> its first index in the batch
-    for i, key in enumerate(keys):
-        if key in first:  # a duplicate within the batch is extracted once
-            cache.hits += 1
-            continue
-        out[i] = cache.get(key)
-        if out[i] is None:
-            first[key] = i
-    missing = [i for i, arr in enumerate(out) if arr is None]
-    todo = list(first.values())
-    workers = feature_pool.num_workers() if len(todo) >= feature_pool.MIN_BATCH else 0
-    rows = None
-    if workers:
-        try:
-            rows = feature_pool.extract_many(task, [keys[i][2] for i in todo], workers)
-        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
-            # An internal fallback (results are the same, only slower): a diagnostic for the
-            # "autosched" logger, not a warning addressed to the user.
-            _log.warning(
-                "parallel feature extraction failed (%s: %s); extracting in this process",
-                type(exc).__name__,
-                exc,
-            )
-            feature_pool.shutdown()
-    if rows is None:
-        rows = [state_features(task, states[i]) for i in todo]
-    fresh = {}
-    for i, arr in zip(todo, rows, strict=True):
-        cache.put(keys[i], arr)
-        fresh[keys[i]] = arr
-    for i in missing:
-        out[i] = fresh[keys[i]]
-    return out

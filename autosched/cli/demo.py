@@ -9,8 +9,8 @@ import numpy as np
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag
 
-from . import manual, testing
-from .build_module import build
+from .. import manual, testing
+from ..build_module import build
 
 
 def available_backends() -> list[str]:

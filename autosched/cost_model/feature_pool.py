@@ -1,0 +1,208 @@
+"""Feature extraction of many states: a cache, and parallel worker processes for large batches.
+
+:func:`states_features` is the batching entry the cost model calls.
+
+Under a trained cost model one search round lowers thousands of new states for their features
+(about 5 ms each, almost all of it lowering), while the host's other cores sit idle. This pool
+spreads those states over worker processes (:class:`autosched.workers.WorkerPool`: fresh
+interpreters that never import the user's script): each gets the DAG and a chunk of step
+lists, replays them (about 0.5 ms each), lowers and extracts, and sends the rows back. The
+result is exactly what :func:`autosched.cost_model.features.state_features` computes in-process.
+
+The pool is created on first use and shared by all tasks of the process. Set
+``AUTOSCHED_FEATURE_WORKERS`` to the number of workers (0 turns the pool off; the default is
+the number of usable cores, and no pool on a single core).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+from collections import OrderedDict
+
+import numpy as np
+
+from ..workers import WorkerPool, cpu_count, env
+from .features import N_FEATURES, lowered_features, state_features
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "MIN_BATCH",
+    "FeatureCache",
+    "extract_many",
+    "num_workers",
+    "shutdown",
+    "states_features",
+]
+
+# The fallback note keeps the logger name it had when this code lived in features.py.
+_log = logging.getLogger("autosched.features")
+
+# Below this many states the pickling round trip and worker start are not worth it.
+MIN_BATCH = 128
+
+_pool: dict = {}
+
+
+def num_workers() -> int:
+    """Workers the pool uses (0: extract in this process)."""
+    workers = env("AUTOSCHED_FEATURE_WORKERS")
+    if workers is not None:
+        return workers
+    cores = cpu_count()
+    return cores if cores > 1 else 0
+
+
+def _workers(workers: int) -> WorkerPool:
+    pool = _pool.get("pool")
+    if pool is None or pool.size != workers:
+        shutdown()
+        pool = WorkerPool(workers, ("autosched.cost_model.feature_pool",), name="feature worker")
+        _pool["pool"] = pool
+    return pool
+
+
+def shutdown() -> None:
+    """Stop the worker processes (they are started again on the next use)."""
+    pool = _pool.pop("pool", None)
+    if pool is not None:
+        pool.close()
+
+
+atexit.register(shutdown)
+
+
+def _extract_chunk(job: tuple) -> list[np.ndarray]:
+    """Worker side: replay, lower, verify (GPU) and extract each state of the chunk."""
+    dag, gpu_limits, cache_line_bytes, steps_json = job
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json
+
+    out = []
+    for text in steps_json:
+        try:
+            state = replay(dag, steps_from_json(json.loads(text)[1]))
+        except Exception:  # noqa: BLE001 - an invalid state is scored -inf, as in-process
+            out.append(np.zeros((0, N_FEATURES), np.float32))
+            continue
+        out.append(lowered_features(state, gpu_limits, cache_line_bytes))
+    return out
+
+
+def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
+    """Feature rows of the states whose ``to_json()`` texts are ``steps_json``, in order.
+
+    Parameters
+    ----------
+    task : SearchTask
+    steps_json : list of str
+        ``json.dumps(state.to_json())`` of each state (the feature cache's key part).
+    workers : int
+        Worker processes to spread the states over (at least 1).
+    """
+    limits = task.hardware_params.as_limits() if task.target.is_gpu else None
+    line = task.hardware_params.cache_line_bytes or 64
+    # Two chunks per worker: one slow chunk does not leave the other workers idle for long.
+    n_chunks = min(len(steps_json), 2 * workers)
+    bounds = np.linspace(0, len(steps_json), n_chunks + 1).astype(int)
+    jobs = [
+        (task.compute_dag, limits, line, steps_json[lo:hi])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    out: list[np.ndarray] = []
+    for outcome in _workers(workers).map(_extract_chunk, [(job,) for job in jobs]):
+        if not outcome.ok:
+            why = outcome.detail if outcome.error is None else repr(outcome.error)
+            raise RuntimeError(f"feature extraction in a worker process failed: {why}")
+        out.extend(outcome.value)
+    return out
+
+
+class FeatureCache:
+    """An LRU map from state keys to feature arrays.
+
+    The key is ``(workload_key, str(target), steps-JSON)``: the steps replay deterministically
+    to one program, and the JSON is cheaper to produce than the printed loop tree (which also
+    needs bound inference). States with different steps but equal programs are extracted twice,
+    which is harmless.
+    """
+
+    def __init__(self, max_entries: int = 20000):
+        self.max_entries = max_entries
+        self._data: OrderedDict = OrderedDict()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(task, state) -> tuple:
+        return (task.workload_key, str(task.target), json.dumps(state.to_json()))
+
+    def get(self, key):
+        arr = self._data.get(key)
+        if arr is not None:
+            self._data.move_to_end(key)
+            self.hits += 1
+        else:
+            self.misses += 1
+        return arr
+
+    def put(self, key, arr: np.ndarray) -> None:
+        arr.setflags(write=False)  # shared between callers
+        self._data[key] = arr
+        if len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+DEFAULT_CACHE = FeatureCache()
+
+
+def states_features(task, states, cache: FeatureCache | None = None) -> list[np.ndarray]:
+    """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
+
+    A large batch of new states is extracted in parallel worker processes
+    (this module's pool); the rows are the same as in-process.
+
+    Returns read-only arrays (cached arrays are shared).
+    """
+    cache = DEFAULT_CACHE if cache is None else cache
+    keys = [cache.key(task, s) for s in states]
+    out: list = [None] * len(keys)
+    first: dict = {}  # key of a state to extract -> its first index in the batch
+    for i, key in enumerate(keys):
+        if key in first:  # a duplicate within the batch is extracted once
+            cache.hits += 1
+            continue
+        out[i] = cache.get(key)
+        if out[i] is None:
+            first[key] = i
+    missing = [i for i, arr in enumerate(out) if arr is None]
+    todo = list(first.values())
+    workers = num_workers() if len(todo) >= MIN_BATCH else 0
+    rows = None
+    if workers:
+        try:
+            rows = extract_many(task, [keys[i][2] for i in todo], workers)
+        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
+            # An internal fallback (results are the same, only slower): a diagnostic for the
+            # "autosched" logger, not a warning addressed to the user.
+            _log.warning(
+                "parallel feature extraction failed (%s: %s); extracting in this process",
+                type(exc).__name__,
+                exc,
+            )
+            shutdown()
+    if rows is None:
+        rows = [state_features(task, states[i]) for i in todo]
+    fresh = {}
+    for i, arr in zip(todo, rows, strict=True):
+        cache.put(keys[i], arr)
+        fresh[keys[i]] = arr
+    for i in missing:
+        out[i] = fresh[keys[i]]
+    return out

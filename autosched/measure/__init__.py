@@ -1,0 +1,34 @@
+"""Measurement: its data (inputs, results, error codes), the local builders and runners with
+their worker processes, and the record files.
+
+Re-exports the public names; modules of the library import from the defining module.
+"""
+
+from .data import MAX_COST, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .local import (
+    LocalBuilder,
+    LocalRPCMeasureContext,
+    LocalRunner,
+    MeasureStats,
+    ProgramMeasurer,
+    measure,
+)
+from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+
+__all__ = [
+    "MAX_COST",
+    "ApplyHistoryBest",
+    "BuildResult",
+    "LocalBuilder",
+    "LocalRPCMeasureContext",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "MeasureStats",
+    "ProgramMeasurer",
+    "RecordToFile",
+    "load_best_record",
+    "load_records",
+    "measure",
+]

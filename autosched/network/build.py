@@ -1,0 +1,304 @@
+"""Network compilation: every fused group with the history best, then storage planning.
+
+:func:`build_network` compiles every group of :func:`autosched.network.partition.partition`
+with its best record from the active :class:`~autosched.measure.records.ApplyHistoryBest` (a
+default schedule of :mod:`autosched.network.default_schedules` where there is none, with one
+warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from codegen.target import Target
+from runtime.graph_executor import GraphPlan, TensorSpec
+from tensorir.graph import ir as gir
+from tensorir.passes.layout_rewrite import ParamLayout
+
+from ..hardware import GPU_DEFAULTS, HardwareParams
+from .default_schedules import default_gpu_state, default_schedule
+from .partition import distinct_groups, graph_fingerprint, partition
+
+
+@dataclass
+class NetworkLib:
+    """A compiled network: the plan the graph executor runs plus the loaded kernels.
+
+    ``export_library(path)`` saves it; ``autosched.load_module(path)`` loads it back.
+    """
+
+    plan: GraphPlan
+    modules: list
+    target: Target
+    tuned: dict = field(default_factory=dict)  # group name -> True if it used a record
+
+    def export_library(self, path, graph_name: str | None = None) -> None:
+        """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.
+
+        The files hold the kernels' code and, for CPU kernels, their object code compiled for
+        this host (so that :func:`load_module` only links it), the plan and the weights, with
+        a sha256 checksum over all of it. Like a shared library, the result is code that runs
+        when loaded: share it as you would a binary, and load only files you trust.
+
+        The plan's ``graph`` says which graph it was compiled from: the
+        :func:`~autosched.network.partition.graph_fingerprint` and ``graph_name`` (e.g.
+        ``"resnet-18 NHWC B1"`` or an ONNX file) when given.
+        """
+        from runtime.cpu import compile_object
+
+        kernels = tuple(
+            dict(k, binary=compile_object(k["code"]))
+            if k["lang"] == "llvm" and k.get("binary") is None
+            else k
+            for k in self.plan.kernels
+        )
+        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
+        replace(self.plan, kernels=kernels, graph=graph).save(path)
+
+    def get_source(self) -> str:
+        return "\n\n".join(m.get_source() for m in self.modules)
+
+
+def load_module(path, dev=None) -> NetworkLib:
+    """Load a network saved by :meth:`NetworkLib.export_library`.
+
+    A saved network is code, like a shared library: loading it compiles and links its
+    kernels, which then run with this process's rights. Load only files you trust.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, if it was changed after it was written (checksum), if a kernel's
+        object code was not compiled from the code the file holds, or if its plan does not fit
+        its kernels (a buffer smaller than a kernel parameter, an id out of range, a wrong
+        argument count): such a file is refused before anything runs.
+    """
+    from runtime import device as make_device
+    from runtime import load_module as load_kernel
+
+    plan = GraphPlan.load(path)
+    langs = {k["lang"] for k in plan.kernels}
+    if not langs:
+        raise ValueError(f"{path}: the saved network has no kernels; compile it again")
+    target = Target({"llvm": "llvm", "cuda": "cuda", "opencl": "opencl"}[langs.pop()])
+    dev = make_device(dev if dev is not None else target.device_kind)
+    modules = [load_kernel(**k, device=dev) for k in plan.kernels]
+    return NetworkLib(plan, modules, target)
+
+
+# How many of a group's best records build_network tries before the default schedule: enough
+# to step over a few stale or corrupt lines, few enough that a log tuned for a bigger GPU
+# (where every record fails the limits) does not lower thousands of states.
+MAX_RECORDS_TRIED = 8
+
+
+def build_network(
+    mod,
+    target="llvm",
+    params=None,
+    use_winograd=None,
+    device=None,
+    hardware_params: HardwareParams | None = None,
+) -> NetworkLib:
+    """Compile a network with the best records of the active ``ApplyHistoryBest``.
+
+    Every fused group is built with its best record; groups without one get
+    :func:`default_schedule` (:func:`default_gpu_schedule` for ``cuda`` / ``opencl``), and one
+    warning lists them. GPU kernels are verified against the device's limits
+    (:func:`~autosched.kernel.gpu_limits`), tightened by ``hardware_params`` where it gives
+    smaller ones (e.g. ``HardwareParams(max_threads_per_block=64)``). A record that does not
+    replay (stale or corrupt) or does not fit falls back to the next best record of its group,
+    then to the default schedule, with one warning naming the log lines skipped. Groups whose
+    DAGs are structurally equal share one kernel (:func:`distinct_groups`).
+    """
+    from runtime import device as make_device
+    from runtime import load_module as load_kernel
+
+    from ..kernel import generate_source
+    from ..measure.records import ApplyHistoryBest
+
+    target = Target(target)
+    dev = make_device(device if device is not None else target.device_kind)
+    limits = _network_limits(dev, hardware_params) if target.is_gpu else None
+    func, groups = partition(mod, params, target, use_winograd)
+    ctx = ApplyHistoryBest.current()
+
+    def default_source(gd):
+        if limits is None:
+            state = default_schedule(gd.dag, target)
+            return generate_source(state, target, gd.name, limits, layout_rewrite=True)
+        threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
+        warp = limits.get("warp_size") or GPU_DEFAULTS["warp_size"]
+        out = []
+        default_gpu_state(
+            gd.dag, threads, warp, lambda s: out.append(generate_source(s, target, gd.name, limits))
+        )
+        return out[-1]
+
+    distinct, kernel_of_group = distinct_groups(groups)
+    kernels, tuned, missing, skipped = [], {}, [], []
+    for gd in distinct:
+        key = gd.dag.workload_key
+        candidates = _candidates(ctx, key, target) if ctx is not None else []
+        src, found, failed = None, None, []
+        for rec in candidates[:MAX_RECORDS_TRIED]:
+            # The best record that replays and compiles here; a stale or corrupt one (or one
+            # for a bigger GPU) falls through to the next best, then to the default schedule.
+            try:
+                state = rec[0].state.to_state(gd.dag)
+                src = generate_source(state, target, gd.name, limits, layout_rewrite=True)
+            except Exception as e:  # records are outside input: any failure skips the record
+                reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else repr(e)
+                failed.append(f"{getattr(rec[0].state, 'origin', '') or 'a record'} ({reason})")
+                continue
+            found = rec
+            break
+        if failed:
+            more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+            skipped.append(f"{gd.name}: {failed[0]}{more}")
+        if ctx is not None and (found or gd.has_reduction):
+            # Groups without a reduction are never tuned (as in TVM): not reported missing.
+            (ctx.hit_keys if found else ctx.missed_keys).add(key)
+        if src is None:
+            src = default_source(gd)
+        if not found and gd.has_reduction:
+            missing.append(gd.name)
+        kernels.append(src.as_dict())
+        tuned[gd.name] = bool(found)
+    modules = _load_kernels(kernels, dev, load_kernel)
+    if skipped:
+        warnings.warn(
+            f"{len(skipped)} kernel(s) skipped records that do not replay or do not fit {dev} "
+            "(the next best record or the default schedule is used): " + "; ".join(skipped),
+            stacklevel=2,
+        )
+    if missing:
+        warnings.warn(
+            f"{len(missing)} of {len(kernels)} kernels have no tuning record and use a default "
+            f"schedule: {', '.join(sorted(set(missing)))}",
+            stacklevel=2,
+        )
+    plan = _plan(func, groups, kernels, kernel_of_group)
+    plan = replace(plan, graph={"fingerprint": graph_fingerprint(func, groups)})
+    return NetworkLib(plan, modules, target, tuned)
+
+
+def _candidates(ctx, key: str, target: Target) -> list:
+    """The error-free records for ``key`` on ``target``, best first; failing an exact match of
+    the target string, those of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
+    found = ctx.candidates(key, target)
+    if found:
+        return found
+    same_kind = []
+    for rec_target in ctx.targets_of(key):
+        try:
+            if Target(rec_target).kind == target.kind:
+                same_kind.extend(ctx.candidates(key, rec_target))
+        except ValueError:
+            continue
+    return sorted(same_kind, key=lambda v: v[1].mean_cost)
+
+
+def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:
+    """The device's GPU limits, each lowered to the one of ``hardware_params`` if smaller."""
+    from ..kernel import gpu_limits
+
+    limits = dict(gpu_limits(dev))
+    if hardware_params is not None:
+        for k, v in hardware_params.as_limits().items():
+            if v is not None and k != "warp_size":
+                limits[k] = min(v, limits[k]) if limits.get(k) is not None else v
+            elif v is not None:
+                limits[k] = v
+    return limits
+
+
+def _load_kernels(kernels: list, dev, load_kernel) -> list:
+    """Compile the kernels on ``dev``; CUDA's nvcc runs in a few threads at once."""
+    if dev.kind != "cuda" or len(kernels) < 2:
+        return [load_kernel(**k, device=dev) for k in kernels]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Each worker thread gets the CUDA context for its compile (runtime.cuda._current); the
+    # modules are kept and later dropped by the main thread, as pycuda requires.
+    with ThreadPoolExecutor(max_workers=min(8, len(kernels))) as pool:
+        return list(pool.map(lambda k: load_kernel(**k, device=dev), kernels))
+
+
+def _plan(func, groups, kernels, kernel_of_group) -> GraphPlan:
+    """Storage plan: constants and inputs get their own buffers; intermediates reuse a freed
+    buffer of the same dtype that is large enough (greedy, in execution order).
+
+    ``kernel_of_group[i]`` is the index in ``kernels`` of the kernel group ``i`` runs."""
+    storages: list[tuple[str, int]] = []
+    constants: dict[int, np.ndarray] = {}
+    sid_of: dict = {}
+    inputs: dict[str, TensorSpec] = {}
+
+    def new_storage(dtype, size):
+        storages.append((dtype, int(size)))
+        return len(storages) - 1
+
+    for v in func.params:
+        sid_of[v] = new_storage(v.dtype, np.prod(v.shape, dtype=np.int64))
+        inputs[v.name] = TensorSpec(sid_of[v], tuple(v.shape), v.dtype)
+    outputs = [o for o in func.outputs]
+    last_use: dict = {}
+    for i, gd in enumerate(groups):
+        for inp in gd.inputs:
+            last_use[inp] = i
+    for o in outputs:
+        last_use[o] = len(groups)
+    free: list[int] = []
+    calls, names = [], []
+    for i, gd in enumerate(groups):
+        arg_sids = []
+        kernel = kernels[kernel_of_group[i]]
+        layouts = {lay[0]: lay for lay in kernel["layouts"]}
+        for t, inp in zip(gd.dag.input_tensors, gd.inputs, strict=True):
+            # A weight the kernel reads in its loop order is stored transformed, once.
+            layout = layouts.get(t.name) if isinstance(inp, gir.Constant) else None
+            key = inp if layout is None else (inp, layout)
+            if key not in sid_of:
+                if isinstance(inp, gir.Constant):
+                    value = np.ascontiguousarray(inp.value)
+                    if layout is not None:
+                        value = ParamLayout.from_tuple(layout).transform(value)
+                    sid = new_storage(str(value.dtype), value.size)
+                    constants[sid] = value
+                    sid_of[key] = sid
+                else:
+                    raise ValueError(f"fused group {gd.name} reads {inp!r} before it is computed")
+            arg_sids.append(sid_of[key])
+        out = gd.group.output
+        size = int(np.prod(out.shape, dtype=np.int64))
+        pick = [s for s in free if storages[s][0] == out.dtype and storages[s][1] >= size]
+        if pick:
+            sid = min(pick, key=lambda s: storages[s][1])
+            free.remove(sid)
+        else:
+            sid = new_storage(out.dtype, size)
+        sid_of[out] = sid
+        calls.append((kernel_of_group[i], tuple(arg_sids + [sid])))
+        names.append(gd.name)
+        # Buffers whose last reader was this group can be reused from the next group on.
+        for inp in set(gd.inputs):
+            if isinstance(inp, gir.Call) and last_use.get(inp) == i:
+                free.append(sid_of[inp])
+    out_specs = []
+    for o in outputs:
+        if o not in sid_of:
+            raise ValueError(f"network output {o!r} is not computed by any kernel")
+        out_specs.append(TensorSpec(sid_of[o], tuple(o.shape), o.dtype))
+    return GraphPlan(
+        kernels=tuple(kernels),
+        storages=tuple(storages),
+        inputs=inputs,
+        outputs=tuple(out_specs),
+        constants=constants,
+        calls=tuple(calls),
+        names=tuple(names),
+    )

@@ -1,0 +1,146 @@
+"""Default (untuned) schedules: what a group without a tuning record is compiled with, and the
+task scheduler's seed state on GPUs. Correct, not fast."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.target import Target
+from tensorir.dag import ComputeDAG
+
+
+def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int | None = None):
+    """A schedule for a group without a tuning record: inline what can be inlined and run the
+    outer loops of the remaining stages in parallel (CPU), or bind them to blocks and threads
+    (GPU, see :func:`default_gpu_schedule`). Correct, not fast."""
+    target = Target(target)
+    if target.is_gpu:
+        return default_gpu_schedule(dag, max_threads_per_block)
+    state = dag.get_init_state()
+    try:
+        for op in dag.compute_ops:
+            if dag.is_strictly_inlinable(op) and not dag.is_output(op):
+                state.compute_inline(op.name)
+        for stage in state.stages:
+            if stage.is_placeholder or stage.compute_at != "root":
+                continue
+            spatial = [it for it in stage.iters if it.kind == "spatial"]
+            lead = []
+            for it in spatial:
+                lead.append(it)
+                if np.prod([i.extent for i in lead]) >= 64:
+                    break
+            if not lead:
+                continue
+            names = [it.name for it in lead]
+            fused = state.fuse(stage.op.name, names) if len(lead) > 1 else lead[0]
+            state.parallel(stage.op.name, fused.name)
+        return state
+    except Exception:  # a default that fails to apply is replaced by the plain loop nest
+        return dag.get_init_state()
+
+
+# Threads per block of the default GPU schedule when the device allows more: enough warps to
+# hide latency, small enough that small layers still spread over many blocks.
+DEFAULT_GPU_THREADS = 256
+
+
+def pick_num_threads(n: int, max_threads: int | None = None, warp: int = 32) -> int:
+    """Threads per block for ``n`` independent outputs: ``n`` itself when it fits, else a
+    divisor of ``n`` in ``[limit / 4, limit]`` (a multiple of ``warp`` when there is one), else
+    ``limit`` with a guarded tail; ``limit = min(max_threads, DEFAULT_GPU_THREADS)``."""
+    limit = max(1, min(int(max_threads or DEFAULT_GPU_THREADS), DEFAULT_GPU_THREADS))
+    if n <= limit:
+        return max(1, n)
+    divisors = [d for d in range(limit, max(1, limit // 4) - 1, -1) if n % d == 0]
+    for d in divisors:
+        if warp <= 1 or d % warp == 0:
+            return d
+    return divisors[0] if divisors else limit
+
+
+def default_gpu_schedule(
+    dag: ComputeDAG, max_threads_per_block: int | None = None, warp=32, fuse_consumer=True
+):
+    """The GPU schedule of a group without a tuning record.
+
+    Every non-output stage without a reduction is inlined into its readers (TVM inlines all of
+    them on GPUs); each remaining stage becomes one kernel whose spatial loops are fused, split
+    by :func:`pick_num_threads` and bound to ``blockIdx.x`` / ``threadIdx.x``. Reductions run
+    serially inside each thread, accumulating in a register (a ``local`` cache stage). With
+    ``fuse_consumer``, a reduction read element-wise by the output (conv2d + bias + relu) is
+    computed inside the output's thread instead of in a kernel of its own. Correct, not fast.
+    """
+    state = dag.get_init_state()
+    out_ops = [op for op in dag.compute_ops if dag.is_output(op)]
+    fused_into: dict[str, str] = {}  # reduction stage -> the output stage computing it
+    if fuse_consumer and len(out_ops) == 1:
+        out = out_ops[0]
+        for op in dag.compute_ops:
+            if op is out or not op.reduce_axes:
+                continue
+            if dag.elementwise_match(op, out) and not fused_into:
+                fused_into[op.name] = out.name
+    for op in dag.compute_ops:
+        if dag.is_output(op) or op.reduce_axes:
+            continue
+        trial = state.copy()
+        try:
+            trial.compute_inline(op.name)
+        except Exception:  # a stage that cannot be inlined stays a kernel of its own
+            continue
+        state = trial
+    for name in fused_into:
+        # Its value lives in a register of the output's thread: cache it locally and inline
+        # the copy back to global memory into the output.
+        state.cache_write(name, "local")
+        state.compute_inline(name)
+    roots = [
+        st.op.name
+        for st in state.stages
+        if not st.is_placeholder
+        and st.compute_at == "root"
+        and st.op.name not in {f"{n}.local" for n in fused_into}
+    ]
+    for name in roots:
+        stage = state[name]
+        spatial = [it for it in stage.iters if it.kind == "spatial"]
+        if not spatial:
+            raise ValueError(
+                f"default GPU schedule: stage {name} has no spatial loop to bind to "
+                "threads (a full reduction to a scalar needs a tuned schedule)"
+            )
+        local = None
+        if any(it.kind == "reduce" for it in stage.iters):
+            # Accumulate in a register (a "local" cache stage), store to global memory once.
+            trial = state.copy()
+            try:
+                trial.cache_write(name, "local")
+                state, local = trial, f"{name}.local"
+            except Exception:
+                pass
+        spatial = [it for it in state[name].iters if it.kind == "spatial"]
+        n = int(np.prod([it.extent for it in spatial], dtype=np.int64))
+        fused = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
+        bx, tx = state.split(name, fused, [pick_num_threads(n, max_threads_per_block, warp)])
+        state.bind(name, bx, "blockIdx.x")
+        state.bind(name, tx, "threadIdx.x")
+        if local is not None:
+            state.compute_at(local, name, tx)
+        for src, dst in fused_into.items():
+            if dst == name:
+                state.compute_at(f"{src}.local", name, tx)
+    return state
+
+
+def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check):
+    """:func:`default_gpu_schedule` with the consumer fused, or, where that state fails
+    ``check(state)`` (which raises), one kernel per stage. What an untuned GPU build runs, and
+    what the task scheduler measures first for a GPU task."""
+    try:
+        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=True)
+        check(state)
+    except Exception:  # fusing the consumer did not work here: one kernel per stage
+        state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=False)
+        check(state)
+    return state

@@ -1,0 +1,208 @@
+"""A network split into tasks.
+
+A network (``tensorir.graph``: a Module or Function plus its params) is optimised and split
+into fused groups by the graph passes (``tensorir.graph.passes.optimize`` / ``fuse_ops``, Relay's
+SimplifyInference, FoldConstant, FoldScaleAxis, AlterOpLayout for winograd and FuseOps). Each
+group becomes one ComputeDAG (its inputs as ``placeholder`` tensors, its ops built by
+``tensorir.ops.compute_op``); :func:`extract_tasks` turns the groups that contain a reduction
+into SearchTasks, deduplicated by workload key and weighted by how often they occur (Ansor
+notes 10.2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from codegen.target import Target
+from tensorir.dag import ComputeDAG
+from tensorir.graph import ir as gir
+from tensorir.ops import NameScope, compute_op
+
+from ..hardware import HardwareParams
+from ..task import SearchTask
+
+
+def _passes():
+    # Imported here: the passes package is large and only whole-network work needs it.
+    from tensorir.graph import passes
+
+    return passes
+
+
+@dataclass(frozen=True, eq=False)
+class GroupDAG:
+    """One fused group as a ComputeDAG; ``inputs`` are the graph exprs its placeholders stand
+    for, in the DAG's placeholder order."""
+
+    group: object
+    dag: ComputeDAG
+    inputs: tuple
+    name: str
+
+    @property
+    def has_reduction(self) -> bool:
+        return any(op.reduce_axes for op in self.dag.compute_ops)
+
+
+def _main(mod) -> gir.Function:
+    if isinstance(mod, gir.Module):
+        return mod["main"]
+    if isinstance(mod, gir.Function):
+        return mod
+    raise TypeError(
+        f"expected a network (tensorir.graph Module or Function, e.g. from get_network or "
+        f"from_onnx), got {type(mod).__name__}"
+    )
+
+
+def partition(mod, params=None, target="llvm", use_winograd=None):
+    """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
+    in execution order."""
+    # TVM's auto-scheduler strategies pick the winograd NHWC conv2d for 3x3 stride-1 convs,
+    # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
+    winograd = True if use_winograd is None else bool(use_winograd)
+    kind = "cpu" if Target(target).kind == "llvm" else "gpu"
+    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd, device_kind=kind)
+    groups = _passes().fuse_ops(func)
+    # On the CPU, constant weights are stored in each kernel's loop order at build time
+    # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
+    return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]
+
+
+def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
+    """Placeholders of ``dag`` that are constants read only by reductions (conv / dense /
+    winograd weights): those the build may store in another layout."""
+    names = []
+    for t, inp in zip(dag.input_tensors, inputs, strict=True):
+        if not isinstance(inp, gir.Constant):
+            continue
+        readers = dag.consumers(t)
+        if readers and all(op.reduce_axes for op in readers):
+            names.append(t.name)
+    return tuple(names)
+
+
+def _group_dag(group, index: int, layout_rewrite: bool = False) -> GroupDAG:
+    scope = NameScope()
+    tensor_of = {}
+    placeholders = []
+    for inp in group.inputs:
+        t = scope.placeholder(tuple(inp.shape), inp.dtype)
+        tensor_of[inp] = t
+        placeholders.append(t)
+    for call in group.calls:
+        args = [tensor_of[a] for a in call.args]
+        try:
+            tensor_of[call] = compute_op(call.op, args, dict(call.attrs), name_scope=scope)
+        except Exception as e:
+            raise type(e)(
+                f"building the te compute of {call.op} in fused group {index}: {e}"
+            ) from e  # noqa: E501
+    out = tensor_of[group.output]
+    short = {"nn.contrib_conv2d_winograd_without_weight_transform": "conv2d_winograd"}
+    name = "fused_" + "_".join(
+        short.get(c.op, c.op.replace("nn.", "").replace(".", "_")) for c in group.calls
+    )
+    dag = ComputeDAG([*placeholders, out])
+    if layout_rewrite:
+        dag = ComputeDAG([*placeholders, out], _layout_free(dag, group.inputs))
+    return GroupDAG(group, dag, tuple(group.inputs), name)
+
+
+def extract_tasks(
+    mod,
+    params=None,
+    target="llvm",
+    hardware_params: HardwareParams | None = None,
+    include_simple_tasks: bool = False,
+    use_winograd: bool | None = None,
+):
+    """Search tasks of a network and their weights (occurrence counts).
+
+    Parameters
+    ----------
+    mod : tensorir.graph Module or Function
+        The network, e.g. from ``networks.get_network`` or ``from_onnx``.
+    params : dict of str to ndarray
+        Its weights; they are bound as constants before the passes run.
+    target : str or Target
+    hardware_params : HardwareParams, optional
+        Given to every task (a remote device's limits); read from the host by default.
+    include_simple_tasks : bool
+        Also return groups without a reduction (elementwise / layout ops).
+    use_winograd : bool, optional
+        Use the winograd conv2d for 3x3 stride-1 NHWC convolutions where TVM's auto-scheduler
+        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU.
+
+    Returns
+    -------
+    tasks : list of SearchTask
+        In the network's execution order, one per distinct workload key.
+    task_weights : list of int
+        How many times each task's subgraph occurs in the network.
+    """
+    target = Target(target)
+    _, groups = partition(mod, params, target, use_winograd)
+    groups = [gd for gd in groups if include_simple_tasks or gd.has_reduction]
+    distinct, index_of = distinct_groups(groups)
+    keys = [gd.dag.workload_key for gd in distinct]
+    for k, key in enumerate(keys):
+        if key in keys[:k]:  # records name tasks by key: two computations cannot share one
+            other = distinct[keys.index(key)]
+            raise ValueError(
+                f"fused groups {other.name} and {distinct[k].name} compute different things but "
+                f"have the same workload key {key}; report this (a hash collision)"
+            )
+    tasks = [
+        SearchTask(
+            compute_dag=gd.dag,
+            workload_key=gd.dag.workload_key,
+            target=target,
+            hardware_params=hardware_params,
+            desc=gd.name,
+        )
+        for gd in distinct
+    ]
+    weights = [index_of.count(k) for k in range(len(distinct))]
+    return tasks, weights
+
+
+def distinct_groups(groups) -> tuple[list[GroupDAG], list[int]]:
+    """The structurally distinct groups (first occurrences, in order) and, for every group,
+    the index of the distinct one it equals.
+
+    Equal workload keys only propose a match: a group shares with an earlier one only when
+    their DAGs are structurally equal (:meth:`ComputeDAG.structurally_equal`), so no two
+    different computations ever share a task or a kernel.
+    """
+    distinct: list[GroupDAG] = []
+    by_key: dict[str, list[int]] = {}
+    index_of: list[int] = []
+    for gd in groups:
+        candidates = by_key.setdefault(gd.dag.workload_key, [])
+        match = next((k for k in candidates if distinct[k].dag.structurally_equal(gd.dag)), None)
+        if match is None:
+            match = len(distinct)
+            distinct.append(gd)
+            candidates.append(match)
+        index_of.append(match)
+    return distinct, index_of
+
+
+def graph_fingerprint(func, groups) -> str:
+    """A short digest of an optimised graph: its inputs (names, shapes, dtypes), its outputs'
+    shapes and dtypes, and its fused groups' workload keys in execution order. A compiled
+    network records it, so it can refuse to run as another graph."""
+    parts = [
+        [[v.name, list(v.shape), v.dtype] for v in func.params],
+        [[list(o.shape), o.dtype] for o in func.outputs],
+        [gd.dag.workload_key for gd in groups],
+    ]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def network_fingerprint(mod, params=None, target="llvm", use_winograd=None) -> str:
+    """:func:`graph_fingerprint` of ``mod`` as :func:`build_network` would compile it."""
+    return graph_fingerprint(*partition(mod, params, target, use_winograd))
