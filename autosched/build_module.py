@@ -27,6 +27,7 @@ def build(
     device=None,
     params=None,
     max_kernel_size: int | None = None,
+    target_host=None,
 ):
     """Compile a schedule into a callable module, or a whole network into a graph library.
 
@@ -46,6 +47,9 @@ def build(
         The most statements plus expression nodes the kernel may emit after unrolling
         (default ``MAX_KERNEL_SIZE``, or ``$AUTOSCHED_MAX_KERNEL_SIZE``, which network builds
         read too); a larger one raises KernelSizeError instead of compiling for minutes.
+    target_host : str or Target, optional
+        TVM's older spelling of ``Target(target, host=target_host)`` (the seed tutorials use
+        it); only stored, as ``Target``'s ``host`` is.
 
     Returns
     -------
@@ -59,6 +63,8 @@ def build(
     """
     from tensorir.graph import ir as graph_ir
 
+    if target_host is not None:
+        target = Target(target, host=target_host)
     check_host_cpu(target)
     if isinstance(sch, graph_ir.Module | graph_ir.Function):
         return build_network(sch, target, params, device=device)

@@ -124,14 +124,24 @@ class GraphPlan:
         return plan
 
 
+@dataclass(frozen=True)
+class BoundLibrary:
+    """A compiled network bound to a device: what ``lib["default"](dev)`` returns (TVM's graph
+    executor factory call), so that ``GraphModule(lib["default"](dev))`` runs it on ``dev``."""
+
+    lib: object
+    device: object
+
+
 class GraphModule:
     """Run a compiled network on a device.
 
     Parameters
     ----------
-    lib : GraphPlan, or an object with a ``plan`` attribute (what ``autosched.build`` returns)
+    lib : GraphPlan, an object with a ``plan`` attribute (what ``autosched.build`` returns), or
+        ``lib["default"](dev)`` (a :class:`BoundLibrary`, as the TVM tutorials write it)
     dev : Device or str, optional
-        Where to run; defaults to the device kind of the kernels.
+        Where to run; defaults to the bound device, else the device kind of the kernels.
 
     Examples
     --------
@@ -142,6 +152,8 @@ class GraphModule:
     """
 
     def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
+        if isinstance(lib, BoundLibrary):
+            lib, dev = lib.lib, (lib.device if dev is None else dev)
         plan = lib if isinstance(lib, GraphPlan) else lib.plan
         plan.validate()  # kernels write through raw pointers: never bind a plan that lies
         self.plan = plan

@@ -17,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
         "--target", action="append", choices=["llvm", "opencl", "cuda"],
         help="backend to run (repeatable; default: all available)",
     )  # fmt: skip
+    distill = sub.add_parser("distill", help="keep the best record per workload and target")
+    distill.add_argument("-i", "--i", "--input", dest="input", required=True, help="log to read")
+    distill.add_argument(
+        "-o", "--o", "--output", dest="output",
+        help="file to write (default: <input stem>.best.json)",
+    )  # fmt: skip
     from .network import CLIError, add_network_commands, run_network_command
 
     add_network_commands(sub)
@@ -28,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
             # One line, as argparse's own errors end: what is wrong and what to do.
             print(f"{parser.prog} {args.command}: error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
+    if args.command == "distill":
+        from ..measure.records import main as records_main
+
+        return records_main(
+            ["--mode", "distill", "-i", args.input] + (["-o", args.output] if args.output else [])
+        )
     if args.command == "demo":
         from .demo import run_demo
 

@@ -576,12 +576,23 @@ class ApplyHistoryBest:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    """``python -m autosched.records distill -i log.json -o best.json``."""
-    parser = argparse.ArgumentParser(prog="python -m autosched.records")
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("distill", help="keep the best record per workload and target")
-    d.add_argument("-i", "--input", required=True, help="record file to read")
-    d.add_argument("-o", "--output", help="file to write (default: <input stem>.best.json)")
+    """``python -m autosched.records --mode distill -i log.json [-o best.json]``.
+
+    TVM's ``python -m tvm.auto_scheduler.measure_record --mode distill -i log.json`` spelled for
+    autosched; ``distill`` as a sub-command (``python -m autosched.records distill -i ...``) and
+    ``--i`` / ``--o`` work too.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m autosched.records",
+        description="distill: keep the best record per workload and target of a log",
+    )
+    parser.add_argument("command", nargs="?", choices=["distill"], help="same as --mode")
+    parser.add_argument("--mode", choices=["distill"], default="distill")
+    parser.add_argument("-i", "--i", "--input", dest="input", required=True, help="log to read")
+    parser.add_argument(
+        "-o", "--o", "--output", dest="output",
+        help="file to write (default: <input stem>.best.json)",
+    )  # fmt: skip
     args = parser.parse_args(None if argv is None else list(argv))
     src = Path(args.input)
     if not src.is_file():

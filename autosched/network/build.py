@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from codegen.target import Target
-from runtime.graph_executor import GraphPlan, TensorSpec
+from runtime.graph_executor import BoundLibrary, GraphPlan, TensorSpec
 from tensorir.graph import ir as gir
 from tensorir.passes.layout_rewrite import ParamLayout
 
@@ -34,6 +34,16 @@ class NetworkLib:
     modules: list
     target: Target
     tuned: dict = field(default_factory=dict)  # group name -> True if it used a record
+
+    def __getitem__(self, name: str):
+        """``lib["default"]``: TVM's graph executor factory; ``lib["default"](dev)`` binds the
+        network to ``dev`` for ``GraphModule(lib["default"](dev))``."""
+        if name != "default":
+            raise KeyError(
+                f"a compiled network has one function, 'default' (lib['default'](dev)); "
+                f"got {name!r}"
+            )
+        return lambda dev=None: BoundLibrary(self, dev)
 
     def export_library(self, path, graph_name: str | None = None) -> None:
         """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.

@@ -335,3 +335,18 @@ def test_progress_bar_line(capsys, monkeypatch):
     bar.post_tune(fake, 0)
     out = capsys.readouterr().out
     assert "[##........] 10/40 trials" in out and "12.500 ms" in out
+
+
+def test_seed_lines_lib_default_dev_and_target_host(net):
+    """Seeds 000/001/003: ``GraphModule(lib["default"](dev))`` and ``build(..., target_host=)``."""
+    func, params, data = net
+    ref = evaluate(func, {"data": data}, params)
+    lib = ansor.build(func, "llvm", params=params, target_host="llvm")
+    dev = ansor.device("llvm", 0)
+    module = ansor.GraphModule(lib["default"](dev))
+    assert module.device == dev
+    module.set_input("data", data)
+    module.run()
+    np.testing.assert_allclose(module.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
+    with pytest.raises(KeyError, match="'default'"):
+        lib["main"]

@@ -171,6 +171,29 @@ def test_distill_cli(tmp_path, mm, mmr):
     assert "does not exist" in missing.stderr
 
 
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["-m", "autosched.records", "--mode", "distill", "-i"],  # seed 001/003, as TVM spells it
+        ["-m", "autosched.records", "--mode", "distill", "--i"],  # seed 000
+        ["-m", "autosched", "distill", "-i"],
+    ],
+)
+def test_distill_as_the_seeds_type_it(tmp_path, mm, mmr, cmd):
+    log = tmp_path / "log.json"
+    _mixed_log(log, mm, mmr)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", *cmd, str(log)],
+        env=env, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeWarning" not in done.stderr and "Traceback" not in done.stderr
+    best = tmp_path / "log.best.json"
+    kept = {i.task.workload_key: r.mean_cost for i, r in load_records(best)}
+    assert kept == {mm.workload_key: pytest.approx(1e-4), mmr.workload_key: pytest.approx(5e-5)}
+
+
 def test_apply_history_best_query_counts_and_nesting(tmp_path, mm, mmr):
     log = tmp_path / "log.json"
     _mixed_log(log, mm, mmr)
