@@ -160,8 +160,16 @@ def test_signal_stops_tuning_cleanly(tmp_path, sig, to_group):
     records = _records(log)  # every line parses
     assert records and len(records) % 4 == 0  # whole batches of 2 * n_parallel only
     assert log.read_text().rstrip().splitlines()[-1].startswith("{")  # no end mark: resumable
-    with pytest.raises(ProcessLookupError):  # no worker outlived the run
-        os.killpg(proc.pid, 0)
+    # No worker outlives the run: the group empties (workers told to stop exit when they see
+    # their pipe close; on a loaded machine that can take a moment after the parent is gone).
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a worker process outlived the tuning run by 15 s"
+        time.sleep(0.1)
 
 
 # ----------------------------------------------------------------------------- the pool
