@@ -132,3 +132,38 @@ def test_tuning_options_round_size_is_automatic_unless_set():
     # 0 trials with a time budget: only the time limits (without one: no measuring at all).
     assert ansor.TuningOptions(max_tuning_seconds=10).trial_limit is None
     assert ansor.TuningOptions().trial_limit == 0
+
+
+def _cli_tune_options(monkeypatch, tmp_path, *flags):
+    """The TuningOptions and SearchParams `python -m autosched tune` hands the scheduler."""
+    from autosched.cli import main
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tune(self, options, search_policy_params=None, **kw):
+        seen.update(options=options, params=search_policy_params)
+        raise Stop
+
+    monkeypatch.setattr(ansor.TaskScheduler, "tune", fake_tune)
+    with pytest.raises(Stop):
+        main(["tune", "--network", "resnet-18", "--log", str(tmp_path / "log.json"), *flags])
+    return seen["options"], seen["params"]
+
+
+def test_cli_uses_the_automatic_rule_unless_flags_are_given(monkeypatch, tmp_path, capsys):
+    options, params = _cli_tune_options(monkeypatch, tmp_path)
+    assert options.num_measure_trials == 48 and options.num_measures_per_round is None
+    assert params.evolutionary_search_population is None
+    assert params.evolutionary_search_num_iters is None
+    options, _ = _cli_tune_options(monkeypatch, tmp_path, "--max-seconds", "300")
+    assert options.trial_limit is None and options.max_tuning_seconds == 300
+    assert "Begin tuning (300 s)" in capsys.readouterr().out
+    options, params = _cli_tune_options(
+        monkeypatch, tmp_path, "--per-round", "64", "--population", "2048", "--generations", "4"
+    )
+    assert options.num_measures_per_round == 64
+    assert params.for_round(8).evolutionary_search_population == 2048
+    assert params.for_round(8).evolutionary_search_num_iters == 4
