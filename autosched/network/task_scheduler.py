@@ -494,7 +494,7 @@ class TaskScheduler:
         line = (
             f"Budget: {' and '.join(budget)} for {len(self.tasks)} tasks: "
             f"{self.num_measures_per_round} candidates per round"
-            + (" (automatic: the first pass takes at most 1/4 of the budget)" if auto else "")
+            + (" (automatic, from the budget)" if auto else "")
         )
         if isinstance(search_policy, str):
             from ..search.params import SearchParams
