@@ -35,11 +35,14 @@ class TuningOptions:
     ----------
     num_measure_trials : int
         Candidates to measure in total (0: search without measuring and return the state
-        the cost model likes best).
+        the cost model likes best; with ``max_tuning_seconds``, 0 means no trial limit: the
+        time budget alone ends tuning).
     early_stopping : int, optional
         Stop after this many trials without improvement.
-    num_measures_per_round : int
-        Candidates measured per search round (64 in TVM).
+    num_measures_per_round : int, optional
+        Candidates measured per search round (64 in TVM). None (the default): chosen from the
+        budget, so that the first pass over all tasks takes at most a quarter of it
+        (:func:`autosched.search.budget.measures_per_round`; between 2 and 64).
     verbose : int
         0 silent, 1 a progress line per round, 2 more.
     builder, runner : "local" or LocalBuilder / LocalRunner
@@ -53,7 +56,7 @@ class TuningOptions:
 
     num_measure_trials: int = 0
     early_stopping: int | None = None
-    num_measures_per_round: int = 64
+    num_measures_per_round: int | None = None
     verbose: int = 1
     builder: object = "local"
     runner: object = "local"
@@ -66,10 +69,17 @@ class TuningOptions:
             raise ValueError(f"max_tuning_seconds must be > 0, got {self.max_tuning_seconds}")
         if self.num_measure_trials < 0:
             raise ValueError(f"num_measure_trials must be >= 0, got {self.num_measure_trials}")
-        if self.num_measures_per_round < 1:
+        if self.num_measures_per_round is not None and self.num_measures_per_round < 1:
             raise ValueError(
                 f"num_measures_per_round must be >= 1, got {self.num_measures_per_round}"
             )
+
+    @property
+    def trial_limit(self) -> int | None:
+        """The number of trials to stop at, or None when only ``max_tuning_seconds`` limits."""
+        if self.num_measure_trials == 0 and self.max_tuning_seconds is not None:
+            return None
+        return self.num_measure_trials
 
     def make_measurer(self):
         """The ProgramMeasurer these options describe."""
@@ -132,17 +142,26 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
 
         search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
     require_measuring_devices([task], options)
-    if options.num_measure_trials == 0:
+    trials = options.trial_limit
+    if trials == 0:
         best, _ = search_policy.search_one_round(1)
         return best[0] if best else None
+    per_round = options.num_measures_per_round
+    if per_round is None:
+        from codegen.target import Target
+
+        from .search.budget import CPU_COST, GPU_COST, measures_per_round
+
+        cost = GPU_COST if Target(str(task.target)).is_gpu else CPU_COST
+        per_round = measures_per_round(1, trials, options.max_tuning_seconds, cost)
     measurer = options.make_measurer()
     t0 = time.perf_counter()
     try:
         with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
             state = search_policy.search(
-                options.num_measure_trials,
+                trials,
                 options.early_stopping,
-                options.num_measures_per_round,
+                per_round,
                 measurer,
                 max_seconds=options.max_tuning_seconds,
             )

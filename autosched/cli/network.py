@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+# Trials of `tune` without --trials and --max-seconds: the README's main job, a few minutes on a
+# 2-core CPU (one round of 2 per resnet-18 task: its default schedule and one searched state).
+DEFAULT_TRIALS = 48
+
 
 def add_network_commands(sub) -> None:
     """Register the network subcommands on an argparse subparsers object."""
@@ -34,13 +38,26 @@ def add_network_commands(sub) -> None:
         p.add_argument("--log", help="records (default <network>-<layout>-B<n>-<target>.json)")
         p.add_argument("--no-winograd", action="store_true", help="direct conv2d for 3x3 convs")
         if name == "tune":
-            p.add_argument("--trials", type=int, default=48, help="measurement trials in total")
-            p.add_argument("--per-round", type=int, default=2, help="measurements per round")
             p.add_argument(
-                "--population", type=int, default=64,
-                help="evolutionary search population (TVM: 2048; smaller = faster rounds)",
+                "--trials", type=int,
+                help=f"measurement trials in total (default {DEFAULT_TRIALS}; with --max-seconds "
+                "no limit: the time budget alone ends tuning)",
             )  # fmt: skip
-            p.add_argument("--generations", type=int, default=1, help="evolution iterations")
+            p.add_argument(
+                "--per-round", type=int,
+                help="measurements per round (default: automatic, so that the first pass over "
+                "all tasks takes at most 1/4 of the budget; TVM: 64)",
+            )  # fmt: skip
+            p.add_argument(
+                "--population", type=int,
+                help="evolutionary search population (default: automatic, 16 states per "
+                "measurement; TVM: 2048; smaller = faster rounds)",
+            )  # fmt: skip
+            p.add_argument(
+                "--generations", type=int,
+                help="evolution iterations (default: automatic, 1 up to a population of 512; "
+                "TVM: 4)",
+            )  # fmt: skip
             p.add_argument("--no-resume", action="store_true", help="ignore an existing log")
             p.add_argument(
                 "--max-seconds", type=float,
@@ -313,20 +330,24 @@ def run_network_command(args) -> int:
         tuner = ansor.TaskScheduler(
             tasks, weights, load_log_file=str(log) if resume else None, callbacks=callbacks
         )
+        # Unset flags stay None: the task scheduler and the search choose them from the budget.
         params_search = ansor.SearchParams(
             evolutionary_search_population=args.population,
             evolutionary_search_num_iters=args.generations,
         )
+        trials = args.trials
+        if trials is None:
+            trials = 0 if args.max_seconds is not None else DEFAULT_TRIALS  # 0: no trial limit
         options = ansor.TuningOptions(
-            num_measure_trials=args.trials,
+            num_measure_trials=trials,
             num_measures_per_round=args.per_round,
             measure_callbacks=[ansor.RecordToFile(str(log))],
             max_tuning_seconds=args.max_seconds,
         )
-        if not resume and args.trials < len(tasks):
+        if not resume and options.trial_limit is not None and trials < len(tasks):
             raise CLIError(
-                f"--trials {args.trials} is below the {len(tasks)} tasks: every task needs a "
-                f"round; use --trials >= {len(tasks)} (better >= {len(tasks) * args.per_round})"
+                f"--trials {trials} is below the {len(tasks)} tasks: every task needs a "
+                f"round; use --trials >= {len(tasks)} (better >= {4 * len(tasks)})"
             )
         from ..tuning import require_measuring_devices
 
@@ -335,7 +356,9 @@ def run_network_command(args) -> int:
         except RuntimeError as e:
             raise CLIError(f"--target {args.target!r}: {e}") from None
         from_log = f", resuming from {log}" if resume else ""
-        print(f"Begin tuning ({args.trials} trials{from_log})...")
+        budget = [f"{trials} trials"] if options.trial_limit else []
+        budget += [f"{args.max_seconds:g} s"] if args.max_seconds is not None else []
+        print(f"Begin tuning ({' and '.join(budget)}{from_log})...")
         tuner.tune(options, search_policy_params=params_search)
         estimated_ms = tuner.estimated_latency_ms()
     if args.command in ("run", "benchmark") and getattr(args, "lib", None):

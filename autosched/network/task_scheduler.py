@@ -35,8 +35,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from codegen.target import Target
+
 from ..cost_model.model import LGBModel, RandomModel
 from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
+from ..search.budget import CPU_COST, GPU_COST, RoundCost, measures_per_round, observed_cost
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 
@@ -109,11 +112,18 @@ def _make_cost_model(kind: str, num_warmup_sample: int, adaptive_training: bool)
 
 
 def _default_schedule_seed(task):
-    """On GPUs, the default schedule of ``task`` (measured first, so that the best record is
-    never worse than what an untuned build runs), or None. On CPUs the default schedule is
-    far from competitive and measuring it would waste a trial."""
+    """The default (untuned) schedule of ``task``, or None when it cannot be made. Measured
+    first: the best record is then never worse than what an untuned build runs, and after the
+    first pass over the tasks each of them has a latency, so the estimated total is known (a
+    CPU default is rarely competitive, but a searched candidate of a first round often fails
+    or is slower still)."""
+    from .default_schedules import default_schedule
+
     if not task.target.is_gpu:
-        return None
+        try:
+            return default_schedule(task.compute_dag, task.target)
+        except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+            return None
     from ..search.annotate_gpu import gpu_state_errors
     from .default_schedules import default_gpu_state
 
@@ -325,7 +335,11 @@ class TaskScheduler:
         n = len(self.tasks)
         self.tune_option = options
         self.per_task_early_stopping = per_task_early_stopping
-        trials, full_round = options.num_measure_trials, options.num_measures_per_round
+        trials = self._trial_limit = options.trial_limit
+        self._round_cost = self._cost_prior()
+        full_round = options.num_measures_per_round
+        if full_round is None:  # automatic: the first pass takes at most 1/4 of the budget
+            full_round = measures_per_round(n, trials, options.max_tuning_seconds, self._round_cost)
         if self.callbacks is None:
             self.callbacks = self._default_callbacks(options)
         require_measuring_devices(self.tasks, options)
@@ -337,7 +351,7 @@ class TaskScheduler:
             self.num_measures_per_round = full_round
             resumed = self._restore_status(self.load_log_file)
         untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
-        per_round = min(full_round, trials // max(untuned, 1))
+        per_round = full_round if trials is None else min(full_round, trials // max(untuned, 1))
         if per_round <= 0:
             raise ValueError(
                 f"num_measure_trials={trials} is too small for {untuned} tasks without records: "
@@ -345,6 +359,7 @@ class TaskScheduler:
                 f"(better >= {untuned * full_round}, one full round of {full_round} per task)"
             )
         self.num_measures_per_round = per_round
+        self._say(self._plan_line(search_policy, search_policy_params))
         early_stopping = options.early_stopping
         if early_stopping is None or early_stopping < 0:
             early_stopping = None
@@ -361,7 +376,7 @@ class TaskScheduler:
 
         def more_trials() -> bool:
             nonlocal out_of_time
-            if self.ct >= options.num_measure_trials:
+            if trials is not None and self.ct >= trials:
                 return False
             out_of_time = budget is not None and time.time() - self.tic >= budget
             return not out_of_time
@@ -383,9 +398,13 @@ class TaskScheduler:
 
     def _tune_rounds(self, n: int, more_trials, early_stopping) -> None:
         """The warm-up round of every task, then gradient-chosen rounds until done."""
+        start, warm_up_rounds = time.time(), 0
         for i in range(n):  # warm-up: one round for every task without history
             if not self.task_cts[i] and more_trials():
                 self._tune_task(i)
+                warm_up_rounds += 1
+        if warm_up_rounds:
+            self._adapt_round_size((time.time() - start) / warm_up_rounds)
         self.best_ct, self.best_score = self.ct, self.cur_score
         while more_trials() and len(self.dead_tasks) < n:
             idx = self._choose_task()
@@ -408,7 +427,9 @@ class TaskScheduler:
         """One search round of task ``idx`` and the bookkeeping after it."""
         for cb in self.callbacks:
             cb.pre_tune(self, idx)
-        num = min(self.num_measures_per_round, self.tune_option.num_measure_trials - self.ct)
+        num = self.num_measures_per_round
+        if self._trial_limit is not None:
+            num = min(num, self._trial_limit - self.ct)
         policy = self.search_policies[idx]
         retries = getattr(getattr(policy, "params", None), "retry_search_one_round_on_empty", 0)
         for _ in range(1 + max(0, retries)):
@@ -438,6 +459,57 @@ class TaskScheduler:
             self.dead_tasks.add(idx)
         for cb in self.callbacks:
             cb.post_tune(self, idx)
+
+    def _cost_prior(self) -> RoundCost:
+        """What a round is expected to cost before any was measured (GPU builds differ)."""
+        gpu = any(Target(str(task.target)).is_gpu for task in self.tasks)
+        return GPU_COST if gpu else CPU_COST
+
+    def _adapt_round_size(self, mean_round_s: float) -> None:
+        """After the warm-up pass: with an automatic round size and a time budget, choose the
+        round size again from what a warm-up round really cost (the priors are guesses; a
+        loaded machine or slow builds can be several times off)."""
+        budget = self.tune_option.max_tuning_seconds
+        if self.tune_option.num_measures_per_round is not None or budget is None:
+            return
+        self._round_cost = observed_cost(
+            self._round_cost, self.num_measures_per_round, mean_round_s
+        )
+        new = measures_per_round(len(self.tasks), self._trial_limit, budget, self._round_cost)
+        if new != self.num_measures_per_round:
+            self._say(
+                f"Round size: {new} candidates per round from now on (a first-pass round took "
+                f"{mean_round_s:.1f} s with {self.num_measures_per_round})"
+            )
+            self.num_measures_per_round = new
+
+    def _plan_line(self, search_policy, params) -> str:
+        """One line: the round size and search effort of this run, and whether they are
+        automatic (so a user knows what to set to change them)."""
+        options = self.tune_option
+        budget = [f"{options.num_measure_trials} trials"] if self._trial_limit else []
+        if options.max_tuning_seconds is not None:
+            budget.append(f"{options.max_tuning_seconds:g} s")
+        auto = options.num_measures_per_round is None
+        line = (
+            f"Budget: {' and '.join(budget)} for {len(self.tasks)} tasks: "
+            f"{self.num_measures_per_round} candidates per round"
+            + (" (automatic, from the budget)" if auto else "")
+        )
+        if isinstance(search_policy, str):
+            from ..search.params import SearchParams
+
+            if isinstance(params, dict):
+                params = SearchParams(**params)
+            params = params or SearchParams()
+            effort = params.for_round(self.num_measures_per_round)
+            auto_effort = params.evolutionary_search_population is None
+            line += (
+                f", population {effort.evolutionary_search_population} x "
+                f"{effort.evolutionary_search_num_iters} generations"
+                + (" (automatic)" if auto_effort else "")
+            )
+        return line
 
     def _stalled(self, idx: int) -> bool:
         if self.per_task_early_stopping is None or self.per_task_early_stopping < 0:
@@ -733,7 +805,7 @@ class PrintTableInfo(TaskSchedulerCallback):
             return
         if self._use_bar():
             if self._bar is None:
-                self._bar = ProgressBar(task_scheduler.tune_option.num_measure_trials)
+                self._bar = ProgressBar(task_scheduler.tune_option.trial_limit)
             return
         if self._due(task_scheduler):
             self._table(task_scheduler)
@@ -827,8 +899,9 @@ class ProgressBar(TaskSchedulerCallback):
     when tqdm cannot be imported.
     """
 
-    def __init__(self, total_trials: int, width: int = 30):
-        self.total = max(1, int(total_trials))
+    def __init__(self, total_trials: int | None, width: int = 30):
+        # None: only a time budget; the bar counts trials without a total.
+        self.total = None if total_trials is None else max(1, int(total_trials))
         self.width = width
         self._bar = None
         try:
@@ -840,13 +913,15 @@ class ProgressBar(TaskSchedulerCallback):
         self._shown = 0
 
     def post_tune(self, task_scheduler: TaskScheduler, task_id: int) -> None:
-        done = min(task_scheduler.ct, self.total)
+        done = task_scheduler.ct if self.total is None else min(task_scheduler.ct, self.total)
         latency = task_scheduler.estimated_latency_ms()
         lat = "-" if latency is None else f"{latency:.3f} ms"
         elapsed = time.time() - task_scheduler.tic
         if self._bar is not None:
             self._bar.update(done - self._shown)
             self._bar.set_postfix_str(f"est. latency {lat}")
+        elif self.total is None:
+            print(f"{done} trials, est. latency {lat}, {elapsed:.0f} s elapsed", flush=True)
         else:
             filled = int(self.width * done / self.total)
             eta = elapsed / done * (self.total - done) if done else float("nan")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .budget import search_effort
 
 __all__ = ["SearchParams"]
 
@@ -11,16 +13,20 @@ __all__ = ["SearchParams"]
 class SearchParams:
     """Parameters of sketch generation, random annotation, mutation and the search loop.
 
-    Defaults are TVM v0.15's (``python/tvm/auto_scheduler/search_policy.py``) unless noted.
+    Defaults are TVM v0.15's (``python/tvm/auto_scheduler/search_policy.py``) unless noted
+    (the population and generations are automatic unless set).
 
     Parameters
     ----------
     eps_greedy : float
         Fraction of each measurement batch taken from random (not best-predicted) states.
-    evolutionary_search_population : int
+    evolutionary_search_population : int, optional
         States per generation of the evolutionary search (and per init-population batch).
-    evolutionary_search_num_iters : int
-        Generations of the evolutionary search.
+        None (the default): chosen per round from the number of candidates it measures
+        (:func:`~autosched.search.budget.search_effort`: 128 for 8); TVM's value is 2048.
+    evolutionary_search_num_iters : int, optional
+        Generations of the evolutionary search. None (the default): chosen with the population
+        (1 up to a population of 512); TVM's value is 4.
     evolutionary_search_mutation_prob : float
         Probability that a child is a mutation of its parent (else a copy).
     num_measures_per_round : int
@@ -45,16 +51,17 @@ class SearchParams:
     mutate_auto_unroll_weight_gpu : float
         GPU weight of the auto-unroll mutation (GPU uses it and ``mutate_tile_size_weight``).
     scale_population_to_batch : bool
-        In a round that measures fewer states than ``num_measures_per_round`` (the last round of
-        a budget that is not a multiple of it), shrink the evolution's population in proportion
-        (to at least ``sample_init_min_population``). Not in TVM, which runs the full population
+        With an explicit population: in a round that measures fewer states than
+        ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
+        shrink the evolution's population in proportion (to at least
+        ``sample_init_min_population``). Not in TVM, which runs the full population
         to pick e.g. 8 states; that search costs as much as a full round.
     """
 
     eps_greedy: float = 0.05
     retry_search_one_round_on_empty: int = 1
-    evolutionary_search_population: int = 2048
-    evolutionary_search_num_iters: int = 4
+    evolutionary_search_population: int | None = None
+    evolutionary_search_num_iters: int | None = None
     evolutionary_search_mutation_prob: float = 0.85
     num_measures_per_round: int = 64
     sample_init_min_population: int = 50
@@ -72,3 +79,22 @@ class SearchParams:
     mutate_parallel_weight: float = 0.01
     mutate_auto_unroll_weight_gpu: float = 0.10
     scale_population_to_batch: bool = True
+
+    def for_round(self, num_measure: int) -> SearchParams:
+        """These parameters with the automatic population / generations (those left None)
+        filled in for a round that measures ``num_measure`` candidates."""
+        if (
+            self.evolutionary_search_population is not None
+            and self.evolutionary_search_num_iters is not None
+        ):
+            return self
+        population, generations = search_effort(num_measure)
+        if self.evolutionary_search_population is not None:
+            population = self.evolutionary_search_population
+        if self.evolutionary_search_num_iters is not None:
+            generations = self.evolutionary_search_num_iters
+        return replace(
+            self,
+            evolutionary_search_population=population,
+            evolutionary_search_num_iters=generations,
+        )

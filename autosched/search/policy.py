@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
+from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
@@ -108,7 +109,7 @@ class SketchPolicy:
         """Random concrete states from the sketches (at least ``sample_init_min_population``)."""
         from .annotate import sample_init_population
 
-        p = self.params if params is None else params
+        p = (self.params if params is None else params).for_round(TVM_MEASURES_PER_ROUND)
         out: dict = {}
         target, fruitless = p.evolutionary_search_population, 0
         while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
@@ -130,9 +131,11 @@ class SketchPolicy:
     ) -> tuple[list, list]:
         """Evolve a population; return (best predicted states, random states) not yet measured.
 
-        ``population`` overrides ``params.evolutionary_search_population`` for this round.
+        ``population`` overrides ``params.evolutionary_search_population`` for this round;
+        population and generations left None in the params are chosen for ``num_measure``
+        (:meth:`SearchParams.for_round`).
         """
-        p = self.params
+        p = self.params.for_round(num_measure)
         if population is not None:
             p = replace(p, evolutionary_search_population=int(population))
         t0 = time.perf_counter()
@@ -206,19 +209,28 @@ class SketchPolicy:
 
     # ------------------------------------------------------------------ whole search
 
-    def search(self, n_trials: int, early_stopping: int | None, num_measures_per_round: int,
-               measurer, max_seconds: float | None = None):  # fmt: skip
+    def search(
+        self,
+        n_trials: int | None,
+        early_stopping: int | None,
+        num_measures_per_round: int,
+        measurer,
+        max_seconds: float | None = None,
+    ):
         """Rounds until ``n_trials`` are measured (or, with ``max_seconds``, until a round
-        would start after that many seconds); returns the best measured state (or None)."""
+        would start after that many seconds; ``n_trials`` None: only then); returns the best
+        measured state (or None)."""
         flop = self.task.compute_dag.flop_count()
         start, trials, best_at, empty_rounds = time.perf_counter(), 0, 0, 0
         round_no = 0
-        while trials < n_trials:
+        limit = float("inf") if n_trials is None else n_trials
+        budget = "" if n_trials is None else f"/{n_trials}"
+        while trials < limit:
             if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                 self._say(1, f"time budget of {max_seconds:g} s spent; stopping")
                 break
             round_no += 1
-            num = min(num_measures_per_round, n_trials - trials)
+            num = int(min(num_measures_per_round, limit - trials))
             best_before = self.best_cost
             inputs, results = self.continue_search_one_round(
                 num, measurer, self._round_population(num, num_measures_per_round)
@@ -237,7 +249,7 @@ class SketchPolicy:
             gflops = flop / self.best_cost / 1e9 if self.best_cost < MAX_COST else 0.0
             self._say(
                 1,
-                f"[{self.task.desc}] round {round_no}: trials {trials}/{n_trials}, "
+                f"[{self.task.desc}] round {round_no}: trials {trials}{budget}, "
                 f"best {gflops:.2f} GFLOP/s ({self.best_cost * 1e3:.4g} ms), errors {errors}, "
                 f"{time.perf_counter() - start:.1f} s ({self.time_split.line()})",
             )
@@ -250,6 +262,8 @@ class SketchPolicy:
     def _round_population(self, num: int, per_round: int) -> int | None:
         """The population of a short round (see ``SearchParams.scale_population_to_batch``)."""
         p = self.params
+        if p.evolutionary_search_population is None:
+            return None  # automatic: already chosen for the round's size
         if not p.scale_population_to_batch or num >= per_round:
             return None
         scaled = -(-p.evolutionary_search_population * num // per_round)  # ceil
@@ -301,8 +315,10 @@ class PreloadMeasuredStates:
 
 class SeedStates:
     """An init-search callback: measure ``states`` first (those not measured yet), before any
-    searched state. The task scheduler seeds GPU tasks with the default schedule this way, so
-    that a tuned network is never slower than the untuned one because of too few trials."""
+    searched state. The task scheduler seeds every task with its default schedule this way, so
+    that a tuned network is never slower than the untuned one because of too few trials, and
+    the first round of every task gives it a latency (the estimated total is known after the
+    first pass)."""
 
     def __init__(self, states):
         self.states = list(states)

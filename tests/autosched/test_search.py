@@ -250,7 +250,7 @@ def test_seed_states_are_measured_first_and_once(task):
     assert flat.count(state_key(seed)) == 1 and len(flat) == 8
 
 
-def test_gpu_tasks_are_seeded_with_the_default_schedule():
+def test_every_task_is_seeded_with_the_default_schedule():
     from autosched.network.task_scheduler import _default_schedule_seed
     from autosched.search.annotate_gpu import gpu_state_errors
 
@@ -259,4 +259,12 @@ def test_gpu_tasks_are_seeded_with_the_default_schedule():
     seed = _default_schedule_seed(gpu)
     assert seed is not None and gpu_state_errors(gpu, seed) == []
     assert any(it.annotation == "threadIdx.x" for st in seed.stages for it in st.iters)
-    assert _default_schedule_seed(ansor.SearchTask(dag, target="llvm")) is None
+    # CPU tasks too (issue 16): the default schedule, parallel outer loops, correct.
+    cpu_seed = _default_schedule_seed(ansor.SearchTask(dag, target="llvm"))
+    assert cpu_seed is not None
+    assert any(it.annotation == "parallel" for st in cpu_seed.stages for it in st.iters)
+    rng = np.random.default_rng(3)
+    args = [rng.uniform(-1, 1, t.shape).astype("float32") for t in dag.input_tensors]
+    out = np.full(dag.output_tensors[0].shape, np.nan, "float32")
+    ansor.build(cpu_seed, "llvm")(*args, out)
+    np.testing.assert_allclose(out, eval_dag(dag, args)[0], rtol=1e-4, atol=1e-4)

@@ -402,3 +402,97 @@ def test_resume_with_fewer_trials_than_tasks_when_all_are_tuned(tuned, tmp_path)
     ts, _ = _tune(log, 2, load_log_file=str(log))  # 2 trials, 3 tasks: none needs a warm-up
     assert ts.ct == 2 and sum(ts.task_trials) == sum(first.task_trials) + 2
     assert sum(ts.task_cts) == sum(first.task_cts) + 1
+
+
+# ------------------------------------------------------------------ automatic round sizes
+
+
+class _Estimates(ansor.TaskSchedulerCallback):
+    """Records the estimated total latency after every round."""
+
+    def __init__(self):
+        self.after_round = []
+
+    def post_tune(self, task_scheduler, task_id):
+        self.after_round.append(task_scheduler.estimated_latency_ms())
+
+
+def _timed_tune(monkeypatch, options, n=24, seconds_per_round=None, target="llvm"):
+    """Tune ``n`` fake tasks under a fake clock: a round measuring k candidates takes
+    ``seconds_per_round(k)`` s (default: the CPU prior, 1 + 0.75 k)."""
+    import autosched.network.task_scheduler as ts_module
+    from autosched.search.budget import CPU_COST
+
+    clock = [0.0]
+    monkeypatch.setattr(ts_module, "time", SimpleNamespace(time=lambda: clock[0]))
+    cost = seconds_per_round or CPU_COST.seconds
+    sizes = []
+
+    class TimedPolicy(_FakePolicy):
+        def continue_search_one_round(self, num, measurer):
+            clock[0] += cost(num)
+            sizes.append(num)
+            return super().continue_search_one_round(num, measurer)
+
+    tasks = [_fake_task(k) for k in range(n)]
+    for task in tasks:
+        task.target = target
+    calls, estimates = [], _Estimates()
+    policies = [TimedPolicy(t, [1e-3 / (r + 1) for r in range(500)], calls) for t in tasks]
+    ts = ansor.TaskScheduler(tasks, callbacks=[estimates])
+    ts.tune(options, search_policy=policies)
+    return ts, calls, sizes, estimates.after_round, clock[0]
+
+
+def test_seconds_only_budget_measures_every_task_in_the_first_pass(monkeypatch):
+    """24 tasks, max_tuning_seconds=400 and nothing else: the first pass measures every task
+    within a quarter of the budget, the estimate is known right after it, and the rest of
+    the budget goes on (no trial limit)."""
+    options = ansor.TuningOptions(max_tuning_seconds=400, verbose=0)
+    ts, calls, sizes, estimates, end = _timed_tune(monkeypatch, options)
+    assert calls[:24] == [f"fake{k}" for k in range(24)]
+    assert estimates[:23] == [None] * 23 and estimates[23] is not None
+    assert sum(1.0 + 0.75 * k for k in sizes[:24]) <= 400 / 4
+    assert 2 <= sizes[0] <= 64 and len(set(sizes)) == 1  # the prior was right: no change
+    assert 400 <= end < 400 + 1 + 0.75 * 64 and len(calls) > 24 * 3
+
+
+def test_round_size_adapts_to_the_observed_cost(monkeypatch):
+    """Rounds twice as slow as the prior: after the first pass the round size is chosen again
+    from the observed cost (and rounds keep their size when it is set explicitly)."""
+    from autosched.search.budget import CPU_COST, measures_per_round, observed_cost
+
+    options = ansor.TuningOptions(max_tuning_seconds=400, verbose=0)
+    slow = lambda k: 2 * CPU_COST.seconds(k)  # noqa: E731
+    ts, calls, sizes, _, _ = _timed_tune(monkeypatch, options, seconds_per_round=slow)
+    first = measures_per_round(24, seconds=400, cost=CPU_COST)
+    then = measures_per_round(24, seconds=400, cost=observed_cost(CPU_COST, first, slow(first)))
+    assert then < first and sizes[:24] == [first] * 24 and set(sizes[24:]) == {then}
+    assert ts.num_measures_per_round == then
+    options = ansor.TuningOptions(max_tuning_seconds=400, num_measures_per_round=5, verbose=0)
+    ts, calls, sizes, _, _ = _timed_tune(monkeypatch, options, seconds_per_round=slow)
+    assert set(sizes) == {5} and ts.num_measures_per_round == 5
+
+
+def test_explicit_round_size_is_kept(monkeypatch):
+    """TVM's 64 per round when the user sets it, even where it measures few tasks (the issue's
+    H100 run); the automatic choice for the same 24 GPU tasks and 400 s measures all."""
+    runner = SimpleNamespace()  # not a LocalRunner: no GPU needed to tune the fake tasks
+    gpu_round = lambda k: 1.0 + 0.4 * k  # noqa: E731 - the GPU prior
+    options = ansor.TuningOptions(num_measure_trials=24 * 64, num_measures_per_round=64,
+                                  max_tuning_seconds=400, verbose=0, runner=runner)  # fmt: skip
+    ts, calls, sizes, estimates, _ = _timed_tune(monkeypatch, options, 24, gpu_round, "cuda")
+    assert set(sizes) == {64} and len(set(calls)) < 24 and estimates[-1] is None
+    options = ansor.TuningOptions(max_tuning_seconds=400, verbose=0, runner=runner)
+    ts, calls, sizes, estimates, _ = _timed_tune(monkeypatch, options, 24, gpu_round, "cuda")
+    assert 4 <= sizes[0] <= 16 and set(calls[:24]) == {f"fake{k}" for k in range(24)}
+    assert estimates[23] is not None
+
+
+def test_cpu_tasks_measure_their_default_schedule_first():
+    ts = ansor.TaskScheduler(_tasks())
+    ts.tune_option, ts.num_measures_per_round = ansor.TuningOptions(verbose=0), 4
+    for pol in ts._make_policies("sketch.random", None, False, None):
+        assert len(pol.pending_seeds) == 1
+        assert any(it.annotation == "parallel" for st in pol.pending_seeds[0].stages
+                   for it in st.iters)  # fmt: skip

@@ -1,0 +1,169 @@
+"""Automatic round sizes (issue 16 section 3): candidates per round and search effort chosen
+from the budget when the user leaves them unset, kept when the user sets them."""
+
+import numpy as np
+import pytest
+
+import autosched as ansor
+from autosched import testing
+from autosched.search import budget
+from autosched.search.budget import (
+    CPU_COST,
+    GPU_COST,
+    RoundCost,
+    measures_per_round,
+    observed_cost,
+    search_effort,
+)
+
+
+def test_the_first_pass_fits_a_quarter_of_the_budget():
+    # A trial budget: 24 tasks x 4 passes of 20 = 1920 <= 2000 trials.
+    assert measures_per_round(24, trials=2000) == 20
+    # Large budgets keep TVM's 64, tiny ones the floor of 2 (default schedule + one searched).
+    assert measures_per_round(24, trials=24 * 1000) == 64
+    assert measures_per_round(24, trials=30) == 2
+    assert measures_per_round(1) == 64  # no budget at all: TVM's value
+    # A time budget: the predicted first pass is at most 1/4 of it.
+    for n, seconds in ((24, 400), (24, 3600), (5, 120), (100, 20000)):
+        for cost in (CPU_COST, GPU_COST, RoundCost(trial_s=3.0, round_s=10.0)):
+            p = measures_per_round(n, seconds=seconds, cost=cost)
+            assert 2 <= p <= 64
+            if p > 2:  # above the floor the first pass fits; with one more it would not
+                assert n * cost.seconds(p) <= seconds / 4 < n * cost.seconds(p + 1) or p == 64
+    # Both budgets: the tighter one decides.
+    assert measures_per_round(24, trials=100_000, seconds=400, cost=GPU_COST) == (
+        measures_per_round(24, seconds=400, cost=GPU_COST)
+    )
+    assert measures_per_round(24, trials=200, seconds=1e6) == 2
+
+
+def test_search_effort_scales_with_the_round():
+    assert search_effort(2) == (64, 1)
+    assert search_effort(8) == (128, 1)  # the expert's 400 s choice on 24 GPU tasks
+    assert search_effort(32) == (512, 1)
+    assert search_effort(64) == (512, 2)
+    pops = [search_effort(k)[0] * search_effort(k)[1] for k in range(1, 65)]
+    assert pops == sorted(pops) and max(pops) <= 2048 * 4
+
+
+def test_observed_cost_rescales_the_prior():
+    cost = observed_cost(CPU_COST, 4, 2 * CPU_COST.seconds(4))
+    assert cost.seconds(4) == pytest.approx(2 * CPU_COST.seconds(4))
+    assert cost.trial_s / cost.round_s == pytest.approx(CPU_COST.trial_s / CPU_COST.round_s)
+    assert observed_cost(CPU_COST, 4, 0.0) == CPU_COST
+
+
+def test_readme_main_job_choice():
+    """`python -m autosched tune --network resnet-18` (llvm, 48 trials, 24 tasks): 2 per round
+    (the default schedule and one searched state per task), population 64 x 1 generation."""
+    mod, params, _, _ = ansor.networks.get_network("resnet-18", batch_size=1, layout="NHWC")
+    tasks, _ = ansor.extract_tasks(mod, params, "llvm")
+    assert len(tasks) == 24
+    per_round = measures_per_round(len(tasks), trials=48, cost=CPU_COST)
+    assert per_round == 2
+    params = ansor.SearchParams().for_round(per_round)
+    assert (params.evolutionary_search_population, params.evolutionary_search_num_iters) == (64, 1)
+
+
+def test_issue_gpu_case_choice():
+    """The issue's H100 run: 24 tasks, max_tuning_seconds=400, everything else default. TVM's
+    64 per round measured 5 tasks in 400 s; the automatic choice is near the expert's 8 per
+    round, population 128, one generation, and the predicted first pass fits 100 s."""
+    per_round = measures_per_round(24, seconds=400, cost=GPU_COST)
+    assert 4 <= per_round <= 16, per_round
+    assert 24 * GPU_COST.seconds(per_round) <= 100
+    population, generations = search_effort(per_round)
+    assert 64 <= population <= 256 and generations == 1
+
+
+# ------------------------------------------------------------------ the search keeps user values
+
+
+class _Model:
+    def predict(self, task, states):
+        return np.zeros(len(states))
+
+    def update(self, inputs, results):
+        pass
+
+
+def _evolution_sizes(monkeypatch, params, num_measure):
+    """The population and generations one search round of a policy evolves with."""
+    import autosched.search.policy as policy_module
+
+    seen = {}
+
+    def fake_evolution(task, init, model, mutate, rng, *, out_size, num_iters, population_size,
+                       mutation_prob, exclude):  # fmt: skip
+        seen.update(population=population_size, generations=num_iters)
+        return []
+
+    monkeypatch.setattr(policy_module, "evolutionary_search", fake_evolution)
+    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm")
+    pol = ansor.SketchPolicy(task, _Model(), params, seed=0, verbose=0)
+    sampled = []
+    monkeypatch.setattr(
+        pol, "sample_initial_population",
+        lambda p=None: sampled.append(p.evolutionary_search_population) or [task.compute_dag
+                                                                             .get_init_state()],
+    )  # fmt: skip
+    pol.search_one_round(num_measure)
+    assert sampled == [seen["population"]]
+    return seen["population"], seen["generations"]
+
+
+def test_explicit_population_and_generations_are_kept(monkeypatch):
+    tvm = ansor.SearchParams(evolutionary_search_population=2048, evolutionary_search_num_iters=4)
+    assert _evolution_sizes(monkeypatch, tvm, 8) == (2048, 4)
+    assert _evolution_sizes(monkeypatch, ansor.SearchParams(), 8) == (128, 1)
+    assert _evolution_sizes(monkeypatch, ansor.SearchParams(), 64) == (512, 2)
+    # One set, the other automatic.
+    mixed = ansor.SearchParams(evolutionary_search_num_iters=3)
+    assert _evolution_sizes(monkeypatch, mixed, 8) == (128, 3)
+    assert budget.TVM_MEASURES_PER_ROUND == 64
+
+
+def test_tuning_options_round_size_is_automatic_unless_set():
+    assert ansor.TuningOptions().num_measures_per_round is None
+    assert ansor.TuningOptions(num_measures_per_round=64).num_measures_per_round == 64
+    with pytest.raises(ValueError, match="num_measures_per_round"):
+        ansor.TuningOptions(num_measures_per_round=0)
+    # 0 trials with a time budget: only the time limits (without one: no measuring at all).
+    assert ansor.TuningOptions(max_tuning_seconds=10).trial_limit is None
+    assert ansor.TuningOptions().trial_limit == 0
+
+
+def _cli_tune_options(monkeypatch, tmp_path, *flags):
+    """The TuningOptions and SearchParams `python -m autosched tune` hands the scheduler."""
+    from autosched.cli import main
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tune(self, options, search_policy_params=None, **kw):
+        seen.update(options=options, params=search_policy_params)
+        raise Stop
+
+    monkeypatch.setattr(ansor.TaskScheduler, "tune", fake_tune)
+    with pytest.raises(Stop):
+        main(["tune", "--network", "resnet-18", "--log", str(tmp_path / "log.json"), *flags])
+    return seen["options"], seen["params"]
+
+
+def test_cli_uses_the_automatic_rule_unless_flags_are_given(monkeypatch, tmp_path, capsys):
+    options, params = _cli_tune_options(monkeypatch, tmp_path)
+    assert options.num_measure_trials == 48 and options.num_measures_per_round is None
+    assert params.evolutionary_search_population is None
+    assert params.evolutionary_search_num_iters is None
+    options, _ = _cli_tune_options(monkeypatch, tmp_path, "--max-seconds", "300")
+    assert options.trial_limit is None and options.max_tuning_seconds == 300
+    assert "Begin tuning (300 s)" in capsys.readouterr().out
+    options, params = _cli_tune_options(
+        monkeypatch, tmp_path, "--per-round", "64", "--population", "2048", "--generations", "4"
+    )
+    assert options.num_measures_per_round == 64
+    assert params.for_round(8).evolutionary_search_population == 2048
+    assert params.for_round(8).evolutionary_search_num_iters == 4
