@@ -1,7 +1,7 @@
 """Auto-scheduled kernels and resnet-18 on an NVIDIA GPU vs PyTorch (cuBLAS / cuDNN), side by side.
 
     python benchmarks/bench_gpu.py --trials 64                     # the six operators
-    python benchmarks/bench_gpu.py --ops none --network-trials 300 # resnet-18 only
+    python benchmarks/bench_gpu.py --ops none --network resnet-18,mobilenet --network-seconds 600
     python benchmarks/bench_gpu.py --no-tune                       # re-time from the logs
 
 Every tuning run appends to the logs in ``--work-dir`` and resumes from them, so a long tune
@@ -22,6 +22,7 @@ import numpy as np
 
 import autosched as ansor
 from autosched import testing
+from autosched.measure import MeasureErrorNo
 from tensorir.interp import eval_dag
 
 # name -> (tensors of our DAG, PyTorch version taking the same numpy arrays moved to the GPU)
@@ -130,18 +131,35 @@ def bench_op(name: str, args, work: Path, torch) -> dict:
     return row
 
 
-def bench_resnet18(args, work: Path, torch) -> dict:
+def _timeouts(log: Path) -> tuple[int, int]:
+    """(build timeouts, records) in ``log``."""
+    if not log.exists():
+        return 0, 0
+    codes = [res.error_no for _, res in ansor.load_records(str(log))]
+    return sum(c == MeasureErrorNo.BUILD_TIMEOUT for c in codes), len(codes)
+
+
+def bench_network(name: str, args, work: Path, torch) -> dict:
+    """Tune ``name`` (NHWC, batch 1) as the seed tutorial does, then time it against PyTorch.
+
+    Only the time budget (``--network-seconds``) and the trial cap are given; the round size and
+    the search effort are the library's automatic defaults unless ``--per-round`` /
+    ``--population`` / ``--generations`` are passed. The measuring context takes the seed's
+    values (``repeat=1, min_repeat_ms=300, timeout=10``).
+    """
     from torch_graph import torch_function
 
     from tensorir.graph import evaluate, get_network
 
-    mod, params, shape, _ = get_network("resnet-18", batch_size=1, layout="NHWC")
-    log = work / "resnet-18-NHWC-B1-cuda.json"
+    mod, params, shape, _ = get_network(name, batch_size=1, layout="NHWC")
+    log = work / f"{name}-NHWC-B1-cuda.json"
     tasks, weights = ansor.extract_tasks(mod, params, "cuda")
-    print(f"[resnet-18] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
-    tune_s = 0.0
-    if args.network_trials > 0 and not args.no_tune:
-        with ansor.LocalRPCMeasureContext(min_repeat_ms=args.min_repeat_ms) as ctx:
+    print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
+    tune_s, before = 0.0, _timeouts(log)
+    if (args.network_trials > 0 or args.network_seconds) and not args.no_tune:
+        with ansor.LocalRPCMeasureContext(
+            repeat=1, min_repeat_ms=args.min_repeat_ms, timeout=10
+        ) as ctx:
             tuner = ansor.TaskScheduler(
                 tasks, weights, load_log_file=str(log) if log.exists() else None
             )
@@ -151,12 +169,17 @@ def bench_resnet18(args, work: Path, torch) -> dict:
                 measure_callbacks=[ansor.RecordToFile(str(log))],
                 max_tuning_seconds=args.network_seconds,
             )  # fmt: skip
+            explicit = {}
+            if args.population is not None:
+                explicit["evolutionary_search_population"] = args.population
+            if args.generations is not None:
+                explicit["evolutionary_search_num_iters"] = args.generations
             t0 = time.perf_counter()
-            tuner.tune(options, search_policy_params=ansor.SearchParams(
-                evolutionary_search_population=args.population,
-                evolutionary_search_num_iters=args.generations,
-            ))  # fmt: skip
+            tuner.tune(
+                options, search_policy_params=ansor.SearchParams(**explicit) if explicit else None
+            )
             tune_s = time.perf_counter() - t0
+    after = _timeouts(log)
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype("float32")
 
     def build_and_time(records):
@@ -175,7 +198,7 @@ def bench_resnet18(args, work: Path, torch) -> dict:
         default_out, default_ms = build_and_time([])
         np.testing.assert_allclose(default_out, ref, rtol=1e-3, atol=1e-4)
 
-    mod_nchw, params_nchw, shape_nchw, _ = get_network("resnet-18", 1, layout="NCHW")
+    mod_nchw, params_nchw, _, _ = get_network(name, 1, layout="NCHW")
     fn = torch_function(mod_nchw, params_nchw, "cuda")
     xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).cuda()
     with torch.no_grad():
@@ -192,11 +215,13 @@ def bench_resnet18(args, work: Path, torch) -> dict:
         with torch.cuda.graph(graph):
             fn(static_x)
         graph_ms = cuda_event_ms(torch, graph.replay)
-    row = {"network": "resnet-18", "ours_ms": ours_ms, "untuned_ms": default_ms,
+    row = {"network": name, "ours_ms": ours_ms, "untuned_ms": default_ms,
            "torch_eager_ms": eager_ms,
            "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
            "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
-           "records": _count_records(log),
+           "records": after[1], "build_timeouts": after[0],
+           "records_this_run": after[1] - before[1],
+           "build_timeouts_this_run": after[0] - before[0],
            "tune_s_this_run": tune_s}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
@@ -206,17 +231,23 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated from {list(OPS)} or none")
     p.add_argument("--trials", type=int, default=64, help="records per operator log to reach")
-    p.add_argument("--network-trials", type=int, default=0, help="resnet-18 trials this run")
+    p.add_argument(
+        "--network-trials", type=int, default=0,
+        help="network trial cap this run (0: none, with --network-seconds)",
+    )  # fmt: skip
     p.add_argument(
         "--network-seconds", type=float,
-        help="resnet-18 tuning budget this run (no round starts after it)",
+        help="network tuning budget this run (no round starts after it)",
     )  # fmt: skip
-    p.add_argument("--network", action="store_true", help="also build and time resnet-18")
-    p.add_argument("--per-round", type=int, default=8, help="network measurements per round")
-    p.add_argument("--population", type=int, default=2048, help="network search population")
-    p.add_argument("--generations", type=int, default=4, help="network evolution generations")
-    p.add_argument("--min-repeat-ms", type=float, default=100)
-    p.add_argument("--also-default", action="store_true", help="also time untuned resnet-18")
+    p.add_argument(
+        "--network", nargs="?", const="resnet-18", default="",
+        help="also build and time these networks (comma-separated; default resnet-18)",
+    )  # fmt: skip
+    p.add_argument("--per-round", type=int, help="measurements per round (default: automatic)")
+    p.add_argument("--population", type=int, help="search population (default: automatic)")
+    p.add_argument("--generations", type=int, help="evolution generations (default: automatic)")
+    p.add_argument("--min-repeat-ms", type=float, default=300, help="as the seed: 300")
+    p.add_argument("--also-default", action="store_true", help="also time the untuned network")
     p.add_argument("--no-tune", action="store_true")
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the rows as JSON here")
@@ -230,8 +261,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     ops = [] if args.ops == "none" else [o for o in args.ops.split(",") if o]
     rows = [bench_op(name, args, work, torch) for name in ops]
-    if args.network or args.network_trials:
-        rows.append(bench_resnet18(args, work, torch))
+    networks = [n for n in args.network.split(",") if n]
+    if not networks and (args.network_trials or args.network_seconds):
+        networks = ["resnet-18"]
+    rows += [bench_network(n, args, work, torch) for n in networks]
     print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, TF32 off")
     print(f"{'op':12} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'records':>8}")
     for r in rows:
@@ -239,9 +272,10 @@ def main() -> None:
             print(f"{r['op']:12} {r['ours_ms']:9.4f} {r['torch_ms']:9.4f} "
                   f"{r['torch_ms'] / r['ours_ms']:10.2f} {r['records']:8d}")  # fmt: skip
         else:
-            print(f"resnet-18: ours {r['ours_ms']:.3f} ms, PyTorch eager "
+            print(f"{r['network']}: ours {r['ours_ms']:.3f} ms, PyTorch eager "
                   f"{r['torch_eager_ms']:.3f} ms, PyTorch CUDA graph "
-                  f"{r['torch_graph_ms']:.3f} ms ({r['records']} records)")  # fmt: skip
+                  f"{r['torch_graph_ms']:.3f} ms ({r['records']} records, "
+                  f"{r['build_timeouts']} build timeouts)")  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 
