@@ -12,6 +12,12 @@ TVM's ``UnrollLoop`` pass with ``unroll_explicit``:
 Loops of other kinds (parallel, vectorized, thread, vthread) are never unrolled here and stop
 the loops around them from unrolling.
 
+Inside a ``vthread`` loop, a store that the GPU code generators copy once per virtual thread
+(:mod:`tensorir.passes.inject_vthread`: stores to local buffers, the register tile, and stores
+whose index or value uses the vthread variable) counts once per copy, as it does in TVM, whose
+UnrollLoop runs after InjectVirtualThread. Counted once, a register tile of 8 virtual threads
+unrolled 8 times the bound: fully unrolled 1568-accumulator conv2d tiles took nvcc over a minute.
+
 Every unrolled loop, by this rule or annotated ``unroll`` in the schedule, is bounded by the code
 it expands to (TVM bounds it with ``auto_max_step`` / ``auto_max_extent``): a loop whose
 ``extent * size(body)`` exceeds ``MAX_UNROLLED_SIZE`` (``size`` counts the stores emitted once
@@ -25,6 +31,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from ..expr import walk
 from ..loops import Allocate, For, If, Program, Seq, Stmt, Store
 
 __all__ = ["MAX_DEPTH", "MAX_UNROLLED_SIZE", "expanded_sizes", "subtree_steps", "unroll_loops"]
@@ -50,13 +57,27 @@ def subtree_steps(s: Stmt) -> int:
     return 1 if isinstance(s, Store) else 0
 
 
-def _mark(s: Stmt, limit: int):
+def _copies(store: Store, vthreads: tuple) -> int:
+    """How many copies of ``store`` virtual-thread injection makes (see the module docstring)."""
+    n = 1
+    for var, extent in vthreads:
+        if store.buffer.scope == "local" or any(
+            node is var for e in (store.index, store.value) for node in walk(e)
+        ):
+            n *= extent
+    return n
+
+
+def _mark(s: Stmt, limit: int, vthreads: tuple = ()):
     """Returns (new stmt, steps, unroll depth, True if a non-unrolled loop is inside, size).
 
-    ``size`` is the number of stores ``s`` emits once its unrolled loops are expanded."""
+    ``size`` is the number of stores ``s`` emits once its unrolled loops are expanded;
+    ``vthreads`` are the enclosing vthread loops' (variable, extent)."""
     if isinstance(s, For):
         limit = max(limit, dict(s.annotations).get("auto_unroll_max_step", 0))
-        body, steps, depth, normal, size = _mark(s.body, limit)
+        if s.kind == "vthread":
+            vthreads = (*vthreads, (s.var, s.extent))
+        body, steps, depth, normal, size = _mark(s.body, limit, vthreads)
         kind = s.kind
         auto = (
             limit > 0
@@ -84,10 +105,10 @@ def _mark(s: Stmt, limit: int):
             out = For(s.var, s.extent, body, kind, s.thread_tag, s.annotations)
         return out, steps, depth, normal, size
     if isinstance(s, Allocate):
-        body, steps, depth, normal, size = _mark(s.body, limit)
+        body, steps, depth, normal, size = _mark(s.body, limit, vthreads)
         return (s if body is s.body else Allocate(s.buffer, body)), steps, depth, normal, size
     if isinstance(s, Seq):
-        parts = [_mark(x, limit) for x in s.stmts]
+        parts = [_mark(x, limit, vthreads) for x in s.stmts]
         new = tuple(p[0] for p in parts)
         out = s if all(a is b for a, b in zip(new, s.stmts)) else Seq(new)
         return (
@@ -98,15 +119,15 @@ def _mark(s: Stmt, limit: int):
             sum(p[4] for p in parts),
         )
     if isinstance(s, If):
-        t = _mark(s.then, limit)
-        e = None if s.else_ is None else _mark(s.else_, limit)
+        t = _mark(s.then, limit, vthreads)
+        e = None if s.else_ is None else _mark(s.else_, limit, vthreads)
         new_else = None if e is None else e[0]
         out = s if (t[0] is s.then and new_else is s.else_) else If(s.cond, t[0], new_else)
         steps = t[1] + (0 if e is None else e[1])
         depth = max(t[2], 0 if e is None else e[2])
         size = t[4] + (0 if e is None else e[4])
         return out, steps, depth, t[3] or (e is not None and e[3]), size
-    stores = 1 if isinstance(s, Store) else 0
+    stores = _copies(s, vthreads) if isinstance(s, Store) else 0
     return s, stores, 0, False, stores
 
 
@@ -125,8 +146,6 @@ def expanded_sizes(s: Stmt) -> dict[str, int]:
     copies it); other loops count it once. Keys are the names of the buffers stored to (the
     stages); the conditions of ``If`` statements count under ``""``.
     """
-    from ..expr import walk
-
     out: dict[str, int] = {}
 
     def visit(st: Stmt, times: int) -> None:

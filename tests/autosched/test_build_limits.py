@@ -11,7 +11,7 @@ from autosched import te
 from autosched.kernel import MAX_KERNEL_SIZE_ENV, KernelSizeError, generate_source
 from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import save_records
-from tensorir.loops import For, walk_stmts
+from tensorir.loops import For, stmt_children, walk_stmts
 from tensorir.lower import lower
 from tensorir.passes.unroll import MAX_UNROLLED_SIZE
 
@@ -100,3 +100,56 @@ def test_kernel_over_the_size_limit_is_refused_by_name(monkeypatch):
         generate_source(state, "llvm")
     monkeypatch.delenv(MAX_KERNEL_SIZE_ENV)
     generate_source(state, "llvm")  # the default limit leaves room for it
+
+
+def _largest_unrolled_nest(stmt) -> int:
+    """Stores the largest outermost unrolled loop nest of ``stmt`` expands to."""
+
+    def stores(s) -> int:
+        if isinstance(s, For):
+            return (s.extent if s.kind == "unrolled" else 1) * stores(s.body)
+        return 1 if type(s).__name__ == "Store" else sum(stores(c) for c in stmt_children(s))
+
+    def visit(s) -> int:
+        if isinstance(s, For) and s.kind == "unrolled":
+            return stores(s)
+        return max((visit(c) for c in stmt_children(s)), default=0)
+
+    return visit(stmt)
+
+
+@pytest.fixture(scope="module")
+def resnet_conv_candidates():
+    """GPU candidates of resnet-18's 1x1 stride-2 conv2d task, sampled as the search does."""
+    import warnings
+
+    from autosched import networks
+    from autosched.hardware import GPU_DEFAULTS, HardwareParams
+    from autosched.search.annotate import sample_init_population
+    from autosched.search.sketch import generate_sketches
+
+    mod, params, _, _ = networks.get_network("resnet-18", batch_size=1, layout="NHWC")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tasks, _ = ansor.extract_tasks(
+            mod, params, "cuda", hardware_params=HardwareParams(**GPU_DEFAULTS)
+        )
+    task = tasks[3]  # fused_conv2d: the task of benchmarks/nvcc_build_times.py's 79 s candidate
+    assert task.desc == "fused_conv2d"
+    return sample_init_population(task, generate_sketches(task), 8, 3)
+
+
+def test_vthread_copies_count_against_the_unroll_bound(resnet_conv_candidates):
+    """Virtual-thread injection copies the register tile once per virtual thread; the unroll
+    pass counts those copies (as TVM, which unrolls after injecting), so no unrolled nest of the
+    generated kernel exceeds MAX_UNROLLED_SIZE stores. Before, a 2x14x7x2 accumulation nest
+    under 8 virtual threads unrolled to 3136 statements on 1568 accumulators: over a minute of
+    nvcc."""
+    from tensorir.passes.inject_vthread import inject_virtual_threads_program
+
+    sizes = []
+    for state in resnet_conv_candidates:
+        program = inject_virtual_threads_program(lower(state))
+        sizes.append(_largest_unrolled_nest(program.body))
+    assert max(sizes) <= MAX_UNROLLED_SIZE, sizes
+    assert max(sizes) > 64  # the candidates do unroll (the bound is what is tested)
