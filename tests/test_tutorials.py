@@ -13,6 +13,7 @@ each run takes one to four minutes on two busy cores; they are marked ``slow``.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,11 +51,26 @@ def run_tutorial(name: str, cwd: Path, **env_vars: str) -> subprocess.CompletedP
     return proc
 
 
+def failed_trials(log: Path) -> str:
+    """The log's failed measurements (error number, message), to explain a default-schedule
+    warning: with one trial per task, a task whose only trial failed has no record."""
+    if not log.is_file():
+        return "(no log)"
+    failed = []
+    for line in log.read_text().splitlines():
+        record = json.loads(line)
+        if "r" in record and record["r"][1] != 0:
+            failed.append(f"{record['i'][0][0][:60]}: error {record['r'][1]}: {record['e'][:300]}")
+    return "\n".join(failed) or "(none)"
+
+
 def check_clean_run(proc: subprocess.CompletedProcess, log: Path, n_tasks_at_least: int) -> None:
     """Exit 0, the seed's printed sections in order, a log with records, a clean stderr."""
     out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, f"exit {proc.returncode}\n--- stderr:\n{err[-4000:]}"
-    assert "Traceback" not in err and "warning" not in err.lower(), f"stderr:\n{err}"
+    assert "Traceback" not in err and "warning" not in err.lower(), (
+        f"stderr:\n{err}\nfailed trials in the log:\n{failed_trials(log)}"
+    )
     headers = [line for line in out.splitlines() if line.startswith("========== Task ")]
     assert len(headers) >= n_tasks_at_least, out[:2000]
     assert headers[0].startswith("========== Task 0  (workload key: ")
