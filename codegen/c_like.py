@@ -29,6 +29,7 @@ from tensorir.expr import (
     Not,
     Select,
     Var,
+    walk,
 )
 from tensorir.loops import (
     Allocate,
@@ -48,6 +49,7 @@ from tensorir.passes.verify_gpu import (
     KernelInfo,
     kernels,
     loaded_buffers,
+    stmt_exprs,
     stored_buffers,
     structural_errors,
 )
@@ -387,10 +389,13 @@ class CRenderer:
             # A loop re-binding a tag replaces the outer loop's guard for it: each thread is
             # one iteration of the innermost loop bound to its tag.
             inner = tuple(g for g in guards if g[0] != tag)
-            if s.extent < self._k.info.extents[tag]:
+            guarded = s.extent < self._k.info.extents[tag]
+            if guarded:
                 inner += ((tag, f"{v} < {s.extent}"),)
             self._open("")  # own scope: thread variables are declared, not looped
-            self._line(f"int {v} = {self.thread_index[tag]};")
+            if guarded or _reads_var(s.body, s.var):
+                # Declared only when read: nvcc warns (#177-D) about unused variables.
+                self._line(f"int {v} = {self.thread_index[tag]};")
             self._stmt(s.body, inner)
             self._close()
             return
@@ -485,3 +490,8 @@ def _f32(e: Expr) -> Expr:
 
 def is_special(value: float) -> bool:
     return math.isinf(value) or math.isnan(value)
+
+
+def _reads_var(stmt: Stmt, var: Var) -> bool:
+    """Whether an index, value or condition anywhere in ``stmt`` reads ``var``."""
+    return any(node is var for st in walk_stmts(stmt) for e in stmt_exprs(st) for node in walk(e))
