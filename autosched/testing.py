@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 
-
 def matmul(n: int, m: int, k: int, dtype: str = "float32"):
     """``C[i, j] = sum_k A[i, k] * B[k, j]`` with A ``[n, k]`` and B ``[k, m]``."""
     A = te.placeholder((n, k), dtype, name="A")

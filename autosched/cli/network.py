@@ -262,14 +262,26 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
 
 def latency_comparison(estimated_ms: float | None, measured_ms: float, gpu: bool) -> str:
     """One line: the task scheduler's estimate beside the measured network latency, and why
-    they differ."""
-    est = "-" if estimated_ms is None else f"{estimated_ms:.3f} ms"
-    gaps = ", launch gaps between kernels" if gpu else ""
-    return (
-        f"Latency: estimated {est} (sum of weight x best kernel time), measured "
-        f"{measured_ms:.3f} ms (network median). They differ because tuning times each kernel "
-        f"alone with warm caches, while the network runs kernels back to back with cold "
-        f"caches{gaps}, and kernels without a reduction are not tuned, so not in the estimate."
+    they differ (the reason depends on which one is larger)."""
+    head = (
+        f"Latency: estimated {'-' if estimated_ms is None else f'{estimated_ms:.3f} ms'} "
+        f"(sum of weight x best kernel time), measured {measured_ms:.3f} ms (network median)."
+    )
+    if estimated_ms is None:
+        return head + " No estimate: no task has a measured record yet."
+    if abs(measured_ms - estimated_ms) <= 0.15 * estimated_ms:
+        return head + " They agree within 15%."
+    if measured_ms > estimated_ms:
+        gaps = ", launch gaps between kernels" if gpu else ""
+        return head + (
+            " The network is slower: tuning times each kernel alone with warm caches, while the "
+            f"network runs kernels back to back with cold caches{gaps}, and kernels without a "
+            "reduction are not tuned, so not in the estimate."
+        )
+    return head + (
+        " The network is faster: the estimate holds each task's best measurement so far, and "
+        "early or noisy ones (a kernel timed while the machine was busy, or an untuned default) "
+        "count in full until a better record replaces them; more tuning brings them together."
     )
 
 

@@ -35,6 +35,10 @@ def test_latency_comparison_names_both_and_why():
     assert "warm caches" in line and "cold caches" in line and "launch gaps" in line
     assert "launch gaps" not in latency_comparison(None, 2.5, gpu=False)
     assert "estimated - " in latency_comparison(None, 2.5, gpu=False)
+    # The reason follows the direction of the difference.
+    faster = latency_comparison(396.7, 61.1, gpu=False)
+    assert "network is faster" in faster and "cold caches" not in faster
+    assert "agree within 15%" in latency_comparison(10.0, 10.9, gpu=False)
 
 
 def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, monkeypatch):
