@@ -6,17 +6,7 @@ from __future__ import annotations
 from codegen.target import Target, check_host_cpu
 from tensorir.dag import ComputeDAG
 
-# Re-exported: these names were defined here before autosched/kernel.py existed.
-from .kernel import (  # noqa: F401
-    MAX_KERNEL_SIZE,
-    MAX_KERNEL_SIZE_ENV,
-    KernelSizeError,
-    check_kernel_size,
-    generate_source,
-    gpu_limits,
-    kernel_size_limit,
-    lower_for,
-)
+from .kernel import generate_source, gpu_limits
 from .network.build import build_network
 
 
