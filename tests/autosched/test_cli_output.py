@@ -53,7 +53,9 @@ def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, mon
     # 2 trials: the warm-up is the whole run, so one table, at the end
     assert lines.count("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |") == 1
     assert lines[-2].startswith("Latency: estimated ") and " ms (sum of weight" in lines[-2]
-    assert "measured " in lines[-2] and "cold caches" in lines[-2]
+    # The reason given depends on which latency is larger (see the unit test above).
+    reasons = ("network is slower", "network is faster", "agree within 15%")
+    assert "measured " in lines[-2] and any(r in lines[-2] for r in reasons)
     assert lines[-1] == (
         f"Records: {log}. Next: python -m autosched compile --onnx {shlex.quote(model)} "
         f"--target llvm --no-winograd --log {shlex.quote(str(log))} -o m.lib"
