@@ -9,11 +9,14 @@ reference and benchmarks it. ``compile`` writes the compiled network to a file, 
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
 
 import numpy as np
+
+from runtime.environment import cpu_count
 
 # Trials of `tune` without --trials and --max-seconds: the README's main job, a few minutes on a
 # 2-core CPU (one round of 2 per resnet-18 task: its default schedule and one searched state).
@@ -60,6 +63,11 @@ def add_network_commands(sub) -> None:
             )  # fmt: skip
             p.add_argument("--no-resume", action="store_true", help="ignore an existing log")
             p.add_argument(
+                "--warm-caches", action="store_true",
+                help="CPU: time candidates with warm caches (default: cold, as each kernel of a "
+                "network finds its weights evicted by the previous one; TVM's CPU advice)",
+            )  # fmt: skip
+            p.add_argument(
                 "--max-seconds", type=float,
                 help="wall-time budget: start no search round after this many seconds",
             )  # fmt: skip
@@ -89,6 +97,17 @@ def _check_log_path(log: Path, command: str) -> None:
         raise CLIError(f"--log {log} is a directory; give a file, e.g. {log / 'records.json'}")
     if command == "tune" and not log.parent.is_dir():
         raise CLIError(f"--log {log}: the directory {log.parent} does not exist; create it first")
+
+
+def _cli_runner(args):
+    """The runner of ``tune``: on the CPU, candidates are timed with cold caches (ten cold runs
+    each), because inside a network each kernel's weights and inputs were evicted by the
+    kernels before it; tuned warm, the picks are fast alone and slow in the network."""
+    import autosched as ansor
+
+    if args.target.split()[0] == "llvm" and not args.warm_caches:
+        return ansor.LocalRunner(repeat=10, enable_cpu_cache_flush=True)
+    return "local"
 
 
 def check_network_args(args) -> None:
@@ -256,13 +275,30 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
             f"{np.median(times):.3f} ms, std {times.std():.3f} ms ({len(times)} repeats)"
         )
         if args.command == "tune":
-            print(latency_comparison(estimated_ms, float(np.median(times)), lib.target.is_gpu))
+            runner = _cli_runner(args)
+            cold = not isinstance(runner, str) and runner.enable_cpu_cache_flush
+            busy = None if lib.target.is_gpu else machine_busy(cpu_count())
+            print(
+                latency_comparison(
+                    estimated_ms, float(np.median(times)), lib.target.is_gpu, cold, busy
+                )
+            )
     return 0 if ok else 1
 
 
-def latency_comparison(estimated_ms: float | None, measured_ms: float, gpu: bool) -> str:
+def latency_comparison(
+    estimated_ms: float | None,
+    measured_ms: float,
+    gpu: bool,
+    cold_tuned: bool = False,
+    busy: str | None = None,
+) -> str:
     """One line: the task scheduler's estimate beside the measured network latency, and why
-    they differ (the reason depends on which one is larger)."""
+    they differ (the reason depends on which one is larger).
+
+    ``cold_tuned`` says the candidates were timed with cold caches, as the network runs them;
+    ``busy`` (from :func:`machine_busy`) names other load on the cores, the likeliest reason for a
+    network far slower than its kernels."""
     head = (
         f"Latency: estimated {'-' if estimated_ms is None else f'{estimated_ms:.3f} ms'} "
         f"(sum of weight x best kernel time), measured {measured_ms:.3f} ms (network median)."
@@ -272,17 +308,35 @@ def latency_comparison(estimated_ms: float | None, measured_ms: float, gpu: bool
     if abs(measured_ms - estimated_ms) <= 0.15 * estimated_ms:
         return head + " They agree within 15%."
     if measured_ms > estimated_ms:
-        gaps = ", launch gaps between kernels" if gpu else ""
-        return head + (
-            " The network is slower: tuning times each kernel alone with warm caches, while the "
-            f"network runs kernels back to back with cold caches{gaps}, and kernels without a "
-            "reduction are not tuned, so not in the estimate."
-        )
+        reasons = []
+        if busy:
+            reasons.append(f"{busy}, and a parallel kernel waits for its slowest thread")
+        if not cold_tuned:
+            reasons.append(
+                "tuning times each kernel alone with warm caches, while the network runs kernels "
+                "back to back with cold caches"
+            )
+        if gpu:
+            reasons.append("launch gaps between kernels")
+        reasons.append("kernels without a reduction are not tuned, so not in the estimate")
+        return head + " The network is slower: " + "; ".join(reasons) + "."
     return head + (
         " The network is faster: the estimate holds each task's best measurement so far, and "
         "early or noisy ones (a kernel timed while the machine was busy, or an untuned default) "
         "count in full until a better record replaces them; more tuning brings them together."
     )
+
+
+def machine_busy(cores: int) -> str | None:
+    """A phrase naming other load on this machine's cores (the 1-minute load average above the
+    cores this process uses, less the one it is itself), or None when it looks quiet."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return None
+    if load <= cores + 1:
+        return None
+    return f"the machine is busy (load average {load:.1f} on {cores} cores); time it when quiet"
 
 
 def check_outputs(outs, refs, rtol=1e-3, atol=1e-5) -> tuple[bool, list[str]]:
@@ -353,6 +407,7 @@ def run_network_command(args) -> int:
         options = ansor.TuningOptions(
             num_measure_trials=trials,
             num_measures_per_round=args.per_round,
+            runner=_cli_runner(args),
             measure_callbacks=[ansor.RecordToFile(str(log))],
             max_tuning_seconds=args.max_seconds,
         )

@@ -6,7 +6,7 @@ import shlex
 import pytest
 
 from autosched.cli import main
-from autosched.cli.network import latency_comparison
+from autosched.cli.network import _cli_runner, latency_comparison, machine_busy
 
 pytest.importorskip("onnx")
 from tests.autosched.test_cli_bad_input import _conv_model, _fails  # noqa: E402
@@ -39,6 +39,25 @@ def test_latency_comparison_names_both_and_why():
     faster = latency_comparison(396.7, 61.1, gpu=False)
     assert "network is faster" in faster and "cold caches" not in faster
     assert "agree within 15%" in latency_comparison(10.0, 10.9, gpu=False)
+    # Tuned with cold caches (the CLI's CPU default), caches are no reason; load on the cores is.
+    cold = latency_comparison(20.0, 988.0, gpu=False, cold_tuned=True, busy="the machine is busy")
+    assert "cold caches" not in cold and "the machine is busy" in cold
+
+
+def test_machine_busy_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr("os.getloadavg", lambda: (5.1, 4.0, 3.0))
+    assert "load average 5.1 on 2 cores" in machine_busy(2)
+    monkeypatch.setattr("os.getloadavg", lambda: (2.2, 2.0, 2.0))
+    assert machine_busy(2) is None
+
+
+def test_cli_tunes_cpu_networks_with_cold_caches():
+    from types import SimpleNamespace
+
+    runner = _cli_runner(SimpleNamespace(target="llvm -mcpu=native", warm_caches=False))
+    assert runner.enable_cpu_cache_flush and runner.repeat == 10
+    assert _cli_runner(SimpleNamespace(target="llvm", warm_caches=True)) == "local"
+    assert _cli_runner(SimpleNamespace(target="cuda", warm_caches=False)) == "local"
 
 
 def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, monkeypatch):
