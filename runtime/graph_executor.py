@@ -90,7 +90,11 @@ class GraphPlan:
 
         A saved plan is code, like a shared library: load only files you trust.
         """
-        meta = {
+        write_plan(path, self.meta(), self.constants)
+
+    def meta(self) -> dict:
+        """The plan without its constants, as JSON-ready values (what :meth:`save` writes)."""
+        return {
             "kernels": list(self.kernels),
             "storages": [list(s) for s in self.storages],
             "inputs": {k: [v.storage, list(v.shape), v.dtype] for k, v in self.inputs.items()},
@@ -99,7 +103,6 @@ class GraphPlan:
             "names": list(self.names),
             "graph": dict(self.graph),
         }
-        write_plan(path, meta, self.constants)
 
     @classmethod
     def load(cls, path) -> GraphPlan:
@@ -107,6 +110,13 @@ class GraphPlan:
         whose checksum does not match, whose object code was compiled from other code than it
         holds, or whose parts do not fit together (:meth:`problems`)."""
         meta, constants = read_plan(path)
+        return cls.from_meta(meta, constants, str(path))
+
+    @classmethod
+    def from_meta(cls, meta: dict, constants: dict, source: str = "plan") -> GraphPlan:
+        """The plan of :meth:`meta` and its constants, checked (:meth:`validate`); errors
+        name ``source``."""
+        path = source
         try:
             plan = cls(
                 kernels=tuple(meta["kernels"]),

@@ -45,8 +45,13 @@ class NetworkLib:
             )
         return lambda dev=None: BoundLibrary(self, dev)
 
-    def export_library(self, path, graph_name: str | None = None) -> None:
-        """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.
+    def export_library(self, path, graph_name: str | None = None, fcompile=None) -> None:
+        """Save the compiled network under ``path`` and ``path.params.npz`` (the weights).
+
+        A ``path`` ending in ``.so`` (or a given ``fcompile``) writes CPU kernels as a real
+        shared library, linked by ``cc -shared`` or by ``fcompile(output, objects, options)``
+        (:mod:`runtime.shared_library`); any other path writes the JSON form, which GPU
+        networks (source-only kernels) use.
 
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
@@ -58,14 +63,20 @@ class NetworkLib:
         ``"resnet-18 NHWC B1"`` or an ONNX file) when given.
         """
         from runtime.cpu import compile_object
+        from runtime.shared_library import export_shared_library, is_shared_library_path
 
+        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
+        if fcompile is not None or is_shared_library_path(path):
+            meta = dict(replace(self.plan, graph=graph).meta(), kind="network")
+            export_shared_library(path, self.plan.kernels, meta, self.plan.constants,
+                                  fcompile=fcompile)  # fmt: skip
+            return
         kernels = tuple(
             dict(k, binary=compile_object(k["code"]))
             if k["lang"] == "llvm" and k.get("binary") is None
             else k
             for k in self.plan.kernels
         )
-        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
         replace(self.plan, kernels=kernels, graph=graph).save(path)
 
     def get_source(self) -> str:
@@ -88,7 +99,10 @@ def load_module(path, dev=None) -> NetworkLib:
     """
     from runtime import device as make_device
     from runtime import load_module as load_kernel
+    from runtime.shared_library import is_elf
 
+    if is_elf(path):
+        return _load_shared_library(path, dev)
     plan = GraphPlan.load(path)
     langs = {k["lang"] for k in plan.kernels}
     if not langs:
@@ -97,6 +111,30 @@ def load_module(path, dev=None) -> NetworkLib:
     dev = make_device(dev if dev is not None else target.device_kind)
     modules = [load_kernel(**k, device=dev) for k in plan.kernels]
     return NetworkLib(plan, modules, target)
+
+
+def _load_shared_library(path, dev=None):
+    """A network (NetworkLib) or one kernel (runtime Module) from a library that
+    ``export_library("x.so")`` wrote."""
+    from runtime import device as make_device
+    from runtime.module import Module, load_kernel_library
+    from runtime.shared_library import SharedLibrary
+
+    lib = SharedLibrary(path)
+    if lib.meta.get("kind") == "kernel":
+        return load_kernel_library(path, dev)
+    plan = GraphPlan.from_meta(
+        {**lib.meta, "kernels": [lib.artifact(i) for i in range(len(lib.meta["kernels"]))]},
+        lib.constants,
+        str(path),
+    )
+    dev = make_device(dev if dev is not None else "cpu")
+    if dev.kind != "cpu":
+        raise ValueError(f"{path}: a CPU network library runs on the cpu device, not on {dev}")
+    modules = [
+        Module(**kernel, dev=dev, compiled=lib.compiled(i)) for i, kernel in enumerate(plan.kernels)
+    ]
+    return NetworkLib(plan, modules, Target("llvm"))
 
 
 # How many of a group's best records build_network tries before the default schedule: enough
