@@ -161,6 +161,14 @@ class GraphModule:
     >>> y = module.get_output(0).numpy()
     """
 
+    def __new__(cls, lib=None, dev=None, use_cuda_graph: bool = True):
+        # A network loaded on a remote server (``rlib["default"](dev)`` of an RPC session)
+        # makes its own module, which runs there.
+        factory = getattr(lib, "graph_module", None)
+        if factory is not None:
+            return factory(dev)
+        return super().__new__(cls)
+
     def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
         if isinstance(lib, BoundLibrary):
             lib, dev = lib.lib, (lib.device if dev is None else dev)
