@@ -3,7 +3,7 @@ device; a network -> :func:`autosched.network.build.build_network`."""
 
 from __future__ import annotations
 
-from codegen.target import Target, check_host_cpu, is_cross_target, target_triple
+from codegen.target import Target, check_host_cpu, cross_cpu, is_cross_target, target_triple
 from tensorir.dag import ComputeDAG
 
 from .kernel import generate_source, gpu_limits
@@ -77,7 +77,8 @@ def build(
         from runtime.shared_library import CrossCompiledModule
 
         src = generate_source(sch, target, name, None, max_kernel_size=max_kernel_size)
-        return CrossCompiledModule(src.as_dict(), target_triple(target), shapes, outputs)
+        triple, (cpu, features) = target_triple(target), cross_cpu(target)
+        return CrossCompiledModule(src.as_dict(), triple, shapes, outputs, cpu, features)
     dev = device if device is not None else make_device(target.device_kind, 0)
     limits = gpu_limits(dev) if target.is_gpu else None
     src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)

@@ -123,6 +123,15 @@ def target_triple(target: Target) -> str | None:
     return triple
 
 
+def cross_cpu(target: Target) -> tuple[str, str]:
+    """The ``(-mcpu, -mattr)`` CPU code for another machine is compiled for: the target's own,
+    else its host's; ``("generic", "")`` when neither names one."""
+    target = Target(target)
+    host = target.host or Target("llvm")
+    cpu = target.get("mcpu") or host.get("mcpu") or "generic"
+    return cpu, target.get("mattr") or host.get("mattr") or ""
+
+
 def is_cross_target(target: Target) -> bool:
     """Whether ``target``'s CPU code is for another machine (a foreign ``-mtriple``)."""
     triple = target_triple(target)

@@ -109,10 +109,12 @@ def _llvm():
     return llvm
 
 
-def _target_machine(triple: str | None = None, pic: bool = False):
-    """This host's CPU, or a generic CPU of ``triple`` (cross-compiling: all LLVM targets are
-    initialised on first use). ``pic`` makes position-independent code, which a shared
-    library needs; the JIT takes LLVM's default."""
+def _target_machine(
+    triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
+):
+    """This host's CPU, or CPU ``cpu`` (default generic) with ``features`` of ``triple``
+    (cross-compiling: all LLVM targets are initialised on first use). ``pic`` makes
+    position-independent code, which a shared library needs; the JIT takes LLVM's default."""
     llvm = _llvm()
     reloc = "pic" if pic else "default"
     if triple is None or same_triple(triple, llvm.get_default_triple()):
@@ -133,7 +135,7 @@ def _target_machine(triple: str | None = None, pic: bool = False):
     except RuntimeError as err:
         raise CompileError(f"LLVM cannot generate code for target triple {triple!r}") from err
     return target.create_target_machine(
-        cpu="generic", features="", opt=3, reloc=reloc, codemodel="default"
+        cpu=cpu or "generic", features=features or "", opt=3, reloc=reloc, codemodel="default"
     )
 
 
@@ -187,21 +189,27 @@ def _optimize(mod, tm) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_object(code: str, triple: str | None = None, pic: bool = False) -> bytes:
+def compile_object(
+    code: str, triple: str | None = None, pic: bool = False, cpu: str | None = None,
+    features: str = "",
+) -> bytes:  # fmt: skip
     """LLVM IR text -> O3 -> a relocatable object file, as bytes: for this host, or for
     ``triple`` (e.g. ``"aarch64-linux-gnu"``, a generic CPU of that architecture).
 
     The expensive half of :meth:`CPUBackend.compile`, as a pure function so that tuning can run
     it in parallel builder processes and ship the bytes to the measuring process. ``pic``
     makes position-independent code, for linking into a shared library
-    (:mod:`runtime.shared_library`).
+    (:mod:`runtime.shared_library`); ``cpu`` / ``features`` (LLVM's ``-mcpu`` / ``-mattr``)
+    choose the CPU of another triple.
     """
-    return emit_object(_parse(code), triple, pic)
+    return emit_object(_parse(code), triple, pic, cpu, features)
 
 
-def emit_object(mod, triple: str | None = None, pic: bool = False) -> bytes:
+def emit_object(
+    mod, triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
+) -> bytes:
     """An object file of the parsed llvmlite module ``mod`` (see :func:`compile_object`)."""
-    tm = _target_machine(triple, pic)
+    tm = _target_machine(triple, pic, cpu, features)
     _optimize(mod, tm)
     try:
         return bytes(tm.emit_object(mod))

@@ -172,6 +172,12 @@ class GraphModule:
     def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
         if isinstance(lib, BoundLibrary):
             lib, dev = lib.lib, (lib.device if dev is None else dev)
+        cross = getattr(lib, "cross_triple", None)
+        if cross:
+            raise RuntimeError(
+                f"this network is compiled for {cross}, not for this machine; export_library it "
+                "(a .so path) and run it there, e.g. over RPC"
+            )
         plan = lib if isinstance(lib, GraphPlan) else lib.plan
         plan.validate()  # kernels write through raw pointers: never bind a plan that lies
         self.plan = plan

@@ -117,7 +117,7 @@ def kernel_symbol(index: int, name: str) -> str:
     return f"{SYMBOL_PREFIX}{index}_{name}"
 
 
-def _kernel_object(index: int, artifact: dict, triple: str | None) -> bytes:
+def _kernel_object(index: int, artifact: dict, triple: str | None, cpu=None, features="") -> bytes:
     """Kernel ``index``'s object code, its entry points renamed and the rest made internal."""
     from .cpu import _parse, emit_object
 
@@ -136,7 +136,7 @@ def _kernel_object(index: int, artifact: dict, triple: str | None) -> bytes:
     for gv in mod.global_variables:
         if not gv.is_declaration:
             gv.linkage = "internal"
-    return emit_object(mod, triple, pic=True)
+    return emit_object(mod, triple, True, cpu, features)
 
 
 def _uses_parallel_launcher(artifacts) -> bool:
@@ -167,8 +167,9 @@ def default_fcompile(output: str, objects: list[str], options: list[str], triple
 
 
 def export_shared_library(
-    path, artifacts, meta: dict, constants=None, triple: str | None = None, fcompile=None
-) -> None:
+    path, artifacts, meta: dict, constants=None, triple: str | None = None, fcompile=None,
+    cpu: str | None = None, features: str = "",
+) -> None:  # fmt: skip
     """Write ``artifacts`` (CPU kernel artifacts, ``Source.as_dict()`` values) as the shared
     library ``path``, ``meta`` (JSON values) inside it and ``constants`` (id -> array) next to
     it in ``<path>.params.npz``.
@@ -180,6 +181,8 @@ def export_shared_library(
     fcompile : callable, optional
         ``fcompile(output, objects, options)`` links the object files into ``output``
         (default: ``cc -shared``, or ``<triple>-gcc`` when cross-compiling).
+    cpu, features : str, optional
+        LLVM's ``-mcpu`` / ``-mattr`` for another triple (default: a generic CPU of it).
     """
     from .cpu import _LAUNCHER_IR, _llvm, _parse, emit_object
 
@@ -212,10 +215,10 @@ def export_shared_library(
         objects = []
         for i, artifact in enumerate(artifacts):
             obj = Path(tmp) / f"kernel{i}.o"
-            obj.write_bytes(_kernel_object(i, artifact, triple))
+            obj.write_bytes(_kernel_object(i, artifact, triple, cpu, features))
             objects.append(str(obj))
         obj = Path(tmp) / "library_meta.o"
-        obj.write_bytes(emit_object(_parse(meta_ir), triple, pic=True))
+        obj.write_bytes(emit_object(_parse(meta_ir), triple, True, cpu, features))
         objects.append(str(obj))
         if fcompile is None:
             default_fcompile(str(path), objects, options, triple)
@@ -318,9 +321,10 @@ class CrossCompiledModule:
     shared library for that machine (load it there, e.g. over RPC).
     """
 
-    def __init__(self, artifact: dict, triple: str, shapes=None, outputs=()):
+    def __init__(self, artifact: dict, triple: str, shapes=None, outputs=(), cpu=None, features=""):
         self.artifact_dict = dict(artifact)
         self.triple = triple
+        self.cpu, self.features = cpu, features
         self.shapes = {str(k): [int(d) for d in v] for k, v in dict(shapes or {}).items()}
         self.outputs = sorted(str(n) for n in outputs)
 
@@ -331,14 +335,16 @@ class CrossCompiledModule:
         """The kernel as a relocatable object file for :attr:`triple`."""
         from .cpu import compile_object
 
-        return compile_object(self.artifact_dict["code"], self.triple, pic=True)
+        return compile_object(
+            self.artifact_dict["code"], self.triple, True, self.cpu, self.features
+        )
 
     def export_library(self, path, fcompile=None) -> None:
         """Write the kernel as a shared library for :attr:`triple` (see
         :meth:`runtime.module.Module.export_library`)."""
         meta = {"kind": "kernel", "shapes": self.shapes, "outputs": self.outputs}
         export_shared_library(path, [self.artifact()], meta, triple=self.triple,
-                              fcompile=fcompile)  # fmt: skip
+                              fcompile=fcompile, cpu=self.cpu, features=self.features)  # fmt: skip
 
     def get_source(self) -> str:
         return self.artifact_dict["code"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from codegen.target import Target
+from codegen.target import Target, cross_cpu, is_cross_target, target_triple
 from runtime.graph_executor import BoundLibrary, GraphPlan, TensorSpec
 from tensorir.graph import ir as gir
 from tensorir.passes.layout_rewrite import ParamLayout
@@ -45,6 +45,12 @@ class NetworkLib:
             )
         return lambda dev=None: BoundLibrary(self, dev)
 
+    @property
+    def cross_triple(self) -> str | None:
+        """The target triple when the network was compiled for another machine (its kernels
+        are then not loaded here: export it as a shared library and run it there)."""
+        return target_triple(self.target) if is_cross_target(self.target) else None
+
     def export_library(self, path, graph_name: str | None = None, fcompile=None) -> None:
         """Save the compiled network under ``path`` and ``path.params.npz`` (the weights).
 
@@ -66,11 +72,19 @@ class NetworkLib:
         from runtime.shared_library import export_shared_library, is_shared_library_path
 
         graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
+        cross = self.cross_triple
         if fcompile is not None or is_shared_library_path(path):
             meta = dict(replace(self.plan, graph=graph).meta(), kind="network")
+            cpu, features = cross_cpu(self.target) if cross else (None, "")
             export_shared_library(path, self.plan.kernels, meta, self.plan.constants,
-                                  fcompile=fcompile)  # fmt: skip
+                                  triple=cross, fcompile=fcompile, cpu=cpu,
+                                  features=features)  # fmt: skip
             return
+        if cross:
+            raise ValueError(
+                f"export_library({str(path)!r}): a network compiled for {cross} exports as a "
+                "shared library; give a path ending in .so (and fcompile= to link it)"
+            )
         kernels = tuple(
             dict(k, binary=compile_object(k["code"]))
             if k["lang"] == "llvm" and k.get("binary") is None
@@ -216,7 +230,8 @@ def build_network(
             missing.append(gd.name)
         kernels.append(src.as_dict())
         tuned[gd.name] = bool(found)
-    modules = _load_kernels(kernels, dev, load_kernel)
+    # Kernels for another machine's triple are not loaded here (export_library writes them).
+    modules = [] if is_cross_target(target) else _load_kernels(kernels, dev, load_kernel)
     if skipped:
         warnings.warn(
             f"{len(skipped)} kernel(s) skipped records that do not replay or do not fit {dev} "

@@ -131,7 +131,9 @@ class TrackerSession:
             Seconds after which the session refuses further requests (0: no limit).
         """
         servers = self.wait_for_key(key, timeout)
-        return RemoteSession(self, key, servers[0], priority, session_timeout)
+        busy = self.client.processing(servers)  # the least busy server of the key
+        server = min(servers, key=lambda addr: len(busy.get(addr, ())))
+        return RemoteSession(self, key, server, priority, session_timeout)
 
     def close(self) -> None:
         self.client.close()

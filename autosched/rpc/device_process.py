@@ -16,7 +16,7 @@ import traceback
 import numpy as np
 
 from ..measure.data import MeasureErrorNo
-from ..measure.worker import _Runner, check_output, short_error
+from ..measure.worker import _device_usable, _Runner, check_output, short_error
 
 NO_ERROR = int(MeasureErrorNo.NO_ERROR)
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
@@ -49,7 +49,14 @@ class DeviceState:
 
     # ------------------------------------------------------------------ measurement
     def measure(self, job: dict) -> tuple:
-        """``(costs, error_no, error_msg)`` for one artifact (see ``RPCRunner``'s payload)."""
+        """``(costs, error_no, error_msg, restart)`` for one artifact (see ``RPCRunner``'s
+        payload); ``restart`` asks the server to replace this process (its GPU context is
+        broken, e.g. after a CUDA illegal address)."""
+        costs, code, msg, dev = self._measure(job)
+        restart = code == RUNTIME_DEVICE and dev is not None and dev.kind != "cpu"
+        return costs, code, msg, restart and not _device_usable(dev)
+
+    def _measure(self, job: dict) -> tuple:
         from runtime.cpu import host_signature
         from runtime.module import LANG_DEVICE
 
@@ -61,7 +68,8 @@ class DeviceState:
         try:
             mod = self.runtime.load_module(**{k: art[k] for k in keys if k in art}, device=dev)
         except Exception as exc:
-            return (), COMPILE_DEVICE, f"loading the module on the server: {short_error(exc)}"
+            msg = f"loading the module on the server: {short_error(exc)}"
+            return (), COMPILE_DEVICE, msg, dev
         inputs, refs = job["inputs"], job["outputs"]
         args = []
         for name, _, _ in mod.params:
@@ -72,7 +80,8 @@ class DeviceState:
             elif name in inputs:
                 args.append(np.array(inputs[name]))  # a copy: kernels may scribble on inputs
             else:
-                return (), COMPILE_DEVICE, f"module param {name!r} has no input or output array"
+                msg = f"module param {name!r} has no input or output array"
+                return (), COMPILE_DEVICE, msg, dev
         try:
             if job["check"]:
                 mod(*args)
@@ -80,13 +89,13 @@ class DeviceState:
                     if name in refs:
                         msg = check_output(name, a, refs[name])
                         if msg:
-                            return (), WRONG_ANSWER, msg
+                            return (), WRONG_ANSWER, msg, dev
             costs = self.timer.time(mod, args, job)
         except Exception as exc:
-            return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}"
+            return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}", dev
         if job.get("cooldown_interval"):
             time.sleep(float(job["cooldown_interval"]))
-        return tuple(float(c) for c in costs), NO_ERROR, ""
+        return tuple(float(c) for c in costs), NO_ERROR, "", dev
 
     # ------------------------------------------------------------------ sessions
     def load(self, handle: str, path: str, kind: str, index: int) -> dict:

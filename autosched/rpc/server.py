@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -218,7 +219,9 @@ def _measure(job: dict, timeout: float | None) -> tuple:
     timeout = float(timeout or 10.0)
     reply = _ask("measure", {"job": job}, timeout)
     if reply[0] == "ok":
-        costs, code, msg = reply[1]
+        costs, code, msg, restart = reply[1]
+        if restart:  # the device context is broken: the next candidate gets a fresh process
+            _replace_device_process()
         return tuple(costs), code, msg, server
     if reply[0] == "timeout":
         msg = f"the candidate did not finish within {timeout:g} s on {_describe()}"
@@ -253,7 +256,10 @@ def start_device_process() -> None:
 
 
 def stop_device_process() -> None:
+    """Stop the device process and remove the uploaded files."""
     with _lock:
         proc, _device["proc"] = _device["proc"], None
         if proc is not None:
             proc.stop()
+        if _server["workdir"] is not None:
+            shutil.rmtree(_server["workdir"], ignore_errors=True)
