@@ -18,6 +18,7 @@ import pytest
 from test_network import small_net
 
 import autosched as ansor
+import runtime
 from autosched import testing
 from autosched.measure import MeasureErrorNo
 from autosched.measure.data import MeasureInput
@@ -183,11 +184,11 @@ def test_killing_a_server_mid_run_loses_at_most_its_candidate(cluster, task):
     victim = procs.start("cpu-victim", *_server_args(port, "cpu"))
     _wait_for_servers(tracker, {"cpu": 3}, [victim])
     (victim_address,) = set(tracker.servers()) - before
-    inputs, built = _built(task, 9)
-    runner = rpc.RPCRunner("cpu", "127.0.0.1", port, n_parallel=3, min_repeat_ms=400, timeout=20)
+    inputs, built = _built(task, 6)
+    runner = rpc.RPCRunner("cpu", "127.0.0.1", port, n_parallel=3, min_repeat_ms=300, timeout=20)
     killed = threading.Event()
 
-    def kill_when_busy():  # once the victim measures a candidate (each takes >= 0.4 s)
+    def kill_when_busy():  # once the victim measures a candidate (each takes >= 0.3 s)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not tracker.client.processing([victim_address]).get(
             victim_address
@@ -207,8 +208,8 @@ def test_killing_a_server_mid_run_loses_at_most_its_candidate(cluster, task):
         procs.kill(victim)
     assert killed.is_set() and victim.returncode == -signal.SIGKILL
     errors = [r for r in results if r.error_no != MeasureErrorNo.NO_ERROR]
-    assert len(results) == 9 and len(errors) <= 1, [r.error_msg for r in errors]
-    assert sum(runner.server_counts.values()) >= 8  # the other two servers took the rest
+    assert len(results) == 6 and len(errors) <= 1, [r.error_msg for r in errors]
+    assert sum(runner.server_counts.values()) >= 5  # the other two servers took the rest
 
 
 def test_unknown_key_is_a_clear_error_after_the_timeout(cluster, task):
@@ -280,6 +281,19 @@ def test_remote_session_device_and_graph_module_equal_local(cluster, tmp_path):
     remote = cluster["tracker"].request("solo", priority=1, session_timeout=60)
     dev = remote.cpu()
     assert dev.exist and dev.multi_processor_count >= 1 and dev.max_threads_per_block is None
+    cl, local_cl = remote.cl(0), runtime.device("opencl", 0)  # read on the server, same machine
+    assert cl.exist == local_cl.exist
+    if local_cl.exist:
+        assert (cl.max_threads_per_block, cl.warp_size) == (
+            local_cl.max_threads_per_block,
+            local_cl.warp_size,
+        )
+        hw = ansor.HardwareParams(
+            max_shared_memory_per_block=cl.max_shared_memory_per_block,
+            max_threads_per_block=cl.max_threads_per_block,
+            warp_size=cl.warp_size,
+        )
+        assert hw.max_threads_per_block == local_cl.max_threads_per_block
     remote.upload(path)
     rlib = remote.load_module("net.so")
     module = ansor.GraphModule(rlib["default"](dev))
