@@ -43,6 +43,7 @@ from .network.task_scheduler import (
     TaskSchedulerCallback,
 )
 from .networks import from_onnx
+from .rpc import RPCRunner
 from .search.params import SearchParams
 from .search.policy import (
     PreloadCustomSketchRule,
@@ -69,6 +70,7 @@ __all__ = [
     "LocalBuilder",
     "LocalRPCMeasureContext",
     "LocalRunner",
+    "RPCRunner",
     "LogEstimatedLatency",
     "MeasureErrorNo",
     "MeasureInput",

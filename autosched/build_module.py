@@ -3,7 +3,7 @@ device; a network -> :func:`autosched.network.build.build_network`."""
 
 from __future__ import annotations
 
-from codegen.target import Target, check_host_cpu
+from codegen.target import Target, check_host_cpu, cross_cpu, is_cross_target, target_triple
 from tensorir.dag import ComputeDAG
 
 from .kernel import generate_source, gpu_limits
@@ -39,14 +39,17 @@ def build(
         read too); a larger one raises KernelSizeError instead of compiling for minutes.
     target_host : str or Target, optional
         TVM's older spelling of ``Target(target, host=target_host)`` (the seed tutorials use
-        it); only stored, as ``Target``'s ``host`` is.
+        it); its ``-mtriple`` is the CPU code's triple when the target has none.
 
     Returns
     -------
     Module
         Call it with the DAG's tensors in order (inputs, then outputs) as numpy arrays or device
-        arrays; ``time_evaluator(number, repeat, min_repeat_ms)`` times it and
-        ``get_source()`` shows the generated code.
+        arrays; ``time_evaluator(number, repeat, min_repeat_ms)`` times it,
+        ``get_source()`` shows the generated code and ``export_library("k.so")`` writes it as
+        a shared library. For an llvm target of another machine (``-mtriple=...``, or a host
+        with one) a ``runtime.shared_library.CrossCompiledModule``: it does not run here;
+        ``export_library`` writes it for that machine.
     NetworkLib
         For a network (a ``tensorir.graph`` Module or Function): every fused subgraph compiled
         with its best record of the active ``ApplyHistoryBest``; run it with ``GraphModule``.
@@ -67,10 +70,16 @@ def build(
             f"build takes a State (dag.get_init_state() + steps) or a ComputeDAG, got "
             f"{type(sch).__name__}"
         )
-    dev = device if device is not None else make_device(target.device_kind, 0)
-    limits = gpu_limits(dev) if target.is_gpu else None
-    src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
     dag = sch if isinstance(sch, ComputeDAG) else sch.dag
     shapes = {t.name: tuple(t.shape) for t in dag.tensors}
     outputs = [t.name for t in dag.output_tensors]
+    if is_cross_target(target):  # code for another machine: export it, do not load it here
+        from runtime.shared_library import CrossCompiledModule
+
+        src = generate_source(sch, target, name, None, max_kernel_size=max_kernel_size)
+        triple, (cpu, features) = target_triple(target), cross_cpu(target)
+        return CrossCompiledModule(src.as_dict(), triple, shapes, outputs, cpu, features)
+    dev = device if device is not None else make_device(target.device_kind, 0)
+    limits = gpu_limits(dev) if target.is_gpu else None
+    src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
     return load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)

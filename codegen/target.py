@@ -34,7 +34,8 @@ class Target:
     host : str or Target, optional
         The target of the host code that drives this one's kernels, as TVM's ``host=``
         (e.g. ``Target("opencl -device=mali", host="llvm -mtriple=aarch64-linux-gnu")``).
-        Only stored: host code is generated for this machine's CPU. It is not part of
+        An llvm target without its own ``-mtriple`` compiles for the host's triple
+        (:func:`target_triple`); GPU host code is this process's Python. It is not part of
         ``str(target)``, so records written with or without a host match the same target.
 
     Attributes
@@ -111,6 +112,41 @@ def _host_target(host, spec) -> Target:
     return host
 
 
+def target_triple(target: Target) -> str | None:
+    """The LLVM triple CPU code of ``target`` is compiled for: its ``-mtriple``, else its
+    host's (``Target("llvm", host="llvm -mtriple=aarch64-linux-gnu")``); None means this
+    machine's."""
+    target = Target(target)
+    triple = target.get("mtriple")
+    if triple is None and target.host is not None:
+        triple = target.host.get("mtriple")
+    return triple
+
+
+def cross_cpu(target: Target) -> tuple[str, str]:
+    """The ``(-mcpu, -mattr)`` CPU code for another machine is compiled for: the target's own,
+    else its host's; ``("generic", "")`` when neither names one."""
+    target = Target(target)
+    host = target.host or Target("llvm")
+    cpu = target.get("mcpu") or host.get("mcpu") or "generic"
+    return cpu, target.get("mattr") or host.get("mattr") or ""
+
+
+def is_cross_target(target: Target) -> bool:
+    """Whether ``target``'s CPU code is for another machine (a foreign ``-mtriple``)."""
+    triple = target_triple(target)
+    if triple is None or Target(target).kind != "llvm":
+        return False
+    import llvmlite.binding as llvm
+
+    def arch_and_system(t: str) -> tuple:
+        parts = t.lower().split("-")
+        system = [p for p in parts[1:] if p not in ("unknown", "pc", "none")]
+        return parts[0], system[:1]
+
+    return arch_and_system(triple) != arch_and_system(llvm.get_default_triple())
+
+
 def check_host_cpu(target: Target) -> None:
     """Refuse an ``llvm -mcpu=...`` that is not this host's CPU.
 
@@ -121,7 +157,7 @@ def check_host_cpu(target: Target) -> None:
     """
     target = Target(target)
     cpu = target.get("mcpu")
-    if target.kind != "llvm" or cpu is None or cpu == "native":
+    if target.kind != "llvm" or cpu is None or cpu == "native" or is_cross_target(target):
         return
     import llvmlite.binding as llvm
 

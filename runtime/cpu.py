@@ -109,16 +109,47 @@ def _llvm():
     return llvm
 
 
-def _target_machine():
+def _target_machine(
+    triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
+):
+    """This host's CPU, or CPU ``cpu`` (default generic) with ``features`` of ``triple``
+    (cross-compiling: all LLVM targets are initialised on first use). ``pic`` makes
+    position-independent code, which a shared library needs; the JIT takes LLVM's default."""
     llvm = _llvm()
-    target = llvm.Target.from_default_triple()
+    reloc = "pic" if pic else "default"
+    if triple is None or same_triple(triple, llvm.get_default_triple()):
+        target = llvm.Target.from_default_triple()
+        return target.create_target_machine(
+            cpu=llvm.get_host_cpu_name(),
+            features=llvm.get_host_cpu_features().flatten(),
+            opt=3,
+            reloc=reloc,
+            codemodel="default" if pic else "jitdefault",
+        )
+    if "all_targets" not in _state:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _state["all_targets"] = True
+    try:
+        target = llvm.Target.from_triple(triple)
+    except RuntimeError as err:
+        raise CompileError(f"LLVM cannot generate code for target triple {triple!r}") from err
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=3,
-        reloc="default",
-        codemodel="jitdefault",
+        cpu=cpu or "generic", features=features or "", opt=3, reloc=reloc, codemodel="default"
     )
+
+
+def triple_arch(triple: str) -> str:
+    """The architecture part of a target triple (``aarch64-linux-gnu`` -> ``aarch64``)."""
+    return triple.split("-", 1)[0].lower()
+
+
+def same_triple(a: str, b: str) -> bool:
+    """Whether code for triple ``a`` runs where ``b`` does: same architecture and system
+    (vendor fields such as ``unknown`` / ``pc`` do not matter)."""
+    pa, pb = a.lower().split("-"), b.lower().split("-")
+    system = lambda parts: [p for p in parts[1:] if p not in ("unknown", "pc", "none")]  # noqa: E731
+    return pa[0] == pb[0] and system(pa)[:1] == system(pb)[:1]
 
 
 def host_signature() -> str:
@@ -158,14 +189,27 @@ def _optimize(mod, tm) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_object(code: str) -> bytes:
-    """LLVM IR text -> O3 -> a relocatable object file for this host, as bytes.
+def compile_object(
+    code: str, triple: str | None = None, pic: bool = False, cpu: str | None = None,
+    features: str = "",
+) -> bytes:  # fmt: skip
+    """LLVM IR text -> O3 -> a relocatable object file, as bytes: for this host, or for
+    ``triple`` (e.g. ``"aarch64-linux-gnu"``, a generic CPU of that architecture).
 
     The expensive half of :meth:`CPUBackend.compile`, as a pure function so that tuning can run
-    it in parallel builder processes and ship the bytes to the measuring process.
+    it in parallel builder processes and ship the bytes to the measuring process. ``pic``
+    makes position-independent code, for linking into a shared library
+    (:mod:`runtime.shared_library`); ``cpu`` / ``features`` (LLVM's ``-mcpu`` / ``-mattr``)
+    choose the CPU of another triple.
     """
-    mod = _parse(code)
-    tm = _target_machine()
+    return emit_object(_parse(code), triple, pic, cpu, features)
+
+
+def emit_object(
+    mod, triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
+) -> bytes:
+    """An object file of the parsed llvmlite module ``mod`` (see :func:`compile_object`)."""
+    tm = _target_machine(triple, pic, cpu, features)
     _optimize(mod, tm)
     try:
         return bytes(tm.emit_object(mod))

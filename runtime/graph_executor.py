@@ -90,7 +90,11 @@ class GraphPlan:
 
         A saved plan is code, like a shared library: load only files you trust.
         """
-        meta = {
+        write_plan(path, self.meta(), self.constants)
+
+    def meta(self) -> dict:
+        """The plan without its constants, as JSON-ready values (what :meth:`save` writes)."""
+        return {
             "kernels": list(self.kernels),
             "storages": [list(s) for s in self.storages],
             "inputs": {k: [v.storage, list(v.shape), v.dtype] for k, v in self.inputs.items()},
@@ -99,7 +103,6 @@ class GraphPlan:
             "names": list(self.names),
             "graph": dict(self.graph),
         }
-        write_plan(path, meta, self.constants)
 
     @classmethod
     def load(cls, path) -> GraphPlan:
@@ -107,6 +110,13 @@ class GraphPlan:
         whose checksum does not match, whose object code was compiled from other code than it
         holds, or whose parts do not fit together (:meth:`problems`)."""
         meta, constants = read_plan(path)
+        return cls.from_meta(meta, constants, str(path))
+
+    @classmethod
+    def from_meta(cls, meta: dict, constants: dict, source: str = "plan") -> GraphPlan:
+        """The plan of :meth:`meta` and its constants, checked (:meth:`validate`); errors
+        name ``source``."""
+        path = source
         try:
             plan = cls(
                 kernels=tuple(meta["kernels"]),
@@ -151,9 +161,23 @@ class GraphModule:
     >>> y = module.get_output(0).numpy()
     """
 
+    def __new__(cls, lib=None, dev=None, use_cuda_graph: bool = True):
+        # A network loaded on a remote server (``rlib["default"](dev)`` of an RPC session)
+        # makes its own module, which runs there.
+        factory = getattr(lib, "graph_module", None)
+        if factory is not None:
+            return factory(dev)
+        return super().__new__(cls)
+
     def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
         if isinstance(lib, BoundLibrary):
             lib, dev = lib.lib, (lib.device if dev is None else dev)
+        cross = getattr(lib, "cross_triple", None)
+        if cross:
+            raise RuntimeError(
+                f"this network is compiled for {cross}, not for this machine; export_library it "
+                "(a .so path) and run it there, e.g. over RPC"
+            )
         plan = lib if isinstance(lib, GraphPlan) else lib.plan
         plan.validate()  # kernels write through raw pointers: never bind a plan that lies
         self.plan = plan

@@ -30,7 +30,7 @@ class Module:
 
     def __init__(
         self, lang, code, params, workspaces, launches, dev: Device, binary=None, layouts=(),
-        shapes=None, outputs=(),
+        shapes=None, outputs=(), compiled=None,
     ):  # fmt: skip
         self.lang = lang
         self.code = code
@@ -54,7 +54,9 @@ class Module:
             if unknown:
                 raise ValueError(f"launch {name!r} names unknown buffers {unknown}; known: {names}")
         kernel_names = tuple(dict.fromkeys(la[0] for la in self.launches))
-        if binary is None:
+        if compiled is not None:  # already loaded, e.g. from a shared library
+            self._compiled = compiled
+        elif binary is None:
             self._compiled = self._backend.compile(code, kernel_names)
         else:
             self._compiled = self._backend.compile(code, kernel_names, binary=binary)
@@ -195,21 +197,46 @@ class Module:
     def get_source(self) -> str:
         return self.code
 
+    def artifact(self) -> dict:
+        """This module's code and buffers as ``load_module`` keyword values (plain values)."""
+        return {
+            "lang": self.lang,
+            "code": self.code,
+            "params": [list(p) for p in self.params],
+            "workspaces": [list(w) for w in self.workspaces],
+            "launches": [[n, list(a), list(g), list(b)] for n, a, g, b in self.launches],
+            "layouts": [list(lay) for lay in self.layouts.values()],
+        }
+
+    def export_library(self, path, fcompile=None) -> None:
+        """Write this CPU kernel as a shared library at ``path`` (e.g. ``"kernel.so"``),
+        linked by ``cc -shared`` or ``fcompile(output, objects, options)``; load it back with
+        ``load_module(path)``. See :mod:`runtime.shared_library`."""
+        from .shared_library import export_shared_library
+
+        meta = {
+            "kind": "kernel",
+            "shapes": {k: list(v) for k, v in self.shapes.items()},
+            "outputs": sorted(self.outputs),
+        }
+        export_shared_library(path, [self.artifact()], meta, fcompile=fcompile)
+
     def __repr__(self) -> str:
         kernels = ", ".join(la[0] for la in self.launches)
         return f"Module(lang={self.lang!r}, device={self.device}, kernels=[{kernels}])"
 
 
 def load_module(
-    lang, code, params, workspaces, launches, device=None, dev=None, binary=None, layouts=(),
-    shapes=None, outputs=(),
+    lang, code=None, params=None, workspaces=(), launches=(), device=None, dev=None, binary=None,
+    layouts=(), shapes=None, outputs=(),
 ) -> Module:  # fmt: skip
-    """Compile ``code`` for ``device`` and return a :class:`Module`.
+    """Compile ``code`` for ``device`` and return a :class:`Module`; or, called with only a
+    path, load a kernel that :meth:`Module.export_library` wrote as a shared library.
 
     Parameters
     ----------
-    lang : str
-        "llvm", "cuda" or "opencl".
+    lang : str or path
+        "llvm", "cuda" or "opencl"; or the path of an exported kernel library.
     code : str
         The generated source (LLVM IR text or C).
     params, workspaces : sequence of (name, dtype, size)
@@ -238,6 +265,8 @@ def load_module(
     runtime.errors.CompileError
         If the backend compiler rejects ``code``.
     """
+    if code is None and params is None:
+        return load_kernel_library(lang, device if device is not None else dev)
     if lang not in LANG_DEVICE:
         raise ValueError(f"unknown source language {lang!r}; use one of {sorted(LANG_DEVICE)}")
     target = device if device is not None else dev
@@ -249,3 +278,28 @@ def load_module(
         )
     return Module(lang, code, params, workspaces, launches, target, binary=binary,
                   layouts=layouts, shapes=shapes, outputs=outputs)  # fmt: skip
+
+
+def load_kernel_library(path, device=None) -> Module:
+    """The kernel in the shared library ``path`` (written by :meth:`Module.export_library`).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file: not such a library, built for another architecture, or a
+        network library (load that with ``autosched.load_module``).
+    """
+    from .shared_library import SharedLibrary
+
+    lib = SharedLibrary(path)
+    if lib.meta.get("kind") != "kernel":
+        raise ValueError(
+            f"{path}: holds a {lib.meta.get('kind')} (not one kernel); load it with "
+            "autosched.load_module(path)"
+        )
+    dev = make_device(device) if device is not None else Device("cpu")
+    if dev.kind != "cpu":
+        raise ValueError(f"{path}: a CPU kernel library runs on the cpu device, not on {dev}")
+    art = lib.artifact(0)
+    return Module(**art, dev=dev, shapes=lib.meta.get("shapes"),
+                  outputs=lib.meta.get("outputs", ()), compiled=lib.compiled(0))  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from codegen.target import Target
+from codegen.target import Target, cross_cpu, is_cross_target, target_triple
 from runtime.graph_executor import BoundLibrary, GraphPlan, TensorSpec
 from tensorir.graph import ir as gir
 from tensorir.passes.layout_rewrite import ParamLayout
@@ -45,8 +45,19 @@ class NetworkLib:
             )
         return lambda dev=None: BoundLibrary(self, dev)
 
-    def export_library(self, path, graph_name: str | None = None) -> None:
-        """Save the compiled network under ``path`` (JSON) and ``path.params.npz``.
+    @property
+    def cross_triple(self) -> str | None:
+        """The target triple when the network was compiled for another machine (its kernels
+        are then not loaded here: export it as a shared library and run it there)."""
+        return target_triple(self.target) if is_cross_target(self.target) else None
+
+    def export_library(self, path, graph_name: str | None = None, fcompile=None) -> None:
+        """Save the compiled network under ``path`` and ``path.params.npz`` (the weights).
+
+        A ``path`` ending in ``.so`` (or a given ``fcompile``) writes CPU kernels as a real
+        shared library, linked by ``cc -shared`` or by ``fcompile(output, objects, options)``
+        (:mod:`runtime.shared_library`); any other path writes the JSON form, which GPU
+        networks (source-only kernels) use.
 
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
@@ -58,14 +69,28 @@ class NetworkLib:
         ``"resnet-18 NHWC B1"`` or an ONNX file) when given.
         """
         from runtime.cpu import compile_object
+        from runtime.shared_library import export_shared_library, is_shared_library_path
 
+        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
+        cross = self.cross_triple
+        if fcompile is not None or is_shared_library_path(path):
+            meta = dict(replace(self.plan, graph=graph).meta(), kind="network")
+            cpu, features = cross_cpu(self.target) if cross else (None, "")
+            export_shared_library(path, self.plan.kernels, meta, self.plan.constants,
+                                  triple=cross, fcompile=fcompile, cpu=cpu,
+                                  features=features)  # fmt: skip
+            return
+        if cross:
+            raise ValueError(
+                f"export_library({str(path)!r}): a network compiled for {cross} exports as a "
+                "shared library; give a path ending in .so (and fcompile= to link it)"
+            )
         kernels = tuple(
             dict(k, binary=compile_object(k["code"]))
             if k["lang"] == "llvm" and k.get("binary") is None
             else k
             for k in self.plan.kernels
         )
-        graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
         replace(self.plan, kernels=kernels, graph=graph).save(path)
 
     def get_source(self) -> str:
@@ -88,7 +113,10 @@ def load_module(path, dev=None) -> NetworkLib:
     """
     from runtime import device as make_device
     from runtime import load_module as load_kernel
+    from runtime.shared_library import is_elf
 
+    if is_elf(path):
+        return _load_shared_library(path, dev)
     plan = GraphPlan.load(path)
     langs = {k["lang"] for k in plan.kernels}
     if not langs:
@@ -97,6 +125,30 @@ def load_module(path, dev=None) -> NetworkLib:
     dev = make_device(dev if dev is not None else target.device_kind)
     modules = [load_kernel(**k, device=dev) for k in plan.kernels]
     return NetworkLib(plan, modules, target)
+
+
+def _load_shared_library(path, dev=None):
+    """A network (NetworkLib) or one kernel (runtime Module) from a library that
+    ``export_library("x.so")`` wrote."""
+    from runtime import device as make_device
+    from runtime.module import Module, load_kernel_library
+    from runtime.shared_library import SharedLibrary
+
+    lib = SharedLibrary(path)
+    if lib.meta.get("kind") == "kernel":
+        return load_kernel_library(path, dev)
+    plan = GraphPlan.from_meta(
+        {**lib.meta, "kernels": [lib.artifact(i) for i in range(len(lib.meta["kernels"]))]},
+        lib.constants,
+        str(path),
+    )
+    dev = make_device(dev if dev is not None else "cpu")
+    if dev.kind != "cpu":
+        raise ValueError(f"{path}: a CPU network library runs on the cpu device, not on {dev}")
+    modules = [
+        Module(**kernel, dev=dev, compiled=lib.compiled(i)) for i, kernel in enumerate(plan.kernels)
+    ]
+    return NetworkLib(plan, modules, Target("llvm"))
 
 
 # How many of a group's best records build_network tries before the default schedule: enough
@@ -178,7 +230,8 @@ def build_network(
             missing.append(gd.name)
         kernels.append(src.as_dict())
         tuned[gd.name] = bool(found)
-    modules = _load_kernels(kernels, dev, load_kernel)
+    # Kernels for another machine's triple are not loaded here (export_library writes them).
+    modules = [] if is_cross_target(target) else _load_kernels(kernels, dev, load_kernel)
     if skipped:
         warnings.warn(
             f"{len(skipped)} kernel(s) skipped records that do not replay or do not fit {dev} "

@@ -1,0 +1,31 @@
+"""Remote devices on dask.distributed (the optional extra ``autosched[distributed]``).
+
+``connect_tracker(host, port).request(key)`` opens a session on a device server;
+:class:`RPCRunner` measures tuning candidates on the servers of a key. The commands are
+``python -m autosched.exec.rpc_tracker`` / ``rpc_server`` / ``query_rpc_tracker``
+(docs/remote.md). Importing this package does not import dask.
+"""
+
+from .client import (
+    NoServerError,
+    RemoteDevice,
+    RemoteGraphModule,
+    RemoteModule,
+    RemoteSession,
+    TrackerSession,
+    connect_tracker,
+)
+from .cluster import make_security
+from .runner import RPCRunner
+
+__all__ = [
+    "NoServerError",
+    "RPCRunner",
+    "RemoteDevice",
+    "RemoteGraphModule",
+    "RemoteModule",
+    "RemoteSession",
+    "TrackerSession",
+    "connect_tracker",
+    "make_security",
+]

@@ -1,0 +1,87 @@
+"""What the tracker, the servers and the clients share: the lazy dask import, addresses and
+TLS security.
+
+Remote measurement runs on dask.distributed (an optional extra): the tracker is a dask
+scheduler, each device server a dask worker holding the resource ``{key: 1}``, and clients
+submit one fixed server-side function (:func:`autosched.rpc.server.device_call`) with plain
+data. dask runs whatever a connected client submits, so who may connect is the security
+boundary: everything binds to 127.0.0.1 unless told otherwise, and TLS certificates
+(:func:`make_security`) restrict connections to holders of them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("autosched.rpc")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9190
+EXTRA_HINT = 'pip install "autosched[distributed]"'
+
+
+def distributed():
+    """The ``distributed`` module, or an ImportError naming the extra to install."""
+    try:
+        import distributed as dd
+    except ImportError:
+        raise ImportError(
+            f"remote devices (RPC tracker, servers, RPCRunner) need dask.distributed: {EXTRA_HINT}"
+        ) from None
+    return dd
+
+
+def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
+    """dask ``Security`` requiring TLS with these files, or None when none is given.
+
+    Parameters
+    ----------
+    tls_ca_file : str
+        The certificate authority that signed every peer's certificate.
+    tls_cert, tls_key : str
+        This process's certificate and private key (the key may be inside ``tls_cert``).
+    """
+    given = [x for x in (tls_ca_file, tls_cert, tls_key) if x]
+    if not given:
+        return None
+    if not tls_ca_file or not tls_cert:
+        raise ValueError(
+            "TLS needs --tls-ca-file and --tls-cert (and --tls-key unless the key is in the "
+            "certificate file)"
+        )
+    dd = distributed()
+    return dd.Security(
+        tls_ca_file=str(tls_ca_file),
+        tls_client_cert=str(tls_cert),
+        tls_client_key=str(tls_key) if tls_key else None,
+        tls_scheduler_cert=str(tls_cert),
+        tls_scheduler_key=str(tls_key) if tls_key else None,
+        tls_worker_cert=str(tls_cert),
+        tls_worker_key=str(tls_key) if tls_key else None,
+        require_encryption=True,
+    )
+
+
+def tracker_address(host: str, port: int, security=None) -> str:
+    """The dask address of the tracker at ``host:port`` (``tls://`` when secured)."""
+    return f"{'tls' if security is not None else 'tcp'}://{host}:{int(port)}"
+
+
+def split_host_port(text: str, what: str = "--tracker") -> tuple[str, int]:
+    """``"HOST:PORT"`` -> ``(host, port)``, or a ValueError naming ``what``."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"{what} must look like HOST:PORT (e.g. 127.0.0.1:9190), got {text!r}")
+    return host, int(port)
+
+
+def add_tls_arguments(parser) -> None:
+    """The TLS options every command takes (dask's ``Security``)."""
+    group = parser.add_argument_group("TLS (only holders of certificates from the CA connect)")
+    group.add_argument("--tls-ca-file", help="certificate authority (PEM)")
+    group.add_argument("--tls-cert", help="this process's certificate (PEM)")
+    group.add_argument("--tls-key", help="this process's private key (PEM)")
+
+
+def security_from_args(args):
+    return make_security(args.tls_ca_file, args.tls_cert, args.tls_key)

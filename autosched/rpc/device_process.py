@@ -1,0 +1,201 @@
+"""The device process of an RPC server: the long-lived process that owns the device.
+
+The server (a dask worker, :mod:`autosched.rpc.server`) starts it with
+:class:`autosched.workers.WorkerProcess` and hands it each request; a kernel that crashes
+kills this process, not the server, which starts a new one. Requests are plain data
+``(op, args)`` naming one of :data:`OPS`; replies are ``("ok", value)`` or
+``("error", message)``. The process keeps what sessions loaded (libraries, graph modules)
+under handles the client chose.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+from ..measure.data import MeasureErrorNo
+from ..measure.worker import _device_usable, _Runner, check_output, short_error
+
+NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
+RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
+WRONG_ANSWER = int(MeasureErrorNo.WRONG_ANSWER)
+
+
+class DeviceState:
+    """What the process keeps between requests."""
+
+    def __init__(self):
+        import runtime
+
+        self.runtime = runtime
+        self.timer = _Runner()  # the local runner's timing code (time_evaluator, cache flush)
+        self.libraries: dict[str, object] = {}
+        self.graphs: dict[str, object] = {}
+
+    # ------------------------------------------------------------------ device facts
+    def attributes(self, kind: str, index: int) -> dict:
+        dev = self.runtime.device(kind, int(index))
+        attrs = dict(dev._attributes())
+        attrs["exist"] = bool(dev.exist)
+        if attrs["exist"] and kind == "cpu":
+            props = dev.properties
+            attrs["target_triple"] = props.get("target_triple")
+            attrs["vector_unit_bytes"] = props.get("vector_unit_bytes")
+            attrs["cache_line_bytes"] = props.get("cache_line_bytes")
+        return attrs
+
+    # ------------------------------------------------------------------ measurement
+    def measure(self, job: dict) -> tuple:
+        """``(costs, error_no, error_msg, restart)`` for one artifact (see ``RPCRunner``'s
+        payload); ``restart`` asks the server to replace this process (its GPU context is
+        broken, e.g. after a CUDA illegal address)."""
+        costs, code, msg, dev = self._measure(job)
+        restart = code == RUNTIME_DEVICE and dev is not None and dev.kind != "cpu"
+        return costs, code, msg, restart and not _device_usable(dev)
+
+    def _measure(self, job: dict) -> tuple:
+        from runtime.cpu import host_signature
+        from runtime.module import LANG_DEVICE
+
+        art = dict(job["artifact"])
+        if art["lang"] == "llvm" and art.get("host_signature") != host_signature():
+            art["binary"] = None  # object code for another CPU: compile the IR here instead
+        dev = self.runtime.device(LANG_DEVICE[art["lang"]])
+        keys = ("lang", "code", "params", "workspaces", "launches", "layouts", "binary")
+        try:
+            mod = self.runtime.load_module(**{k: art[k] for k in keys if k in art}, device=dev)
+        except Exception as exc:
+            msg = f"loading the module on the server: {short_error(exc)}"
+            return (), COMPILE_DEVICE, msg, dev
+        inputs, refs = job["inputs"], job["outputs"]
+        args = []
+        for name, _, _ in mod.params:
+            if name in refs:
+                ref = refs[name]
+                fill = np.nan if ref.dtype.kind == "f" else 0x5A
+                args.append(np.full(ref.shape, fill, dtype=ref.dtype))
+            elif name in inputs:
+                args.append(np.array(inputs[name]))  # a copy: kernels may scribble on inputs
+            else:
+                msg = f"module param {name!r} has no input or output array"
+                return (), COMPILE_DEVICE, msg, dev
+        try:
+            if job["check"]:
+                mod(*args)
+                for a, (name, _, _) in zip(args, mod.params):
+                    if name in refs:
+                        msg = check_output(name, a, refs[name])
+                        if msg:
+                            return (), WRONG_ANSWER, msg, dev
+            costs = self.timer.time(mod, args, job)
+        except Exception as exc:
+            return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}", dev
+        if job.get("cooldown_interval"):
+            time.sleep(float(job["cooldown_interval"]))
+        return tuple(float(c) for c in costs), NO_ERROR, "", dev
+
+    # ------------------------------------------------------------------ sessions
+    def load(self, handle: str, path: str, kind: str, index: int) -> dict:
+        from ..network.build import load_module
+
+        lib = load_module(path, self.runtime.device(kind, int(index)))
+        self.libraries[handle] = lib
+        plan = getattr(lib, "plan", None)
+        if plan is None:  # one kernel
+            return {"kind": "kernel", "params": [list(p) for p in lib.params]}
+        return {
+            "kind": "network",
+            "inputs": {k: [list(v.shape), v.dtype] for k, v in plan.inputs.items()},
+            "outputs": [[list(v.shape), v.dtype] for v in plan.outputs],
+        }
+
+    def _library(self, handle: str):
+        lib = self.libraries.get(handle)
+        if lib is None:
+            raise KeyError(
+                f"module {handle!r} is not loaded on the server (was its device process "
+                "restarted?); call remote.load_module again"
+            )
+        return lib
+
+    def call(self, handle: str, args: list) -> list:
+        mod = self._library(handle)
+        arrays = [np.array(a) for a in args]
+        mod(*arrays)
+        return arrays
+
+    def time(self, handle: str, args: list, number: int, repeat: int, min_repeat_ms: float):
+        mod = self._library(handle)
+        arrays = [np.array(a) for a in args]
+        return list(mod.time_evaluator(number, repeat, min_repeat_ms)(*arrays).results)
+
+    def graph_create(self, graph: str, handle: str, kind: str, index: int) -> None:
+        from runtime.graph_executor import GraphModule
+
+        lib = self._library(handle)
+        self.graphs[graph] = GraphModule(lib, self.runtime.device(kind, int(index)))
+
+    def _graph(self, graph: str):
+        module = self.graphs.get(graph)
+        if module is None:
+            raise KeyError(
+                f"graph module {graph!r} is gone from the server (its device process was "
+                "restarted); load the library and create the GraphModule again"
+            )
+        return module
+
+    def graph_run(self, graph: str, inputs: dict) -> list:
+        module = self._graph(graph)
+        if inputs:
+            module.set_input(**inputs)
+        module.run()
+        return [module.get_output(i).numpy() for i in range(module.get_num_outputs())]
+
+    def graph_benchmark(self, graph: str, repeat: int, number: int, min_repeat_ms: float):
+        module = self._graph(graph)
+        return list(module.benchmark(None, repeat, number, min_repeat_ms).results)
+
+    def free(self, handles: list) -> None:
+        for h in handles:
+            self.libraries.pop(h, None)
+            self.graphs.pop(h, None)
+
+
+# The operations a request may name, and the DeviceState method each runs.
+OPS = {
+    "attributes": "attributes",
+    "measure": "measure",
+    "load": "load",
+    "call": "call",
+    "time": "time",
+    "graph_create": "graph_create",
+    "graph_run": "graph_run",
+    "graph_benchmark": "graph_benchmark",
+    "free": "free",
+}
+
+
+def device_main(conn) -> None:
+    """Serve ``(op, kwargs)`` requests on ``conn`` until None or EOF (see the module doc)."""
+    try:
+        state = DeviceState()
+    except Exception:
+        conn.send(("failed", traceback.format_exc()))
+        return
+    conn.send(("hello",))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        op, kwargs = request
+        try:
+            reply = ("ok", getattr(state, OPS[op])(**kwargs))
+        except Exception as exc:  # every failure goes back as one line
+            reply = ("error", f"{op}: {short_error(exc)}")
+        conn.send(reply)

@@ -1,0 +1,265 @@
+"""The server side of remote devices: what runs inside an RPC server's dask worker.
+
+Clients submit one function, :func:`device_call`, with plain data (str, numbers, bytes, numpy
+arrays of numbers, lists and dicts of them): never code of their own. It checks the request
+and forwards it to the server's device process (:mod:`autosched.rpc.device_process`), which
+owns the device and is replaced when a kernel crashes it or a measurement runs past its
+timeout. The server refuses an artifact whose format, language or target triple does not
+match its device, with an error record.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..measure.data import MeasureErrorNo
+
+ARTIFACT_FORMAT = "autosched-artifact"
+ARTIFACT_VERSION = 1
+LANGS = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+
+COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
+RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
+RUN_TIMEOUT = int(MeasureErrorNo.RUN_TIMEOUT)
+
+# This server's configuration (set by ``python -m autosched.exec.rpc_server``) and its device
+# process; one dask worker thread uses them, the lock guards against a second.
+_server = {"key": None, "devices": ("cpu",), "workdir": None}
+_lock = threading.Lock()
+_device: dict = {"proc": None}
+
+START_TIMEOUT = 120.0
+SESSION_OP_TIMEOUT = 600.0
+
+
+def configure(key: str, devices=("cpu",), workdir: str | None = None) -> None:
+    """Set this process up as the server of ``key`` for device kinds ``devices``."""
+    bad = [d for d in devices if d not in LANGS.values()]
+    if bad:
+        raise ValueError(f"--device {bad[0]!r}: use cpu, cuda or opencl")
+    _server.update(
+        key=key,
+        devices=tuple(devices),
+        workdir=workdir or tempfile.mkdtemp(prefix=f"autosched-rpc-{key}-"),
+    )
+
+
+def server_triple() -> str:
+    import llvmlite.binding as llvm
+
+    return llvm.get_default_triple()
+
+
+def _describe() -> str:
+    return f"server {_server['key']!r} ({', '.join(_server['devices'])}; {server_triple()})"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _check_plain(value, where: str = "request") -> None:
+    """Refuse anything but plain data (the protocol never carries code or objects)."""
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufc":
+            raise TypeError(f"{where}: arrays must hold numbers, got dtype {value.dtype}")
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: dict keys must be str, got {type(k).__name__}")
+            _check_plain(item, f"{where}.{k}")
+        return
+    raise TypeError(f"{where}: {type(value).__name__} is not plain data; send arrays and dicts")
+
+
+def artifact_problem(art: dict) -> str | None:
+    """Why this server cannot run ``art``, or None when it can."""
+    from runtime.cpu import same_triple
+
+    if art.get("format") != ARTIFACT_FORMAT or art.get("format_version") != ARTIFACT_VERSION:
+        return (
+            f"{_describe()} refuses an artifact of format {art.get('format')!r} version "
+            f"{art.get('format_version')} (it reads {ARTIFACT_FORMAT!r} {ARTIFACT_VERSION}); "
+            "use the same autosched version on both sides"
+        )
+    kind = LANGS.get(art.get("lang"))
+    if kind not in _server["devices"]:
+        return (
+            f"{_describe()} refuses a {art.get('lang')} artifact: it serves "
+            f"{', '.join(_server['devices'])}; send it to a server of that device kind"
+        )
+    triple = art.get("triple")
+    if kind == "cpu" and triple and not same_triple(triple, server_triple()):
+        return (
+            f"{_describe()} refuses CPU code for {triple}; tune with a target whose "
+            f"-mtriple is {server_triple()}"
+        )
+    return None
+
+
+# ----------------------------------------------------------------------------- device process
+
+
+def _device_process():
+    proc = _device["proc"]
+    if proc is None or proc.proc.poll() is not None:
+        from ..workers import WorkerProcess
+        from .device_process import device_main
+
+        proc = WorkerProcess(("autosched.rpc.device_process",), f"{_server['key']} device")
+        proc.wait_ready(START_TIMEOUT)
+        proc.serve(device_main)
+        reply = proc.recv(START_TIMEOUT)
+        if reply is None or reply[0] != "hello":
+            detail = reply[1] if reply and reply[0] == "failed" else proc.death()
+            proc.kill()
+            raise RuntimeError(f"{_describe()}: the device process did not start: {detail}")
+        _device["proc"] = proc
+    return proc
+
+
+def _replace_device_process() -> None:
+    proc, _device["proc"] = _device["proc"], None
+    if proc is not None:
+        proc.kill()
+
+
+def _ask(op: str, kwargs: dict, timeout: float) -> tuple:
+    """``("ok", value)`` / ``("error", msg)`` from the device process, ``("died", why)`` when
+    it crashed, ``("timeout", None)`` when it did not answer in time (it is then replaced)."""
+    proc = _device_process()
+    try:
+        proc.conn.send((op, kwargs))
+    except OSError:
+        reply = ("eof",)
+    else:
+        reply = proc.recv(timeout)
+    if reply is None:
+        _replace_device_process()
+        return ("timeout", None)
+    if reply[0] == "eof":
+        why = proc.death()
+        _replace_device_process()
+        return ("died", why)
+    return reply
+
+
+# ----------------------------------------------------------------------------- the entry point
+
+
+def device_call(op: str, args: dict, timeout: float | None = None):
+    """Run one request on this server's device (the one function clients submit).
+
+    Parameters
+    ----------
+    op : str
+        ``"measure"``, ``"upload"``, ``"info"`` or a session operation of
+        :data:`autosched.rpc.device_process.OPS`.
+    args : dict
+        Plain data only.
+    timeout : float, optional
+        Seconds the device may take (a measurement past it is RUN_TIMEOUT and the device
+        process is replaced).
+
+    Returns
+    -------
+    For ``"measure"``: ``(costs, error_no, error_msg, server)``, errors included; otherwise
+    the operation's value (errors raise RuntimeError with one line).
+    """
+    from .device_process import OPS
+
+    if _server["key"] is None:
+        raise RuntimeError("this dask worker is not an autosched RPC server (rpc_server)")
+    _check_plain(args, op)
+    with _lock:
+        if op == "info":
+            return {
+                "key": _server["key"],
+                "devices": list(_server["devices"]),
+                "triple": server_triple(),
+                "pid": os.getpid(),
+            }
+        if op == "upload":
+            return _upload(args["name"], args["data"])
+        if op == "measure":
+            return _measure(args, timeout)
+        if op not in OPS:
+            raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
+        if op == "load":
+            args = dict(args, path=str(_workfile(args["name"])))
+            del args["name"]
+        reply = _ask(op, args, timeout or SESSION_OP_TIMEOUT)
+        if reply[0] == "ok":
+            return reply[1]
+        if reply[0] == "died":
+            raise RuntimeError(f"{_describe()}: the device process {reply[1]} during {op}")
+        if reply[0] == "timeout":
+            raise RuntimeError(f"{_describe()}: {op} did not finish within {timeout:g} s")
+        raise RuntimeError(f"{_describe()}: {reply[1]}")
+
+
+def _measure(job: dict, timeout: float | None) -> tuple:
+    server = f"{_server['key']}@{os.getpid()}"
+    problem = artifact_problem(job.get("artifact", {}))
+    if problem:
+        return (), COMPILE_DEVICE, problem, server
+    timeout = float(timeout or 10.0)
+    reply = _ask("measure", {"job": job}, timeout)
+    if reply[0] == "ok":
+        costs, code, msg, restart = reply[1]
+        if restart:  # the device context is broken: the next candidate gets a fresh process
+            _replace_device_process()
+        return tuple(costs), code, msg, server
+    if reply[0] == "timeout":
+        msg = f"the candidate did not finish within {timeout:g} s on {_describe()}"
+        return (), RUN_TIMEOUT, msg, server
+    if reply[0] == "died":
+        return (), RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}", server
+    return (), RUNTIME_DEVICE, reply[1], server
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _workfile(name: str) -> Path:
+    name = str(name)
+    if not _SAFE_NAME.match(name) or name in (".", ".."):
+        raise RuntimeError(
+            f"{_describe()}: file name {name!r} must be a plain name (letters, digits, . _ -)"
+        )
+    return Path(_server["workdir"]) / name
+
+
+def _upload(name: str, data: bytes) -> str:
+    path = _workfile(name)
+    path.write_bytes(bytes(data))
+    return path.name
+
+
+def start_device_process() -> None:
+    """Start the device process now (a server does, so the first request does not wait)."""
+    with _lock:
+        _device_process()
+
+
+def stop_device_process() -> None:
+    """Stop the device process and remove the uploaded files."""
+    with _lock:
+        proc, _device["proc"] = _device["proc"], None
+        if proc is not None:
+            proc.stop()
+        if _server["workdir"] is not None:
+            shutil.rmtree(_server["workdir"], ignore_errors=True)

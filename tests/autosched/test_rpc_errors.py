@@ -1,0 +1,62 @@
+"""Remote-device mistakes that need no cluster: a missing extra, a tracker that is not there,
+bad command options; and TVM's queue table layout."""
+
+import socket
+import sys
+
+import pytest
+
+from autosched import rpc
+from autosched.rpc.cluster import split_host_port
+from autosched.rpc.queue import text_summary
+
+
+def test_missing_distributed_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
+    with pytest.raises(ImportError, match=r'pip install "autosched\[distributed\]"'):
+        rpc.connect_tracker("127.0.0.1", 9190)
+
+
+def test_no_tracker_is_a_clear_connection_error():
+    pytest.importorskip("distributed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    with pytest.raises(ConnectionError, match=rf"RPC tracker at 127.0.0.1:{port}.*rpc_tracker"):
+        rpc.connect_tracker("127.0.0.1", port, timeout=1)
+
+
+def test_option_mistakes_are_one_line_errors():
+    with pytest.raises(ValueError, match="--tracker must look like HOST:PORT"):
+        split_host_port("localhost")
+    with pytest.raises(ValueError, match="TLS needs --tls-ca-file and --tls-cert"):
+        rpc.make_security(tls_ca_file="ca.pem")
+    with pytest.raises(ValueError, match="n_parallel >= 1"):
+        rpc.RPCRunner("k", n_parallel=0)
+
+
+def test_queue_table_has_tvm_layout():
+    servers = [
+        {"addr": "127.0.0.1:40001", "key": "server:rasp4"},
+        {"addr": "127.0.0.1:40002", "key": "server:rasp4"},
+        {"addr": "127.0.0.1:40003", "key": "server:v100"},
+    ]
+    queue = {"rasp4": {"free": 1, "pending": 3}, "v100": {"free": 0, "pending": 0}}
+    assert text_summary(servers, queue) == (
+        "Server List\n"
+        "------------------------------\n"
+        "server-address           key\n"
+        "------------------------------\n"
+        "      127.0.0.1:40001    server:rasp4\n"
+        "      127.0.0.1:40002    server:rasp4\n"
+        "      127.0.0.1:40003    server:v100\n"
+        "------------------------------\n"
+        "\n"
+        "Queue Status\n"
+        "----------------------------\n"
+        "key     total  free  pending\n"
+        "----------------------------\n"
+        "rasp4   2      1     3      \n"
+        "v100    1      0     0      \n"
+        "----------------------------\n"
+    )
