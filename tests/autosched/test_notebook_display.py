@@ -139,8 +139,10 @@ def test_live_views_collect_the_objective_each_round(tuned):
 
     tasks, _ = tuned
     view = NotebookView(8, display=False)
-    options = ansor.TuningOptions(num_measure_trials=4, num_measures_per_round=2, verbose=0,
-                                  runner=ansor.LocalRunner(repeat=1, number=1, min_repeat_ms=1))  # fmt: skip
+    runner = ansor.LocalRunner(repeat=1, number=1, min_repeat_ms=1)
+    options = ansor.TuningOptions(
+        num_measure_trials=4, num_measures_per_round=2, verbose=0, runner=runner
+    )
     scheduler = ansor.TaskScheduler(tasks, [1, 2], callbacks=[view])
     scheduler.tune(options)
     # The first round leaves task 1 without a result: no estimate yet, so one point.
