@@ -99,7 +99,8 @@ class LiveView:
                 f'<progress value="{min(self.done, self.total)}" max="{self.total}" '
                 f'style="width:240px"></progress> {self.done}/{self.total} trials'
             )
-        return f"<div>{bar}, {elapsed:.0f} s {html.escape(self.note)}</div>"
+        note = f" &middot; {html.escape(self.note)}" if self.note else ""
+        return f"<div>{bar}, {elapsed:.0f} s{note}</div>"
 
     def _repr_html_(self) -> str:
         charts = line_chart_svg(self.trials, self.values, "trials", self.metric) + line_chart_svg(

@@ -17,11 +17,13 @@ def _best_so_far(rows, metric: str) -> dict[str, tuple[list, list, list]]:
     start = min((r["time"] for r in rows), default=0.0)
     curves: dict[str, tuple[list, list, list]] = {}
     best: dict[str, float] = {}
+    last: dict[str, dict] = {}
     for r in rows:
         value = r["cost"] * 1e3 if metric == "latency" else r["gflops"]
         if math.isnan(value):
             continue
         task = r["task"]
+        last[task] = r
         old = best.get(task)
         if old is None or (value < old if metric == "latency" else value > old):
             best[task] = value
@@ -29,6 +31,11 @@ def _best_so_far(rows, metric: str) -> dict[str, tuple[list, list, list]]:
             trials.append(r["trial"] + 1)
             seconds.append(r["time"] - start)
             values.append(value)
+    for task, (trials, seconds, values) in curves.items():
+        if trials[-1] != last[task]["trial"] + 1:  # the best held until the task's last trial
+            trials.append(last[task]["trial"] + 1)
+            seconds.append(last[task]["time"] - start)
+            values.append(values[-1])
     return curves
 
 
@@ -64,11 +71,14 @@ def tuning_curve(log, tasks=None, metric: str = "latency"):
         # A step: the best holds until the next improvement.
         by_trial.step(trials, values, where="post", marker="o", markersize=3, label=task)
         by_time.step(seconds, values, where="post", marker="o", markersize=3, label=task)
+    # (each task's last point repeats its best at its last trial, so the flat end shows)
     by_trial.set_xlabel("trials")
+    by_trial.xaxis.get_major_locator().set_params(integer=True)
     by_time.set_xlabel("seconds since the first record")
+    values = [v for _, _, vs in curves.values() for v in vs]
     for ax in (by_trial, by_time):
         ax.set_ylabel(label)
-        if metric == "latency":
+        if metric == "latency" and max(values) > 20 * min(values):  # decades apart
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
     by_time.legend(fontsize="small")
