@@ -37,6 +37,9 @@ class SourceCode(str):
         obj.lang = lang
         return obj
 
+    def __reduce__(self):
+        return SourceCode, (str(self), self.lang)
+
     def _repr_html_(self) -> str:
         return highlighted(str(self), self.lang)
 

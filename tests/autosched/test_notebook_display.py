@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import pickle
 import re
 import sys
 
@@ -70,6 +71,8 @@ def test_source_and_timing_render_as_html():
     code = func.get_source()
     assert isinstance(code, str) and code.startswith(str(code)[:20])
     assert "define" in code and "<span" in code._repr_html_()  # LLVM IR, highlighted
+    copied = pickle.loads(pickle.dumps(code))
+    assert copied == code and copied.lang == "llvm"
     timing = TimingResult(mean=2e-3, median=1.5e-3, results=(1e-3, 2e-3, 3e-3))
     page = timing._repr_html_()
     assert "2.0000" in page and "1.5000" in page and "3.0000" in page and "<table" in page
