@@ -158,3 +158,18 @@ def test_live_views_collect_the_objective_each_round(tuned):
     live.callback([None, None], [ok, ok])
     assert live.view.trials == [3]
     assert live.view.values == [pytest.approx(2 * 32**3 / 2e-6 / 1e9)]
+
+
+def test_live_chart_uses_a_log_axis_only_for_values_decades_apart():
+    from autosched.display.svg import line_chart_svg
+
+    def heights(ys):
+        svg = line_chart_svg([1, 2, 3], ys, "trials", "ms")
+        return [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)], svg
+
+    (top, middle, bottom), svg = heights([100.0, 10.0, 1.0])
+    assert "log scale" in svg and middle - top == pytest.approx(bottom - middle, abs=0.2)
+    (top, middle, bottom), svg = heights([3.0, 2.0, 1.0])
+    assert "log scale" not in svg and middle - top == pytest.approx(bottom - middle, abs=0.2)
+    (top, middle, bottom), _ = heights([3.0, 2.5, 1.0])
+    assert middle - top < bottom - middle  # linear: 2.5 sits near 3
