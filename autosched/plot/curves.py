@@ -62,9 +62,12 @@ def tuning_curve(log, tasks=None, metric: str = "latency"):
     """
     if metric not in ("latency", "gflops"):
         raise ValueError(f"tuning_curve: metric must be 'latency' or 'gflops', got {metric!r}")
-    curves = _best_so_far(record_rows(log, tasks), metric)
+    rows = record_rows(log, tasks)
+    curves = _best_so_far(rows, metric)
     if not curves:
-        raise ValueError(f"tuning_curve: {log} has no successful measurement to plot")
+        unknown = metric == "gflops" and any(r["error"] == "NO_ERROR" for r in rows)
+        hint = "; GFLOP/s need the tasks' DAGs: pass tasks=[...]" if unknown else ""
+        raise ValueError(f"tuning_curve: {log} has no successful measurement to plot{hint}")
     label = "best latency (ms)" if metric == "latency" else "best GFLOP/s"
     fig, (by_trial, by_time) = new_figure(10, 4, columns=2)
     for task, (trials, seconds, values) in curves.items():

@@ -8,6 +8,7 @@ import math
 import pickle
 import re
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -137,21 +138,22 @@ def test_plots_from_a_real_log(tuned, tmp_path):
 
 
 def test_live_views_collect_the_objective_each_round(tuned):
+    from types import SimpleNamespace
+
     from autosched.network.progress import NotebookView
     from autosched.tuning import TaskLiveView
 
     tasks, _ = tuned
     view = NotebookView(8, display=False)
-    runner = ansor.LocalRunner(repeat=1, number=1, min_repeat_ms=1)
-    options = ansor.TuningOptions(
-        num_measure_trials=4, num_measures_per_round=2, verbose=0, runner=runner
-    )
-    scheduler = ansor.TaskScheduler(tasks, [1, 2], callbacks=[view])
-    scheduler.tune(options)
-    # The first round leaves task 1 without a result: no estimate yet, so one point.
-    assert view.view.done == 4 and view.view.trials == [4]
-    assert view.view.values == [pytest.approx(scheduler.estimated_latency_ms())]
-    assert "<svg" in view.view._repr_html_() and "trials" in view.view._repr_html_()
+    estimates = iter([None, 2.5, 1.5])  # no estimate until every task has a valid result
+    scheduler = SimpleNamespace(ct=0, tic=time.time(), estimated_latency_ms=lambda: next(estimates))
+    for round_ in range(3):
+        scheduler.ct += 2
+        view.post_tune(scheduler, round_ % 2)
+    assert view.view.done == 6 and view.view.trials == [4, 6] and view.view.values == [2.5, 1.5]
+    page = view.view._repr_html_()
+    assert "<svg" in page and "<polyline" in page and "6/8 trials" in page
+    assert "est. latency 1.500 ms" in page
     live = TaskLiveView(tasks[1], 4, display=False)
     ok = ansor.MeasureResult((2e-6,))
     live.callback([None], [ansor.MeasureResult((1e10,), error_no=4)])
@@ -173,3 +175,31 @@ def test_live_chart_uses_a_log_axis_only_for_values_decades_apart():
     assert "log scale" not in svg and middle - top == pytest.approx(bottom - middle, abs=0.2)
     (top, middle, bottom), _ = heights([3.0, 2.5, 1.0])
     assert middle - top < bottom - middle  # linear: 2.5 sits near 3
+
+
+def test_missing_optional_packages_name_the_extra(tuned, monkeypatch):
+    tasks, log = tuned
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r'pip install "autosched\[data\]"'):
+        to_dataframe(log, tasks)
+    from autosched.plot import figure
+
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    figure._figure_class.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r'pip install "autosched\[viz\]"'):
+            figure.new_figure(4, 3)
+    finally:
+        figure._figure_class.cache_clear()
+
+
+def test_gflops_curve_of_a_log_without_dags_asks_for_the_tasks(tuned, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from autosched import plot
+    from autosched.measure import records
+
+    _, log = tuned
+    monkeypatch.setattr(records, "_DAGS", {})  # a fresh process: no DAG registered
+    with pytest.raises(ValueError, match=r"GFLOP/s need the tasks' DAGs: pass tasks="):
+        plot.tuning_curve(log, metric="gflops")
+    assert plot.tuning_curve(log).axes[0].get_ylabel() == "best latency (ms)"
