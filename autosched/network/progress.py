@@ -67,9 +67,10 @@ TABLE_INTERVAL_S = 30.0
 
 
 def _live_output(stream) -> bool:
-    """Whether ``stream`` shows a live bar: a terminal, or a Jupyter kernel's output."""
+    """Whether ``stream`` shows a live bar: a terminal, or a running Jupyter kernel's output
+    (not merely ``ipykernel`` imported, as a test runner or a library may do)."""
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty()) or "ipykernel" in sys.modules
+    return bool(isatty and isatty()) or in_notebook()
 
 
 class PrintTableInfo(TaskSchedulerCallback):

@@ -203,3 +203,27 @@ def test_gflops_curve_of_a_log_without_dags_asks_for_the_tasks(tuned, tmp_path, 
     with pytest.raises(ValueError, match=r"GFLOP/s need the tasks' DAGs: pass tasks="):
         plot.tuning_curve(log, metric="gflops")
     assert plot.tuning_curve(log).axes[0].get_ylabel() == "best latency (ms)"
+
+
+def test_an_imported_ipykernel_is_not_a_notebook(monkeypatch):
+    """Only a running kernel's shell makes the output live: a process that merely imported
+    ipykernel (a test runner, a library) keeps the periodic table."""
+    import types
+
+    from autosched.display.live import in_notebook
+    from autosched.network.progress import _live_output
+
+    class NotATerminal:
+        def isatty(self):
+            return False
+
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: None))
+    assert not in_notebook() and not _live_output(NotATerminal())
+
+    class ZMQInteractiveShell:  # what get_ipython() returns inside a Jupyter kernel
+        pass
+
+    shell = ZMQInteractiveShell()
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    assert in_notebook() and _live_output(NotATerminal())
