@@ -22,6 +22,7 @@ from . import networks
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
+from .display import LiveView, RecordsTable, TaskList
 from .hardware import HardwareParams
 from .kernel import generate_source
 from .measure.local import (
@@ -36,6 +37,7 @@ from .measure.local import (
 from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
 from .network.build import NetworkLib, load_module
 from .network.partition import extract_tasks
+from .network.progress import NotebookView, ProgressBar
 from .network.task_scheduler import (
     LogEstimatedLatency,
     PrintTableInfo,
@@ -71,7 +73,12 @@ __all__ = [
     "LocalRPCMeasureContext",
     "LocalRunner",
     "RPCRunner",
+    "LiveView",
     "LogEstimatedLatency",
+    "NotebookView",
+    "ProgressBar",
+    "RecordsTable",
+    "TaskList",
     "MeasureErrorNo",
     "MeasureInput",
     "MeasureResult",

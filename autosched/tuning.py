@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -155,6 +156,9 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
         cost = GPU_COST if Target(str(task.target)).is_gpu else CPU_COST
         per_round = measures_per_round(1, trials, options.max_tuning_seconds, cost)
     measurer = options.make_measurer()
+    live = _notebook_view(task, trials) if options.verbose >= 1 else None
+    if live is not None:
+        measurer.callbacks = (*measurer.callbacks, live)
     t0 = time.perf_counter()
     try:
         with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
@@ -174,7 +178,7 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
             )
             raise interruption(exc, measurer, resume) from None
         raise
-    measurer.close()
+    measurer.close()  # (closes the live view too)
     if options.verbose:
         split = search_policy.time_split
         print(
@@ -183,3 +187,49 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
             flush=True,
         )
     return state
+
+
+class TaskLiveView:
+    """A measure callback drawing one task's tuning in a notebook: the trials measured and
+    the best GFLOP/s so far against trials and seconds (:class:`~autosched.display.LiveView`).
+
+    Parameters
+    ----------
+    task : SearchTask
+    total_trials : int or None
+    display : bool
+        Show it (False: only collect the points; tests).
+    """
+
+    def __init__(self, task, total_trials, display: bool = True):
+        from .display.live import LiveView
+
+        self.flops = task.compute_dag.flop_count()
+        self.view = LiveView(total_trials, f"Tuning {task.desc}", "best GFLOP/s", display)
+        self.trials = 0
+        self.best_cost = math.inf
+        self.start = time.perf_counter()
+
+    def callback(self, inputs, results) -> None:
+        """After each measured batch (the ``ProgramMeasurer`` callback protocol)."""
+        from .measure.data import MeasureErrorNo
+
+        self.trials += len(results)
+        for res in results:
+            if res.error_no == MeasureErrorNo.NO_ERROR:
+                self.best_cost = min(self.best_cost, res.mean_cost)
+        best = None
+        if math.isfinite(self.best_cost) and self.flops > 0:
+            best = self.flops / self.best_cost / 1e9
+        note = "" if best is None else f"best {best:.2f} GFLOP/s"
+        self.view.update(self.trials, time.perf_counter() - self.start, best, note)
+
+    def close(self) -> None:
+        self.view.close()
+
+
+def _notebook_view(task, total_trials) -> TaskLiveView | None:
+    """The live view of ``task.tune`` when running in a notebook kernel, else None."""
+    from .display.live import in_notebook
+
+    return TaskLiveView(task, total_trials) if in_notebook() else None

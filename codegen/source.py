@@ -61,3 +61,9 @@ class Source:
         )
         d["layouts"] = tuple(self.layouts)
         return d
+
+    def _repr_html_(self) -> str:
+        """The code, highlighted for its language (what a notebook shows)."""
+        from tensorir.display import code_html
+
+        return code_html(self.code, {"opencl": "c"}.get(self.lang, self.lang))

@@ -195,7 +195,10 @@ class Module:
         return evaluate
 
     def get_source(self) -> str:
-        return self.code
+        """The generated code (a ``str``; a notebook shows it highlighted)."""
+        from .display import SourceCode
+
+        return SourceCode(self.code, self.lang)
 
     def artifact(self) -> dict:
         """This module's code and buffers as ``load_module`` keyword values (plain values)."""

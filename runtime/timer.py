@@ -46,6 +46,11 @@ class TimingResult:
             + " ".join(f"{v * 1e3:^12.4f}" for v in values)
         )
 
+    def _repr_html_(self) -> str:
+        from .display import timing_html
+
+        return timing_html(self)
+
 
 def measure(
     time_launches: Callable[[Callable[[], None], int], float],

@@ -189,6 +189,29 @@ class ComputeDAG:
     def __repr__(self) -> str:
         return f"ComputeDAG({[op.name for op in self.ops]})"
 
+    def stage_rows(self) -> list[dict]:
+        """One row per op (stage order): name, kind (placeholder / compute / reduce), shape,
+        dtype, FLOPs of one run (-1.0 when unknown) and its printed expression."""
+        rows = []
+        for op, line in zip(self.ops, self.print_dag().splitlines()):
+            if isinstance(op, PlaceholderOp):
+                kind, flops, expression = "placeholder", 0.0, ""
+            else:
+                kind = "reduce" if isinstance(op.body, Reduce) else "compute"
+                flops, expression = _flop_count([op]), line
+            rows.append(
+                {"name": op.name, "kind": kind, "shape": tuple(op.shape), "dtype": op.dtype,
+                 "flops": flops, "expression": expression}
+            )  # fmt: skip
+        return rows
+
+    def _repr_html_(self) -> str:
+        """The stages as a table with shapes and FLOPs (what a notebook shows)."""
+        from .display import stage_table_html
+
+        title = f"ComputeDAG of {len(self.compute_ops)} compute stages"
+        return stage_table_html(title, self.stage_rows(), self.flop_count())
+
     # ------------------------------------------------------------------------- flops, key
 
     def flop_count(self) -> float:

@@ -315,6 +315,13 @@ class State:
     def __repr__(self) -> str:
         return f"<State of {len(self._stages)} stages, {len(self._steps)} steps>"
 
+    def _repr_html_(self) -> str:
+        """The loop nest, highlighted (what a notebook shows)."""
+        from .display import code_html
+
+        head = f"<b>State</b> of {len(self._stages)} stages, {len(self._steps)} steps"
+        return f"<div>{head}{code_html(str(self), 'python')}</div>"
+
     def to_json(self) -> list:
         """``[[], [step records]]``: the state field of a TVM measure record."""
         return [[], st.steps_to_json(self._steps)]

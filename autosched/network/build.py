@@ -94,7 +94,12 @@ class NetworkLib:
         replace(self.plan, kernels=kernels, graph=graph).save(path)
 
     def get_source(self) -> str:
-        return "\n\n".join(m.get_source() for m in self.modules)
+        """Every kernel's code (a ``str``; a notebook shows it highlighted)."""
+        from runtime.display import SourceCode
+
+        modules = self.modules
+        lang = modules[0].lang if modules else "text"
+        return SourceCode("\n\n".join(m.get_source() for m in modules), lang)
 
 
 def load_module(path, dev=None) -> NetworkLib:

@@ -20,6 +20,7 @@ from tensorir.dag import ComputeDAG
 from tensorir.graph import ir as gir
 from tensorir.ops import NameScope, compute_op
 
+from ..display.tasks import TaskList
 from ..hardware import HardwareParams
 from ..task import SearchTask
 
@@ -138,8 +139,9 @@ def extract_tasks(
 
     Returns
     -------
-    tasks : list of SearchTask
-        In the network's execution order, one per distinct workload key.
+    tasks : TaskList of SearchTask
+        In the network's execution order, one per distinct workload key (a ``list``; a
+        notebook shows it as the task table with each compute DAG folded).
     task_weights : list of int
         How many times each task's subgraph occurs in the network.
     """
@@ -166,7 +168,7 @@ def extract_tasks(
         for gd in distinct
     ]
     weights = [index_of.count(k) for k in range(len(distinct))]
-    return tasks, weights
+    return TaskList(tasks, weights), weights
 
 
 def distinct_groups(groups) -> tuple[list[GroupDAG], list[int]]:

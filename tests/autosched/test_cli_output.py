@@ -61,7 +61,7 @@ def test_cli_tunes_cpu_networks_with_cold_caches():
 
 
 def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("autosched.network.task_scheduler.TABLE_INTERVAL_S", 1e9)
+    monkeypatch.setattr("autosched.network.progress.TABLE_INTERVAL_S", 1e9)
     model = _conv_model(tmp_path / "m.onnx")
     log = tmp_path / "m.json"
     argv = ["tune", "--onnx", model, "--no-winograd", "--log", str(log), "--trials", "2",

@@ -207,7 +207,7 @@ def test_table_is_printed_after_the_warm_up_then_at_most_every_interval(monkeypa
     """Output to a file: a fake clock where each round takes 10 s; 2 tasks, 12 rounds. The
     table comes once every task had a round (round 2, t=20 s), then at most every 30 s (rounds
     5, 8, 11) and at the end; the last line names the log and what to do with it."""
-    import autosched.network.task_scheduler as ts_module
+    import autosched.network.progress as progress_module
 
     clock = [0.0]
 
@@ -216,7 +216,7 @@ def test_table_is_printed_after_the_warm_up_then_at_most_every_interval(monkeypa
             clock[0] += 10.0
             return super().continue_search_one_round(num, measurer)
 
-    monkeypatch.setattr(ts_module, "TABLE_INTERVAL_S", 30.0)
+    monkeypatch.setattr(progress_module, "TABLE_INTERVAL_S", 30.0)
     tasks = [_fake_task(k) for k in range(2)]
     policies = [SlowPolicy(t, [1e-3 / (r + 1) for r in range(50)]) for t in tasks]
     log = tmp_path / "log.json"
@@ -313,7 +313,7 @@ def _tune(log, trials, **kw):
     out = io.StringIO()
     # A slow machine must not add tables on the interval (tested with a fake clock below).
     with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
-        mp.setattr("autosched.network.task_scheduler.TABLE_INTERVAL_S", 1e9)
+        mp.setattr("autosched.network.progress.TABLE_INTERVAL_S", 1e9)
         ts.tune(options, search_policy_params=SMALL)
     return ts, out.getvalue()
 
