@@ -77,9 +77,10 @@ VARIABLES: dict[str, Variable] = {
             "AUTOSCHED_PARALLEL_LAUNCHER",
             _launcher,
             "'openmp' or 'threadpool'",
-            "openmp",
-            "how CPU kernels run their parallel loops: libgomp's GOMP_parallel, or our own "
-            "thread pool",
+            "threadpool",
+            "how CPU kernels run their parallel loops: our own thread pool (per-thread ranges "
+            "with stealing, so a descheduled thread is never waited for), or libgomp's "
+            "GOMP_parallel (static ranges; kept for comparison)",
         ),
         Variable(
             "AUTOSCHED_FEATURE_WORKERS",
