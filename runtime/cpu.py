@@ -13,9 +13,9 @@ ABI of the generated code (codegen/llvm.py emits it):
   libgomp's threads are gone). ``autosched_parallel_launch`` (the ABI before: one call per task)
   stays defined for object code built before.
 
-The number of threads is the usable cores (``environment.cpu_count()``: affinity and cgroup
-quota) unless the environment sets AUTOSCHED_NUM_THREADS; :func:`set_num_threads` changes it at
-run time and :func:`num_threads` for a block of code.
+The number of threads is AUTOSCHED_NUM_THREADS if set, else the usable cores (``cpu_count()``:
+affinity and cgroup quota); :func:`set_num_threads` changes it at run time and
+:func:`num_threads` for a block of code.
 """
 
 from __future__ import annotations

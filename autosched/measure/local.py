@@ -218,6 +218,9 @@ class LocalRunner(_ClosedOnExit):
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
+    num_threads : int, optional
+        CPU candidates: threads of their parallel loops while timed (default: the measuring
+        process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
 
     Attributes
     ----------
@@ -235,7 +238,12 @@ class LocalRunner(_ClosedOnExit):
         timeout: float = 10,
         enable_cpu_cache_flush: bool = False,
         check_correctness: bool = True,
+        num_threads: int | None = None,
     ):
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
+            raise ValueError(f"LocalRunner num_threads must be a positive int, got {num_threads!r}")
         if number < 1 or repeat < 1 or timeout <= 0:
             raise ValueError(
                 f"LocalRunner needs number >= 1, repeat >= 1 and timeout > 0, got "
@@ -247,6 +255,7 @@ class LocalRunner(_ClosedOnExit):
         self.timeout = float(timeout)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self.check_correctness = bool(check_correctness)
+        self.num_threads = num_threads
         self.reference_timeout = max(300.0, self.timeout)  # the interpreter is slow on big DAGs
         self.test_faults: dict[int, str] = {}
         self._proc: _worker.RunnerProcess | None = None
@@ -300,6 +309,7 @@ class LocalRunner(_ClosedOnExit):
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
             "flush": flush,
             "check": self.check_correctness,
+            "num_threads": self.num_threads,
             "fault": fault,
         }
         try:
@@ -374,6 +384,9 @@ class LocalRPCMeasureContext(_ClosedOnExit):
         Seconds one build (including nvcc) may take.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
+    num_threads : int, optional
+        CPU candidates: threads of their parallel loops while timed (default: the measuring
+        process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
     """
 
     def __init__(

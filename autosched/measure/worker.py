@@ -238,7 +238,9 @@ class _Runner:
         return costs, code, msg, restart
 
     def _run(self, job: dict, dev) -> tuple:
-        dag, fault = job["dag"], job["fault"]
+        from runtime.module import cpu_threads
+
+        dag = job["dag"]
         inputs, refs = self.reference(job["key"], dag)
         try:
             mod = self.runtime.load_module(**job["source"], device=dev)
@@ -257,6 +259,15 @@ class _Runner:
             args = [_param_array(by_name[p[0]], mod.layouts.get(p[0])) for p in mod.params]
         except KeyError as exc:
             return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
+        try:
+            threads = job.get("num_threads") if dev.kind == "cpu" else None
+            with cpu_threads(dev, threads)():
+                return self._check_and_time(mod, args, job, outs, refs, out_names, dev)
+        except Exception as exc:
+            return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}"
+
+    def _check_and_time(self, mod, args, job, outs, refs, out_names, dev) -> tuple:
+        fault = job["fault"]
         try:
             _inject(fault, before_run=True, dev=dev)
             if job["check"]:
