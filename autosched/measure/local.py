@@ -18,6 +18,7 @@ script) run :mod:`autosched.measure.worker`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -467,8 +468,9 @@ class ProgramMeasurer:
         self.best_cost: dict[str, float] = {}
         self.best_input: dict[str, MeasureInput] = {}
 
-    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``).
+    def measure(self, inputs: Sequence[MeasureInput], note: str = "") -> list[MeasureResult]:
+        """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``);
+        ``note`` becomes the ``error_msg`` of error-free results (``data.RETIMED``).
 
         Returns
         -------
@@ -484,6 +486,10 @@ class ProgramMeasurer:
             built = self.builder.build(chunk)
             t1 = time.perf_counter()
             ran = self.runner.run(chunk, built)
+            if note:
+                ok = MeasureErrorNo.NO_ERROR
+                ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
+                       for r in ran]  # fmt: skip
             t2 = time.perf_counter()
             self.stats.build_s += t1 - t0
             self.stats.run_s += t2 - t1
