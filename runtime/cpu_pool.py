@@ -36,7 +36,8 @@ The entry points (C ABI):
 - ``void autosched_parallel_launch(ptr task, ptr closure, i32 max_tasks)``: the older ABI
   (``task(closure, task_id, num_tasks)`` once per task), kept for object code built before.
 - ``void autosched_pool_worker(i32 index)``: a worker's loop (index >= 1), run by a Python thread
-  through ctypes (which releases the GIL); returns after ``autosched_pool_shutdown()``.
+  through ctypes (which releases the GIL); returns after ``autosched_pool_shutdown()`` (at exit;
+  parallel loops then run serially in their caller).
 - ``void autosched_pool_reset()``: forget the workers (in a child after ``fork()``).
 """
 
@@ -411,8 +412,23 @@ exit:
   ret void
 }}
 
+; Take the region lock for good (later launches run serially in their caller), then bump the
+; generation so that a worker about to sleep on the old one does not, and wake them all.
 define void @autosched_pool_shutdown() {{
+entry:
+  br label %lock
+lock:
+  %cx = cmpxchg ptr @as_busy, i32 0, i32 1 acquire monotonic
+  %locked = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %locked, label %stop, label %wait
+wait:
+  call void @pause()
+  br label %lock
+stop:
   store atomic i32 1, ptr @as_shutdown seq_cst, align 4
+  %g0 = load atomic i32, ptr @as_gen monotonic, align 4
+  %g = add i32 %g0, 1
+  store atomic i32 %g, ptr @as_gen seq_cst, align 4
   call void @futex_wake(ptr @as_gen, i32 2147483647)
   ret void
 }}

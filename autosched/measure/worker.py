@@ -2,8 +2,8 @@
 handle on the runner process (:class:`RunnerProcess`).
 
 Two kinds of worker process (started by :mod:`autosched.workers`: fresh interpreters that
-import this module, never the user's script; no inherited threads, and libgomp's OpenMP pool
-works in the runner, which it does not after ``fork``) use this module:
+import this module, never the user's script; no inherited threads, and the CPU thread pool
+starts fresh in the runner) use this module:
 
 * builder pool workers call :func:`build_one`: replay the steps on the DAG, lower, generate
   code, compile it to machine code where that can be done off the device (LLVM to an object

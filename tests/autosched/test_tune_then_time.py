@@ -1,6 +1,7 @@
 """The tuning-then-timing flow (issue 17): right after a tune in the same process, the best
-kernel times as it does in a fresh process (it timed 6-8 ms instead of 0.2 ms in 3 of 6 runs:
-libgomp's and LightGBM's spinning threads, or a pool left behind by the tune)."""
+kernel times as it does in a fresh process (it timed 6-8 ms instead of 0.2 ms in 3 of 6 runs on
+a 2-core machine with another process running; on main this test failed 1 of 2 runs here, the
+kernel taking 7-23 ms with libgomp's static split)."""
 
 from __future__ import annotations
 

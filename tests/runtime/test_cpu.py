@@ -201,6 +201,30 @@ def test_openmp_launcher_end_to_end():
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 
+def test_pool_workers_stop_at_exit_and_loops_then_run_serially():
+    # At exit the workers must leave the JIT-compiled loop before its code is freed.
+    script = (
+        "import numpy as np, runtime, runtime.cpu as cpu, sys, threading\n"
+        "sys.path.insert(0, 'tests/runtime')\n"
+        "from test_cpu import heavy_parallel\n"
+        "from codegen.llvm import build_llvm\n"
+        "cpu.set_num_threads(3)\n"
+        "mod = runtime.load_module(**build_llvm(heavy_parallel(40, 2)).as_dict())\n"
+        "a = np.linspace(-1, 1, 40, dtype='float32')\n"
+        "for _ in range(2):\n"
+        "    b = np.zeros(40, 'float32'); mod(a, b)\n"
+        "    assert np.allclose(b, np.tanh(np.tanh(a) + a), atol=1e-6)\n"
+        "    workers = [t for t in threading.enumerate() if t.name.startswith('autosched-cpu')]\n"
+        "    print(len(workers), flush=True)\n"
+        "    cpu._stop_workers()\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "0"]  # 2 workers, then none (the loop ran serially)
+
+
 def test_precompiled_object_runs_like_the_jit(restore_threads):
     # The tuner compiles in builder processes and ships object bytes to the measuring process:
     # linking those bytes must give the same function, parallel launcher and libm calls included.
