@@ -252,7 +252,7 @@ def emit_object(
 
 
 def _jit(code: str):
-    """A small always-loaded module (the launchers): its engine and a symbol-address lookup."""
+    """JIT-compile a small module that stays loaded (the launchers); returns its engine."""
     llvm = _llvm()
     mod = llvm.parse_assembly(code)
     mod.verify()
