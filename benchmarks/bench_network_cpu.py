@@ -35,11 +35,13 @@ def _median_ms(fn, min_s=1.0, max_calls=500) -> float:
     return float(np.median(times)) * 1e3
 
 
-def bench_one(name: str, args) -> dict:
+def tune_network(name: str, args) -> dict:
+    """Tune the NHWC network ``name`` for ``args.trials`` (resuming from ``args.work_dir``'s
+    log); returns ``log`` (its path), ``tasks``, ``tune_s`` and ``records_in_log``."""
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"{name}-NHWC-B1-llvm.json"
-    mod, params, input_shape, _ = get_network(name, batch_size=1, layout="NHWC")
+    mod, params, _, _ = get_network(name, batch_size=1, layout="NHWC")
     tasks, weights = ansor.extract_tasks(mod, params, "llvm")
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}")
     tune_s = 0.0
@@ -68,6 +70,13 @@ def bench_one(name: str, args) -> dict:
         tuner.tune(options, search_policy_params=search)
         tune_s = time.perf_counter() - t0
     n_records = len(log.read_text().splitlines()) if log.exists() else 0
+    return {"log": log, "tasks": tasks, "tune_s": tune_s, "records_in_log": n_records}
+
+
+def compile_ours(name: str, log: Path) -> dict:
+    """Build the NHWC network with the log's best records and check it on a random input;
+    returns ``module`` (a GraphModule with the input set), ``x``, ``ref`` and ``max_abs_err``."""
+    mod, params, input_shape, _ = get_network(name, batch_size=1, layout="NHWC")
     with ansor.ApplyHistoryBest(str(log) if log.exists() else []) as ctx:
         lib = ansor.build(mod, "llvm", params=params)
     print(f"[{name}] {ctx.summary()}")
@@ -77,44 +86,58 @@ def bench_one(name: str, args) -> dict:
     module.run()
     out = module.get_output(0).numpy()
     ref = evaluate(mod, {"data": x}, params)
-    err = float(np.max(np.abs(out - ref)))
+    return {"module": module, "x": x, "ref": ref, "max_abs_err": float(np.max(np.abs(out - ref)))}
 
-    def ours_once() -> float:
-        return float(np.median(module.benchmark(repeat=3, min_repeat_ms=100).results)) * 1e3
 
-    ours_ms = ours_once()
+def ours_ms(module) -> float:
+    """Median ms of a GraphModule's run (3 repeats of at least 100 ms)."""
+    return float(np.median(module.benchmark(repeat=3, min_repeat_ms=100).results)) * 1e3
 
-    row = {"network": name, "ours_ms": ours_ms, "max_abs_err": err, "tasks": len(tasks),
-           "trials_this_run": args.trials if not args.no_tune else 0, "records_in_log": n_records,
-           "tune_s": tune_s}  # fmt: skip
+
+def ort_session(name: str, x: np.ndarray, ref: np.ndarray) -> dict:
+    """The same network (NCHW, same weights) under onnxruntime: ``run`` (a no-argument
+    callable), ``ort_err`` against ``ref`` and ``ort_version``. Raises ImportError without it."""
+    import onnxruntime as ort
+
+    mod_nchw, params_nchw, _, _ = get_network(name, batch_size=1, layout="NCHW")
+    model = to_onnx(mod_nchw, params_nchw)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    o = sess.run(None, {"data": x_nchw})[0]
+    return {
+        "run": lambda: sess.run(None, {"data": x_nchw}),
+        "ort_err": float(np.max(np.abs(o - ref))),
+        "ort_version": ort.__version__,
+    }
+
+
+def bench_one(name: str, args) -> dict:
+    tuned = tune_network(name, args)
+    ours = compile_ours(name, tuned["log"])
+    module = ours["module"]
+    row = {"network": name, "ours_ms": ours_ms(module), "max_abs_err": ours["max_abs_err"],
+           "tasks": len(tuned["tasks"]), "trials_this_run": args.trials if not args.no_tune else 0,
+           "records_in_log": tuned["records_in_log"], "tune_s": tuned["tune_s"]}  # fmt: skip
     try:
-        import onnxruntime as ort
-
-        mod_nchw, params_nchw, shape_nchw, _ = get_network(name, batch_size=1, layout="NCHW")
-        model = to_onnx(mod_nchw, params_nchw)
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        sess = ort.InferenceSession(
-            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-        )
-        x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-        o = sess.run(None, {"data": x_nchw})[0]
-        row["ort_err"] = float(np.max(np.abs(o - ref)))
+        theirs_session = ort_session(name, ours["x"], ours["ref"])
+        row["ort_err"] = theirs_session["ort_err"]
         # This machine's speed drifts by 10-20% over minutes, so time the two side by side in
         # alternating rounds and report the medians (and the median of the per-round ratios).
-        ours, theirs = [], []
+        ours_t, theirs = [], []
         for _ in range(args.rounds):
-            # The pause lets the other side's spinning worker threads (ORT's pool, libgomp's)
-            # go to sleep, so that neither times its runs against the other's spinning.
+            # The pause lets the other side's spinning worker threads (ORT's pool, ours) go to
+            # sleep, so that neither times its runs against the other's spinning.
             time.sleep(0.5)
-            ours.append(ours_once())
+            ours_t.append(ours_ms(module))
             time.sleep(0.5)
-            theirs.append(_median_ms(lambda: sess.run(None, {"data": x_nchw}), min_s=0.3))
-        row["ours_ms"] = float(np.median(ours))
+            theirs.append(_median_ms(theirs_session["run"], min_s=0.3))
+        row["ours_ms"] = float(np.median(ours_t))
         row["ort_ms"] = float(np.median(theirs))
-        row["ort_over_ours_per_round"] = [t / o for o, t in zip(ours, theirs, strict=True)]
+        row["ort_over_ours_per_round"] = [t / o for o, t in zip(ours_t, theirs, strict=True)]
         row["ratio_median"] = float(np.median(row["ort_over_ours_per_round"]))
-        row["ort_version"] = ort.__version__
+        row["ort_version"] = theirs_session["ort_version"]
     except ImportError:
         print("onnxruntime not installed: pip install onnxruntime")
     try:
@@ -126,9 +149,8 @@ def bench_one(name: str, args) -> dict:
     return row
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--networks", default="resnet-18,mobilenet")
+def add_tuning_arguments(p: argparse.ArgumentParser) -> None:
+    """The tuning options this script and bench_contention.py share."""
     p.add_argument("--trials", type=int, default=1000, help="measurements per network this run")
     p.add_argument("--per-round", type=int, default=16)
     p.add_argument("--population", type=int, default=512)
@@ -141,8 +163,14 @@ def main() -> None:
         help="time candidates with cold caches (LocalRunner enable_cpu_cache_flush)",
     )
     p.add_argument("--flush-repeat", type=int, default=10, help="cold runs per candidate")
-    p.add_argument("--rounds", type=int, default=9, help="alternating timing rounds vs ORT")
     p.add_argument("--work-dir", default="bench-network-cpu")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--networks", default="resnet-18,mobilenet")
+    add_tuning_arguments(p)
+    p.add_argument("--rounds", type=int, default=9, help="alternating timing rounds vs ORT")
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args()
     rows = [bench_one(n, args) for n in args.networks.split(",")]

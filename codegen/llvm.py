@@ -14,9 +14,10 @@ How loop kinds are emitted:
   body (contiguous loads/stores become vector loads/stores, uniform values are splatted, other
   loads are gathered lane by lane), else a scalar loop with ``llvm.loop.vectorize.enable``;
 - parallel (outermost only; nested ones run serially): the body becomes
-  ``void <entry>_parallel_<n>(ptr closure, i32 task_id, i32 num_tasks)`` which runs its
-  contiguous chunk of the iterations; the closure holds the captured buffer pointers and loop
-  variables; ``autosched_parallel_launch(task, closure, extent)`` (runtime/cpu.py) runs it.
+  ``void <entry>_parallel_<n>(ptr closure, i64 begin, i64 end)`` which runs iterations
+  ``[begin, end)``; the closure holds the captured buffer pointers and loop variables;
+  ``autosched_parallel_for(task, closure, extent)`` (runtime/cpu.py) calls it over ranges that
+  cover the loop, as its thread pool hands them out (runtime/cpu_pool.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
 from .llvm_vector import emitted_size, referenced, stride, vectorizable
 from .source import BufferSpec, Launch, Source
 
-PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
+PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
+PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"  # the ABI before (runtime/cpu.py keeps it)
 MAX_STACK_BYTES = 64 * 1024  # larger Allocates use malloc/free
 MAX_FRAME_BYTES = 512 * 1024  # and so do all once a function's stack buffers reach this much
 MAX_UNROLL_STMTS = 1024  # explicit unrolling emits at most this many statements per loop
@@ -44,7 +46,14 @@ VECTOR_CHUNK = 32
 # function with one of these names would capture those calls.
 _LIBC = ("malloc", "free", "memcpy", "memset", "abort")
 _LIBM = ("exp", "log", "sqrt", "tanh", "erf", "pow", "sin", "cos", "floor", "ceil", "round", "fabs")
-_RESERVED = {*_LIBC, *_LIBM, *(f + "f" for f in _LIBM), PARALLEL_LAUNCH_SYMBOL, "GOMP_parallel"}
+_RESERVED = {
+    *_LIBC,
+    *_LIBM,
+    *(f + "f" for f in _LIBM),
+    PARALLEL_FOR_SYMBOL,
+    PARALLEL_LAUNCH_SYMBOL,
+    "GOMP_parallel",
+}
 
 
 @dataclass
@@ -371,10 +380,10 @@ class _Generator(ExprEmitter):
         self.b.ret_void()
         self._close_fn(body_fn)
 
-        task = self._new_fn(base, ir.VoidType(), [PTR, I32, I32], internal=True)
+        task = self._new_fn(base, ir.VoidType(), [PTR, I64, I64], internal=True)
         self.fn = task
-        clo, tid, ntasks = task.func.args
-        clo.name, tid.name, ntasks.name = "closure", "task_id", "num_tasks"
+        clo, begin, end = task.func.args
+        clo.name, begin.name, end.name = "closure", "begin", "end"
         loaded = [
             self.b.load(
                 self.b.gep(
@@ -387,10 +396,6 @@ class _Generator(ExprEmitter):
             )  # fmt: skip
             for k, t in enumerate(fields)
         ]
-        ext = ir.Constant(I64, s.extent)
-        t64, n64 = self.b.sext(tid, I64), self.b.sext(ntasks, I64)
-        begin = self.b.sdiv(self.b.mul(t64, ext), n64)
-        end = self.b.sdiv(self.b.mul(self.b.add(t64, ir.Constant(I64, 1)), ext), n64)
         self.b.call(body_fn.func, [*loaded, begin, end])
         self.b.ret_void()
         self._close_fn(task)
@@ -403,9 +408,8 @@ class _Generator(ExprEmitter):
             ptr = self.b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)],
                              inbounds=True, source_etype=struct)  # fmt: skip
             self.b.store(v, ptr)
-        launch = self.intrinsic(PARALLEL_LAUNCH_SYMBOL, ir.VoidType(), [PTR, PTR, I32])
-        max_tasks = ir.Constant(I32, min(s.extent, 2**31 - 1))
-        self.b.call(launch, [task.func, closure, max_tasks])
+        launch = self.intrinsic(PARALLEL_FOR_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
+        self.b.call(launch, [task.func, closure, ir.Constant(I64, s.extent)])
 
     def serial_range(self, s: For, begin, end) -> None:
         def body(i):

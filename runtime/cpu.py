@@ -4,55 +4,166 @@ ABI of the generated code (codegen/llvm.py emits it):
 
 - every launch name is a function ``i32 name(ptr, ptr, ...)`` taking one pointer per buffer
   argument, returning 0 on success (non-zero: an allocation failed inside);
-- a ``parallel`` loop calls ``void autosched_parallel_launch(ptr task, ptr closure, i32 max_tasks)``
-  which runs ``void task(ptr closure, i32 task_id, i32 num_tasks)`` once per task
-  (``0 <= task_id < num_tasks``, ``num_tasks <= max_tasks`` when ``max_tasks > 0``) and returns
-  when all are done. This file provides that symbol: through OpenMP's ``GOMP_parallel`` when
-  libgomp can be loaded, else through a Python thread pool calling the task via ctypes (ctypes
-  ``CFUNCTYPE`` calls release the GIL, so tasks do run concurrently).
+- a ``parallel`` loop calls ``void autosched_parallel_for(ptr task, ptr closure, i64 extent)``
+  which runs ``void task(ptr closure, i64 begin, i64 end)`` over disjoint ranges covering
+  ``[0, extent)`` and returns when all are done. This file provides that symbol: by default our
+  own thread pool (runtime/cpu_pool.py: per-thread ranges with stealing, so that a thread the OS
+  has descheduled is never waited for), or libgomp's ``GOMP_parallel`` with static ranges when
+  AUTOSCHED_PARALLEL_LAUNCHER=openmp (the pool takes over in a child after ``fork()``, where
+  libgomp's threads are gone). ``autosched_parallel_launch`` (the ABI before: one call per task)
+  stays defined for object code built before.
 
-The number of tasks is the usable cores (``environment.cpu_count()``) unless the environment
-sets AUTOSCHED_NUM_THREADS; :func:`set_num_threads` changes it at run time.
-AUTOSCHED_PARALLEL_LAUNCHER=threadpool forces the thread-pool launcher (read once, when the
-first CPU backend is created).
+The number of threads is AUTOSCHED_NUM_THREADS if set, else the usable cores (``cpu_count()``:
+affinity and cgroup quota); :func:`set_num_threads` changes it at run time and
+:func:`num_threads` for a block of code.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import ctypes.util
+import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import cpu_pool
 from .environment import cpu_count, env
 from .errors import CompileError, LaunchError
 
+PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector load
 
-_TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
-_LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)
+_logger = logging.getLogger("autosched.runtime.cpu")
+
+_TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_int32)
+_VOID = ctypes.CFUNCTYPE(None)
 
 # The launcher, set up once per process (see _init_parallel).
 _state: dict = {}
 _init_lock = threading.Lock()
 
-# After fork() libgomp's thread pool is gone in the child and its next parallel region hangs;
-# the child then routes parallel loops to the Python thread pool through @autosched_fallback.
+# libgomp with static ranges (one per thread), for comparison; the pool's parallel_for is
+# @as_pool_parallel_for, used once @gomp_off is set (in a child after fork()).
+_GOMP_IR = r"""
+@gomp_num_threads = global i32 1
+@gomp_off = global i32 0
+
+declare void @GOMP_parallel(ptr, ptr, i32, i32)
+declare i32 @omp_get_thread_num()
+declare i32 @omp_get_num_threads()
+declare void @as_pool_parallel_for(ptr, ptr, i64)
+
+define internal void @trampoline(ptr %data) {
+  %fn = load ptr, ptr %data
+  %cp = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 1
+  %cl = load ptr, ptr %cp
+  %ep = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 2
+  %ext = load i64, ptr %ep
+  %t32 = call i32 @omp_get_thread_num()
+  %n32 = call i32 @omp_get_num_threads()
+  %t = sext i32 %t32 to i64
+  %n = sext i32 %n32 to i64
+  %t1 = add i64 %t, 1
+  %b0 = mul i64 %t, %ext
+  %begin = sdiv i64 %b0, %n
+  %e0 = mul i64 %t1, %ext
+  %end = sdiv i64 %e0, %n
+  call void %fn(ptr %cl, i64 %begin, i64 %end)
+  ret void
+}
+
+define void @autosched_gomp_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
+entry:
+  %off = load i32, ptr @gomp_off
+  %use_pool = icmp ne i32 %off, 0
+  br i1 %use_pool, label %pool, label %count
+pool:
+  call void @as_pool_parallel_for(ptr %fn, ptr %cl, i64 %ext)
+  ret void
+count:
+  %nt32 = load i32, ptr @gomp_num_threads
+  %nt = sext i32 %nt32 to i64
+  %short = icmp slt i64 %ext, %nt
+  %n = select i1 %short, i64 %ext, i64 %nt
+  %single = icmp sle i64 %n, 1
+  br i1 %single, label %serial, label %parallel
+serial:
+  call void %fn(ptr %cl, i64 0, i64 %ext)
+  ret void
+parallel:
+  %pack = alloca { ptr, ptr, i64 }
+  store ptr %fn, ptr %pack
+  %cp = getelementptr inbounds { ptr, ptr, i64 }, ptr %pack, i32 0, i32 1
+  store ptr %cl, ptr %cp
+  %ep = getelementptr inbounds { ptr, ptr, i64 }, ptr %pack, i32 0, i32 2
+  store i64 %ext, ptr %ep
+  %n32 = trunc i64 %n to i32
+  call void @GOMP_parallel(ptr @trampoline, ptr %pack, i32 %n32, i32 0)
+  ret void
+}
+"""
+
+# The launcher inside an exported shared library (runtime/shared_library.py links it with
+# -lgomp): self-contained, so the library also runs in a process without this package; libgomp
+# with static ranges, and the ABI before for kernels generated by an older version.
 _LAUNCHER_IR = r"""
 @autosched_num_threads = global i32 1
-@autosched_fallback = global ptr null
-@autosched_gomp_used = global i32 0
 
 declare void @GOMP_parallel(ptr, ptr, i32, i32)
 declare i32 @omp_get_thread_num()
 declare i32 @omp_get_num_threads()
 
-define internal void @trampoline(ptr %data) {
+define internal void @for_trampoline(ptr %data) {
+  %fn = load ptr, ptr %data
+  %cp = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 1
+  %cl = load ptr, ptr %cp
+  %ep = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 2
+  %ext = load i64, ptr %ep
+  %t32 = call i32 @omp_get_thread_num()
+  %n32 = call i32 @omp_get_num_threads()
+  %t = sext i32 %t32 to i64
+  %n = sext i32 %n32 to i64
+  %t1 = add i64 %t, 1
+  %b0 = mul i64 %t, %ext
+  %begin = sdiv i64 %b0, %n
+  %e0 = mul i64 %t1, %ext
+  %end = sdiv i64 %e0, %n
+  call void %fn(ptr %cl, i64 %begin, i64 %end)
+  ret void
+}
+
+define void @autosched_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
+entry:
+  %nt32 = load i32, ptr @autosched_num_threads
+  %nt = sext i32 %nt32 to i64
+  %short = icmp slt i64 %ext, %nt
+  %n = select i1 %short, i64 %ext, i64 %nt
+  %single = icmp sle i64 %n, 1
+  br i1 %single, label %serial, label %parallel
+serial:
+  call void %fn(ptr %cl, i64 0, i64 %ext)
+  ret void
+parallel:
+  %pack = alloca { ptr, ptr, i64 }
+  store ptr %fn, ptr %pack
+  %cp = getelementptr inbounds { ptr, ptr, i64 }, ptr %pack, i32 0, i32 1
+  store ptr %cl, ptr %cp
+  %ep = getelementptr inbounds { ptr, ptr, i64 }, ptr %pack, i32 0, i32 2
+  store i64 %ext, ptr %ep
+  %n32 = trunc i64 %n to i32
+  call void @GOMP_parallel(ptr @for_trampoline, ptr %pack, i32 %n32, i32 0)
+  ret void
+}
+
+define internal void @launch_trampoline(ptr %data) {
   %fn = load ptr, ptr %data
   %cp = getelementptr inbounds ptr, ptr %data, i64 1
   %closure = load ptr, ptr %cp
@@ -75,19 +186,26 @@ serial:
   call void %fn(ptr %closure, i32 0, i32 1)
   ret void
 parallel:
-  %fb = load ptr, ptr @autosched_fallback
-  %has_fb = icmp ne ptr %fb, null
-  br i1 %has_fb, label %fallback, label %gomp
-fallback:
-  call void %fb(ptr %fn, ptr %closure, i32 %n)
-  ret void
-gomp:
-  store i32 1, ptr @autosched_gomp_used
   %pack = alloca [2 x ptr]
   store ptr %fn, ptr %pack
   %cp = getelementptr inbounds ptr, ptr %pack, i64 1
   store ptr %closure, ptr %cp
-  call void @GOMP_parallel(ptr @trampoline, ptr %pack, i32 %n, i32 0)
+  call void @GOMP_parallel(ptr @launch_trampoline, ptr %pack, i32 %n, i32 0)
+  ret void
+}
+"""
+
+# Where the pool's futex is unavailable (not Linux x86-64/arm64): parallel loops run serially.
+_SERIAL_IR = r"""
+@autosched_num_threads = global i32 1
+
+define void @autosched_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
+  call void %fn(ptr %cl, i64 0, i64 %ext)
+  ret void
+}
+
+define void @autosched_parallel_launch(ptr %fn, ptr %cl, i32 %max_tasks) {
+  call void %fn(ptr %cl, i32 0, i32 1)
   ret void
 }
 """
@@ -217,83 +335,147 @@ def emit_object(
         raise CompileError("LLVM failed to generate machine code", str(err)) from err
 
 
+def _jit(code: str):
+    """JIT-compile a small module that stays loaded (the launchers); returns its engine."""
+    llvm = _llvm()
+    mod = llvm.parse_assembly(code)
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, _target_machine())
+    engine.finalize_object()
+    return engine
+
+
 def _init_parallel() -> None:
-    """Register the parallel launcher symbol once per process."""
+    """Set up the parallel launcher once per process and register its symbols."""
     with _init_lock:
         if "launcher" in _state:
             return
         llvm = _llvm()
-        gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
-        try:
-            if env("AUTOSCHED_PARALLEL_LAUNCHER") == "threadpool":
-                raise RuntimeError("thread pool launcher requested")
-            llvm.load_library_permanently(gomp)
-            mod = llvm.parse_assembly(_LAUNCHER_IR)
-            mod.verify()
-            engine = llvm.create_mcjit_compiler(mod, _target_machine())
-            engine.finalize_object()
-            addr = engine.get_function_address(PARALLEL_LAUNCH_SYMBOL)
-            glob = engine.get_global_value_address
+        pooled = cpu_pool.supported()
+        engine = _jit(cpu_pool.pool_ir() if pooled else _SERIAL_IR)
+        fn, glob = engine.get_function_address, engine.get_global_value_address
+        _state.update(
+            engine=engine,
+            threads=[],
+            nthreads_ptrs=[ctypes.c_int32.from_address(glob("autosched_num_threads"))],
+            launcher="threadpool" if pooled else "serial",
+        )
+        if pooled:
             _state.update(
-                engine=engine,
-                nthreads_ptr=ctypes.c_int32.from_address(glob("autosched_num_threads")),
-                fallback_ptr=ctypes.c_void_p.from_address(glob("autosched_fallback")),
-                gomp_used=ctypes.c_int32.from_address(glob("autosched_gomp_used")),
+                worker=_WORKER(fn("autosched_pool_worker")),
+                shutdown=_VOID(fn("autosched_pool_shutdown")),
+                reset=_VOID(fn("autosched_pool_reset")),
             )
-            _state["launcher"] = "openmp"
-        except Exception:  # no libgomp: fall back to a thread pool driven from Python
-            cb = _LAUNCH(_python_launch)
-            addr = ctypes.cast(cb, ctypes.c_void_p).value
-            _state.update(callback=cb, nthreads_ptr=ctypes.c_int32(1))
-            _state["launcher"] = "threadpool"
-        llvm.add_symbol(PARALLEL_LAUNCH_SYMBOL, addr)
-        _state["nthreads_ptr"].value = default_num_threads()
+        parallel_for = fn(PARALLEL_FOR_SYMBOL)
+        llvm.add_symbol(PARALLEL_LAUNCH_SYMBOL, fn(PARALLEL_LAUNCH_SYMBOL))
+        if env("AUTOSCHED_PARALLEL_LAUNCHER") == "openmp":
+            try:
+                llvm.load_library_permanently(ctypes.util.find_library("gomp") or "libgomp.so.1")
+                llvm.add_symbol("as_pool_parallel_for", parallel_for)
+                gomp = _jit(_GOMP_IR)
+            except Exception as err:  # no libgomp: keep the pool
+                _logger.warning("libgomp could not be loaded (%s); using our thread pool", err)
+            else:
+                gg = gomp.get_global_value_address
+                _state["gomp_engine"] = gomp
+                _state["gomp_off"] = ctypes.c_int32.from_address(gg("gomp_off"))
+                _state["nthreads_ptrs"].append(ctypes.c_int32.from_address(gg("gomp_num_threads")))
+                parallel_for = gomp.get_function_address("autosched_gomp_parallel_for")
+                _state["launcher"] = "openmp"
+        llvm.add_symbol(PARALLEL_FOR_SYMBOL, parallel_for)
+        _state["parallel_for"] = _PARALLEL_FOR(parallel_for)
+        _set_threads(default_num_threads())
         os.register_at_fork(after_in_child=_after_fork_in_child)
+        atexit.register(_stop_workers)
+
+
+def _set_threads(n: int) -> None:
+    for ptr in _state["nthreads_ptrs"]:
+        ptr.value = n
+    _start_workers(n - 1)
+
+
+def _start_workers(count: int) -> None:
+    """Make sure ``count`` pool workers run (each a Python thread inside the native loop)."""
+    if "worker" not in _state:
+        return
+    threads = _state["threads"]
+    while len(threads) < min(count, cpu_pool.MAX_THREADS - 1):
+        index = len(threads) + 1
+        t = threading.Thread(
+            target=_state["worker"], args=(index,), name=f"autosched-cpu-{index}", daemon=True
+        )
+        t.start()
+        threads.append(t)
+
+
+def _stop_workers() -> None:
+    """At exit: let the workers leave their loop before the pool's code is freed."""
+    if "shutdown" in _state and _state["threads"]:
+        _state["shutdown"]()
+        for t in _state["threads"]:
+            t.join(timeout=2.0)
+        _state["threads"] = []
+        _state["reset"]()
 
 
 def _after_fork_in_child() -> None:
-    """Threads do not survive fork(): drop the pool; leave libgomp if the parent used it."""
-    _state.pop("pool", None)
-    if _state.get("launcher") == "openmp" and _state["gomp_used"].value:
-        cb = _state["callback"] = _LAUNCH(_python_launch)
-        _state["fallback_ptr"].value = ctypes.cast(cb, ctypes.c_void_p).value
+    """Threads do not survive fork(): start the pool's workers again; leave libgomp."""
+    if "reset" in _state:
+        _state["threads"] = []
+        _state["reset"]()
+    if _state.get("launcher") == "openmp":
+        _state["gomp_off"].value = 1
         _state["launcher"] = "threadpool"
-
-
-def _python_launch(fn, closure, max_tasks) -> None:
-    n = _state["nthreads_ptr"].value
-    if max_tasks > 0:
-        n = min(n, max_tasks)
-    task = _TASK(fn)
-    if n <= 1:
-        task(closure, 0, 1)
-        return
-    pool = _state.get("pool")
-    if pool is None or pool._max_workers < n - 1:
-        pool = _state["pool"] = ThreadPoolExecutor(max_workers=n - 1)
-    futures = [pool.submit(task, closure, t, n) for t in range(1, n)]
-    task(closure, 0, n)
-    for f in futures:
-        f.result()
+    if "worker" in _state:
+        _start_workers(_state["nthreads_ptrs"][0].value - 1)
 
 
 def set_num_threads(n: int) -> None:
-    """Run ``parallel`` loops with ``n`` tasks from now on (process-wide)."""
-    if not isinstance(n, int) or n < 1:
+    """Run ``parallel`` loops with ``n`` threads from now on (process-wide).
+
+    Parameters
+    ----------
+    n : int
+        Threads, the calling one included (onnxruntime's ``intra_op_num_threads``); more than
+        the usable cores (:func:`runtime.environment.cpu_count`) over-subscribes them.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"number of threads must be a positive int, got {n!r}")
     _init_parallel()
-    _state["nthreads_ptr"].value = n
+    _set_threads(n)
 
 
 def get_num_threads() -> int:
     _init_parallel()
-    return _state["nthreads_ptr"].value
+    return _state["nthreads_ptrs"][0].value
+
+
+@contextlib.contextmanager
+def num_threads(n: int | None):
+    """``with num_threads(n):`` runs the block's parallel loops with ``n`` threads (None: as
+    set), then restores the count before."""
+    if n is None:
+        yield
+        return
+    before = get_num_threads()
+    set_num_threads(n)
+    try:
+        yield
+    finally:
+        set_num_threads(before)
 
 
 def parallel_launcher() -> str:
-    """ "openmp" or "threadpool": what runs parallel loops in this process."""
+    """ "threadpool" (ours), "openmp" (libgomp) or "serial": what runs parallel loops here."""
     _init_parallel()
     return _state["launcher"]
+
+
+def parallel_for(task, closure, extent: int) -> None:
+    """Run a ``task(closure, begin, end)`` function pointer over ``[0, extent)`` (for tests)."""
+    _init_parallel()
+    _state["parallel_for"](task, closure, extent)
 
 
 class CompiledCPU:

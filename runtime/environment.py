@@ -77,9 +77,10 @@ VARIABLES: dict[str, Variable] = {
             "AUTOSCHED_PARALLEL_LAUNCHER",
             _launcher,
             "'openmp' or 'threadpool'",
-            "openmp",
-            "how CPU kernels run their parallel loops: libgomp's GOMP_parallel, or our own "
-            "thread pool",
+            "threadpool",
+            "how CPU kernels run their parallel loops: our own thread pool (per-thread ranges "
+            "with stealing, so a descheduled thread is never waited for), or libgomp's "
+            "GOMP_parallel (static ranges; kept for comparison)",
         ),
         Variable(
             "AUTOSCHED_FEATURE_WORKERS",
@@ -150,24 +151,67 @@ def env(name: str):
     return _parsed[key]
 
 
-def _cgroup_quota_cores() -> int | None:
-    """Cores allowed by a cgroup CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), if any."""
+CGROUP_ROOT = "/sys/fs/cgroup"  # where the cgroup file systems are mounted
+PROC_SELF_CGROUP = "/proc/self/cgroup"  # this process's cgroup per hierarchy
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per hierarchy: ``""`` for v2, ``"cpu"`` for v1's cpu one."""
+    paths = {}
     try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            return max(1, math.ceil(int(quota) / int(period)))
-        return None
-    except (OSError, ValueError):
+        with open(PROC_SELF_CGROUP) as f:
+            for line in f:
+                parts = line.strip().split(":", 2)
+                if len(parts) == 3:
+                    for controller in parts[1].split(",") if parts[1] else [""]:
+                        paths[controller] = parts[2]
+    except OSError:
         pass
+    return paths
+
+
+def _with_ancestors(base: str, rel: str) -> list[str]:
+    """``base/rel`` and each folder above it up to ``base``: a parent's quota caps a child."""
+    parts = [p for p in rel.split("/") if p and p != ".."]
+    return [os.path.join(base, *parts[:k]) for k in range(len(parts), -1, -1)]
+
+
+def _read_words(path: str) -> list[str] | None:
     try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
-            quota_us = int(f.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
-            period_us = int(f.read())
-    except (OSError, ValueError):
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
         return None
-    return max(1, math.ceil(quota_us / period_us)) if quota_us > 0 and period_us > 0 else None
+
+
+def _cgroup_quota_cores() -> int | None:
+    """Cores allowed by a cgroup CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), if any.
+
+    The process's own cgroup (``/proc/self/cgroup``) and its ancestors are read, the smallest
+    quota wins; in a container whose cgroup is the mount's root that is the root's file.
+    """
+    own = _own_cgroups()
+    quotas = []
+    for folder in _with_ancestors(CGROUP_ROOT, own.get("", "/")):
+        words = _read_words(os.path.join(folder, "cpu.max"))
+        try:
+            if words and words[0] != "max":
+                quotas.append(int(words[0]) / int(words[1]))
+        except (ValueError, IndexError, ZeroDivisionError):
+            continue
+    if not quotas:  # cgroup v1
+        for base in ("cpu", "cpu,cpuacct"):
+            for folder in _with_ancestors(os.path.join(CGROUP_ROOT, base), own.get("cpu", "/")):
+                quota = _read_words(os.path.join(folder, "cpu.cfs_quota_us"))
+                period = _read_words(os.path.join(folder, "cpu.cfs_period_us"))
+                try:
+                    if quota and period and int(quota[0]) > 0 and int(period[0]) > 0:
+                        quotas.append(int(quota[0]) / int(period[0]))
+                except ValueError:
+                    continue
+            if quotas:
+                break
+    return max(1, math.ceil(min(quotas))) if quotas else None
 
 
 def cpu_count() -> int:

@@ -19,7 +19,7 @@ import numpy as np
 from .device import Device
 from .device import device as make_device
 from .graph_functions import GraphFunctions
-from .module import Module, load_module
+from .module import Module, cpu_threads, load_module
 from .ndarray import NDArray, empty, np_dtype
 from .plan_check import plan_problems
 from .plan_file import read_plan, write_plan
@@ -152,6 +152,10 @@ class GraphModule:
         ``lib["default"](dev)`` (a :class:`BoundLibrary`, as the TVM tutorials write it)
     dev : Device or str, optional
         Where to run; defaults to the bound device, else the device kind of the kernels.
+    num_threads : int, optional
+        CPU only: threads of the kernels' parallel loops in :meth:`run` and :meth:`benchmark`
+        (onnxruntime's ``intra_op_num_threads``); default: the process-wide count
+        (AUTOSCHED_NUM_THREADS, else the cores this process may use).
 
     Examples
     --------
@@ -161,7 +165,7 @@ class GraphModule:
     >>> y = module.get_output(0).numpy()
     """
 
-    def __new__(cls, lib=None, dev=None, use_cuda_graph: bool = True):
+    def __new__(cls, lib=None, dev=None, use_cuda_graph: bool = True, num_threads=None):
         # A network loaded on a remote server (``rlib["default"](dev)`` of an RPC session)
         # makes its own module, which runs there.
         factory = getattr(lib, "graph_module", None)
@@ -169,7 +173,7 @@ class GraphModule:
             return factory(dev)
         return super().__new__(cls)
 
-    def __init__(self, lib, dev=None, use_cuda_graph: bool = True):
+    def __init__(self, lib, dev=None, use_cuda_graph: bool = True, num_threads=None):
         if isinstance(lib, BoundLibrary):
             lib, dev = lib.lib, (lib.device if dev is None else dev)
         cross = getattr(lib, "cross_triple", None)
@@ -185,6 +189,7 @@ class GraphModule:
         if dev is None:
             dev = modules[0].device if modules else Device(_kind_of(plan))
         self.device = make_device(dev) if not isinstance(dev, Device) else dev
+        self._threads = cpu_threads(self.device, num_threads)
         if modules is None or any(m.device != self.device for m in modules):
             modules = [load_module(**k, device=self.device) for k in plan.kernels]
         # The plan was checked against its kernels' params; calls bind the modules' params.
@@ -293,7 +298,8 @@ class GraphModule:
         """Run every kernel once (after setting ``inputs``, if given) and wait for the end."""
         if inputs:
             self.set_input(**inputs)
-        self._launch_all()
+        with self._threads():
+            self._launch_all()
         self._backend.synchronize()
 
     def get_num_outputs(self) -> int:
@@ -323,13 +329,14 @@ class GraphModule:
         ``print()`` of the result is TVM's "Execution time summary" table."""
         if dev is not None and make_device(dev) != self.device:
             raise ValueError(f"benchmark on {dev}, but this module runs on {self.device}")
-        return measure(
-            self._backend.time_launches,
-            self._launch_all,
-            number=number,
-            repeat=repeat,
-            min_repeat_ms=min_repeat_ms,
-        )
+        with self._threads():
+            return measure(
+                self._backend.time_launches,
+                self._launch_all,
+                number=number,
+                repeat=repeat,
+                min_repeat_ms=min_repeat_ms,
+            )
 
 
 _WORKSPACE_ALIGN = 64  # bytes: a cache line, and enough for any vector load

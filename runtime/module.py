@@ -6,6 +6,7 @@ imports codegen or tensorir.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,6 +17,20 @@ from .ndarray import NDArray, np_dtype
 from .timer import TimingResult, measure
 
 LANG_DEVICE = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+
+
+def cpu_threads(dev: Device, num_threads: int | None):
+    """A context-manager factory running a block's CPU parallel loops with ``num_threads``
+    threads (None: leave the count as it is). Checked now, so a bad value fails at once."""
+    if num_threads is None:
+        return contextlib.nullcontext
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    if dev.kind != "cpu":
+        raise ValueError(f"num_threads applies to CPU parallel loops, not to {dev}; leave it None")
+    from .cpu import num_threads as threads
+
+    return lambda: threads(num_threads)
 
 
 class Module:
@@ -172,23 +187,29 @@ class Module:
         self._run(handles)
         self._finish(copy_back)
 
-    def time_evaluator(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):
+    def time_evaluator(
+        self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0, num_threads=None
+    ):
         """A function ``f(*args) -> TimingResult`` timing this module on ``args``.
 
         One warm-up run comes first; each of ``repeat`` results is the mean over ``number`` runs,
         ``number`` being raised until one repeat lasts at least ``min_repeat_ms``. Times are in
         seconds and cover the launches only (argument copies happen before timing).
+        ``num_threads`` (CPU only) runs the parallel loops with that many threads while timing
+        (default: the process-wide count, :func:`runtime.cpu.set_num_threads`).
         """
+        threads = cpu_threads(self.device, num_threads)
 
         def evaluate(*args) -> TimingResult:
             handles, copy_back = self._prepare(args)
-            result = measure(
-                self._backend.time_launches,
-                self._bound_run(handles),
-                number=number,
-                repeat=repeat,
-                min_repeat_ms=min_repeat_ms,
-            )
+            with threads():
+                result = measure(
+                    self._backend.time_launches,
+                    self._bound_run(handles),
+                    number=number,
+                    repeat=repeat,
+                    min_repeat_ms=min_repeat_ms,
+                )
             self._finish(copy_back)
             return result
 

@@ -11,7 +11,8 @@ object files that LLVM emits for this host or for another target triple
 - one object holding the description of the library, ``autosched_library_meta`` (JSON: the
   kernels' params, workspaces, launches and code, the target triple, and for a network its
   plan), and, when a kernel runs parallel loops, the parallel launcher
-  (``autosched_parallel_launch`` over OpenMP's ``GOMP_parallel``, linked with ``-lgomp``).
+  (``autosched_parallel_for`` over OpenMP's ``GOMP_parallel`` with static ranges, linked with
+  ``-lgomp``, so that the library runs without this package; runtime/cpu.py ``_LAUNCHER_IR``).
 
 A network's weights go next to it in ``<path>.params.npz`` (numpy arrays, read with
 ``allow_pickle=False``), with their sha256 in the metadata. Loading reads the ELF header
@@ -140,9 +141,10 @@ def _kernel_object(index: int, artifact: dict, triple: str | None, cpu=None, fea
 
 
 def _uses_parallel_launcher(artifacts) -> bool:
-    from .cpu import PARALLEL_LAUNCH_SYMBOL
+    from .cpu import PARALLEL_FOR_SYMBOL, PARALLEL_LAUNCH_SYMBOL
 
-    return any(PARALLEL_LAUNCH_SYMBOL in a["code"] for a in artifacts)
+    symbols = (PARALLEL_FOR_SYMBOL, PARALLEL_LAUNCH_SYMBOL)
+    return any(sym in a["code"] for a in artifacts for sym in symbols)
 
 
 def default_fcompile(output: str, objects: list[str], options: list[str], triple: str):

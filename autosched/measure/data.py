@@ -73,10 +73,37 @@ class MeasureResult:
 
     @property
     def mean_cost(self) -> float:
-        """Mean seconds per run, or MAX_COST for a failed measurement."""
+        """Mean seconds per run over the steady repeats (:func:`steady_costs`: tick-sized
+        outliers left out), or MAX_COST for a failed measurement."""
         if self.error_no != MeasureErrorNo.NO_ERROR or not self.costs:
             return MAX_COST
-        return sum(self.costs) / len(self.costs)
+        steady = steady_costs(self.costs)
+        return sum(steady) / len(steady)
+
+
+# error_msg of an error-free record that measures a candidate again (TaskScheduler.retime_top):
+# tools that count distinct candidates skip these.
+RETIMED = "re-timed"
+
+# A repeat slower than the fastest by both this ratio and this many seconds was most likely
+# descheduled for a scheduler tick (another process took its core): not the kernel's speed.
+OUTLIER_RATIO = 1.5
+OUTLIER_JUMP_S = 0.002
+
+
+def is_outlier(cost: float, fastest: float) -> bool:
+    """Whether ``cost`` is a tick-sized jump over ``fastest`` (see OUTLIER_RATIO / _JUMP_S)."""
+    return cost > OUTLIER_RATIO * fastest and cost - fastest > OUTLIER_JUMP_S
+
+
+def steady_costs(costs) -> list[float]:
+    """``costs`` without the tick-sized outliers (never empty for non-empty ``costs``).
+
+    The statistic every ranking uses (``MeasureResult.mean_cost``) is the mean of these: the
+    records keep every measured cost, outliers included.
+    """
+    fastest = min(costs)
+    return [c for c in costs if not is_outlier(c, fastest)]
 
 
 def steps_json_of(state) -> list:

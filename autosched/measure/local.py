@@ -18,6 +18,7 @@ script) run :mod:`autosched.measure.worker`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -218,6 +219,9 @@ class LocalRunner(_ClosedOnExit):
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
+    num_threads : int, optional
+        CPU candidates: threads of their parallel loops while timed (default: the measuring
+        process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
 
     Attributes
     ----------
@@ -235,7 +239,12 @@ class LocalRunner(_ClosedOnExit):
         timeout: float = 10,
         enable_cpu_cache_flush: bool = False,
         check_correctness: bool = True,
+        num_threads: int | None = None,
     ):
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
+            raise ValueError(f"LocalRunner num_threads must be a positive int, got {num_threads!r}")
         if number < 1 or repeat < 1 or timeout <= 0:
             raise ValueError(
                 f"LocalRunner needs number >= 1, repeat >= 1 and timeout > 0, got "
@@ -247,6 +256,7 @@ class LocalRunner(_ClosedOnExit):
         self.timeout = float(timeout)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self.check_correctness = bool(check_correctness)
+        self.num_threads = num_threads
         self.reference_timeout = max(300.0, self.timeout)  # the interpreter is slow on big DAGs
         self.test_faults: dict[int, str] = {}
         self._proc: _worker.RunnerProcess | None = None
@@ -300,6 +310,7 @@ class LocalRunner(_ClosedOnExit):
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
             "flush": flush,
             "check": self.check_correctness,
+            "num_threads": self.num_threads,
             "fault": fault,
         }
         try:
@@ -374,6 +385,9 @@ class LocalRPCMeasureContext(_ClosedOnExit):
         Seconds one build (including nvcc) may take.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
+    num_threads : int, optional
+        CPU candidates: threads of their parallel loops while timed (default: the measuring
+        process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
     """
 
     def __init__(
@@ -454,8 +468,9 @@ class ProgramMeasurer:
         self.best_cost: dict[str, float] = {}
         self.best_input: dict[str, MeasureInput] = {}
 
-    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``).
+    def measure(self, inputs: Sequence[MeasureInput], note: str = "") -> list[MeasureResult]:
+        """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``);
+        ``note`` becomes the ``error_msg`` of error-free results (``data.RETIMED``).
 
         Returns
         -------
@@ -471,6 +486,10 @@ class ProgramMeasurer:
             built = self.builder.build(chunk)
             t1 = time.perf_counter()
             ran = self.runner.run(chunk, built)
+            if note:
+                ok = MeasureErrorNo.NO_ERROR
+                ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
+                       for r in ran]  # fmt: skip
             t2 = time.perf_counter()
             self.stats.build_s += t1 - t0
             self.stats.run_s += t2 - t1

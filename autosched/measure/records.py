@@ -57,7 +57,14 @@ from tensorir.dag import WORKLOAD_KEY_VERSION
 from tensorir.schedule import State, replay
 from tensorir.steps import steps_from_json
 
-from .data import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult, steps_json_of
+from .data import (
+    MAX_COST,
+    RETIMED,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    steps_json_of,
+)
 
 __all__ = [
     "RECORD_VERSION",
@@ -510,10 +517,25 @@ class ApplyHistoryBest:
     _stack: list[ApplyHistoryBest] = []
 
     def __init__(self, records, dags=None):
-        ranked: dict[tuple[str, str], list[tuple[MeasureInput, MeasureResult]]] = {}
+        # A re-timed record (the task scheduler measures each task's best few again, marked
+        # RETIMED) joins its candidate's record: the costs of both, so that the candidate's
+        # mean is not the luckiest of its measurements.
+        entries: list[list] = []
+        first_of: dict[tuple[str, str, str], list] = {}
         for inp, res in _records_of(records, dags):
             if not _usable(res):
                 continue
+            steps = getattr(inp.state, "steps_json", None) or json.dumps(steps_json_of(inp.state))
+            cand = (inp.task.workload_key, str(inp.task.target), steps)
+            if res.error_msg == RETIMED and cand in first_of:
+                entry = first_of[cand]
+                entry[1] = replace(entry[1], costs=entry[1].costs + res.costs)
+                continue
+            entry = [inp, res]
+            entries.append(entry)
+            first_of.setdefault(cand, entry)
+        ranked: dict[tuple[str, str], list[tuple[MeasureInput, MeasureResult]]] = {}
+        for inp, res in entries:
             key = (inp.task.workload_key, str(inp.task.target))
             ranked.setdefault(key, []).append((inp, res))
         # Every usable record per (key, target), best first (stable: earlier lines win ties),

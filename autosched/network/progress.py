@@ -170,10 +170,14 @@ class PrintTableInfo(TaskSchedulerCallback):
             cost = float(ts.best_costs[i])
             valid = cost < NO_RESULT
             latency = f"{1e3 * cost:.3f}" if valid else "-"
+            if valid and i in getattr(ts, "retimed", ()):
+                latency += "*"
             flop = ts.flop_cts[i]
             speed = f"{flop / cost / 1e9:.2f}" if valid and flop > 0 else "-"
             print(f"| {i:4d} | {latency:>12s} | {speed:>14s} | {ts.task_trials[i]:6d} |")
         print("-" * 49)
+        if getattr(ts, "retimed", None):
+            print("* re-timed: the mean over every measurement of the best candidates")
 
     @staticmethod
     def _summary(ts) -> str:

@@ -128,7 +128,8 @@ def test_faulty_candidates_become_errors_and_the_batch_goes_on(builder, runner, 
     for r in results:
         assert r.timestamp > 0 and r.all_cost > 0
         if r.error_no == E.NO_ERROR:
-            assert len(r.costs) == 2 and all(0 < c < 1 for c in r.costs)
+            # 2 repeats, and one again per tick-sized outlier among them
+            assert 2 <= len(r.costs) <= 4 and all(0 < c < 1 for c in r.costs)
             assert r.mean_cost < MAX_COST
         else:
             assert r.costs == (MAX_COST,) and r.mean_cost == MAX_COST
@@ -150,7 +151,8 @@ def test_cache_flush_times_one_cold_run_per_repeat(builder, task):
     with LocalRunner(repeat=3, timeout=10, enable_cpu_cache_flush=True) as r:
         [res] = r.run(inputs, builder.build(inputs))
     assert res.error_no == E.NO_ERROR, res.error_msg
-    assert len(res.costs) == 3 and all(c > 0 for c in res.costs)
+    # 3 repeats, plus one again for each tick-sized outlier among them (a busy machine)
+    assert 3 <= len(res.costs) <= 6 and all(c > 0 for c in res.costs)
 
 
 def test_check_output_tolerance_and_message():

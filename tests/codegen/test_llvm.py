@@ -137,7 +137,7 @@ def test_tiled_matmul_parallel_vectorized_unrolled():
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     ir = mod._compiled.ir  # after O3
-    assert "_parallel_1" in ir and "autosched_parallel_launch" in ir
+    assert "_parallel_1" in ir and "autosched_parallel_for" in ir
     assert "x float>" in ir  # explicit vector code survived optimisation
     assert any(
         op in line and "x float>" in line for line in ir.splitlines() for op in ("fmul", "fma")

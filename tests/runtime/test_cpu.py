@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 
@@ -44,7 +45,7 @@ def test_backend_properties_and_launcher():
     props = runtime.device("cpu").properties
     assert props["num_cores"] == cpu.get_num_threads() >= 1
     assert props["vector_bits"] in (128, 256, 512) and props["name"]
-    assert cpu.parallel_launcher() in ("openmp", "threadpool")
+    assert cpu.parallel_launcher() == "threadpool"  # ours unless AUTOSCHED_PARALLEL_LAUNCHER
 
 
 def test_default_threads_from_environment(monkeypatch):
@@ -82,15 +83,44 @@ def test_parallel_results_do_not_depend_on_thread_count(threads, restore_threads
     np.testing.assert_allclose(b, ref, rtol=1e-5, atol=1e-6)
 
 
-def test_python_threadpool_launcher_runs_every_task(restore_threads):
-    # The fallback used when libgomp is missing: call it directly with a ctypes task.
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("extent", [1, 2, 5, 64, 100_003])
+def test_parallel_for_covers_every_iteration_once(threads, extent, restore_threads):
+    # Ranges handed out by the pool (per-thread ranges, halved claims, stolen halves, and units
+    # of several iterations past 65535) must tile [0, extent) exactly.
+    cpu.set_num_threads(threads)
+    hits = np.zeros(extent, np.int64)
+    lock = threading.Lock()
+
+    def task(closure, begin, end):
+        assert 0 <= begin < end <= extent, (begin, end)
+        with lock:
+            hits[begin:end] += 1
+            time.sleep(0.0002)  # let other threads claim and steal meanwhile
+
+    cb = cpu._TASK(task)
+    for _ in range(3):
+        cpu.parallel_for(ctypes.cast(cb, ctypes.c_void_p).value, None, extent)
+    np.testing.assert_array_equal(hits, np.full(extent, 3))
+
+
+def test_legacy_launch_runs_every_task(restore_threads):
+    # Object code built before autosched_parallel_for calls autosched_parallel_launch.
     cpu.set_num_threads(3)
-    seen = []
-    task = cpu._TASK(lambda closure, tid, n: seen.append((tid, n)))
-    cpu._python_launch(ctypes.cast(task, ctypes.c_void_p).value, None, 0)
+    seen, lock = [], threading.Lock()
+
+    def task(closure, tid, n):
+        with lock:
+            seen.append((tid, n))
+
+    cb = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)(task)
+    launch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(
+        cpu._state["engine"].get_function_address(cpu.PARALLEL_LAUNCH_SYMBOL)
+    )
+    launch(ctypes.cast(cb, ctypes.c_void_p).value, None, 0)
     assert sorted(seen) == [(0, 3), (1, 3), (2, 3)]
     seen.clear()
-    cpu._python_launch(ctypes.cast(task, ctypes.c_void_p).value, None, 2)  # capped by max_tasks
+    launch(ctypes.cast(cb, ctypes.c_void_p).value, None, 2)  # capped by max_tasks
     assert sorted(seen) == [(0, 2), (1, 2)]
 
 
@@ -125,7 +155,7 @@ def test_compiled_code_is_freed_with_its_module():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_parallel_code_works_in_a_forked_child(restore_threads):
-    # libgomp's pool does not survive fork(); the child must not hang (it uses the thread pool).
+    # Threads do not survive fork(): the child must start the pool's workers again, not hang.
     cpu.set_num_threads(2)
     mod = runtime.load_module(**build_llvm(heavy_parallel(16, 5)).as_dict())
     a, b = RNG.standard_normal(16).astype("float32"), np.zeros(16, "float32")
@@ -150,8 +180,8 @@ def test_parallel_code_works_in_a_forked_child(restore_threads):
     pytest.fail("a parallel loop hung in a forked child")
 
 
-def test_threadpool_launcher_end_to_end():
-    # A fresh interpreter without OpenMP: parallel loops go through the Python thread pool.
+def test_openmp_launcher_end_to_end():
+    # A fresh interpreter asking for libgomp (static ranges), kept for comparison.
     script = (
         "import numpy as np, runtime, runtime.cpu as cpu, sys\n"
         "sys.path.insert(0, 'tests/runtime')\n"
@@ -160,15 +190,39 @@ def test_threadpool_launcher_end_to_end():
         "mod = runtime.load_module(**build_llvm(heavy_parallel(40, 2)).as_dict())\n"
         "a = np.linspace(-1, 1, 40, dtype='float32'); b = np.zeros(40, 'float32')\n"
         "mod(a, b)\n"
-        "assert cpu.parallel_launcher() == 'threadpool', cpu.parallel_launcher()\n"
+        "assert cpu.parallel_launcher() == 'openmp', cpu.parallel_launcher()\n"
         "assert np.allclose(b, np.tanh(np.tanh(a) + a), atol=1e-6)\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, AUTOSCHED_PARALLEL_LAUNCHER="threadpool", AUTOSCHED_NUM_THREADS="3")
+    env = dict(os.environ, AUTOSCHED_PARALLEL_LAUNCHER="openmp", AUTOSCHED_NUM_THREADS="3")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_pool_workers_stop_at_exit_and_loops_then_run_serially():
+    # At exit the workers must leave the JIT-compiled loop before its code is freed.
+    script = (
+        "import numpy as np, runtime, runtime.cpu as cpu, sys, threading\n"
+        "sys.path.insert(0, 'tests/runtime')\n"
+        "from test_cpu import heavy_parallel\n"
+        "from codegen.llvm import build_llvm\n"
+        "cpu.set_num_threads(3)\n"
+        "mod = runtime.load_module(**build_llvm(heavy_parallel(40, 2)).as_dict())\n"
+        "a = np.linspace(-1, 1, 40, dtype='float32')\n"
+        "for _ in range(2):\n"
+        "    b = np.zeros(40, 'float32'); mod(a, b)\n"
+        "    assert np.allclose(b, np.tanh(np.tanh(a) + a), atol=1e-6)\n"
+        "    workers = [t for t in threading.enumerate() if t.name.startswith('autosched-cpu')]\n"
+        "    print(len(workers), flush=True)\n"
+        "    cpu._stop_workers()\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "0"]  # 2 workers, then none (the loop ran serially)
 
 
 def test_precompiled_object_runs_like_the_jit(restore_threads):
