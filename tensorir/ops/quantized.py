@@ -12,7 +12,7 @@ The arithmetic, as relay's ``quantize`` realises it with power-of-two scales:
 - conv2d / dense: int8 x int8 products summed in int32;
 - requantize from scale ``s_in`` to ``s_out = s_in * 2**shift``: for ``shift > 0`` a rounding
   arithmetic right shift ``(acc + 2**(shift - 1)) >> shift``, for ``shift < 0`` a left shift,
-  then a saturating cast to int8;
+  then a clip to the symmetric range [-127, 127] (relay's int8 range) and a cast to int8;
 - dequantize ``x = float32(q) * scale``.
 """
 
@@ -35,6 +35,7 @@ __all__ = [
     "dense_int8_ref",
     "dequantize_ref",
     "quantize_ref",
+    "quantized_range",
     "requantize",
     "requantize_ref",
 ]
@@ -81,15 +82,24 @@ def dense_int8(data: Tensor, weight: Tensor) -> Tensor:
     return dense(data, weight, out_dtype="int32")
 
 
+def quantized_range(dtype: str) -> tuple[int, int]:
+    """The values a quantized ``dtype`` takes: symmetric for signed types ([-127, 127] for
+    int8, as relay clips), the full range for unsigned ones ([0, 255] for uint8)."""
+    info = np.iinfo(dtype)
+    return (-int(info.max), int(info.max)) if info.min < 0 else (0, int(info.max))
+
+
 def requantize(acc: Tensor, shift: int, out_dtype: str = "int8") -> Tensor:
     """``T_requantize``: an int32 tensor at scale ``s`` to ``out_dtype`` at ``s * 2**shift``.
 
     A rounding arithmetic right shift (``shift > 0``) or a left shift (``shift < 0``), then a
-    saturating cast (see the module docstring; ``requantize_ref`` is its numpy twin).
+    clip to :func:`quantized_range` of ``out_dtype`` and a cast (see the module docstring;
+    ``requantize_ref`` is its numpy twin).
     """
     if acc.dtype != "int32":
         raise TensorError(f"requantize: the input must be int32, got {acc.dtype}")
     shift = int(shift)
+    lo, hi = (te.const(v, "int32") for v in quantized_range(out_dtype))
 
     def f(*i):
         v = acc[i]
@@ -97,7 +107,7 @@ def requantize(acc: Tensor, shift: int, out_dtype: str = "int8") -> Tensor:
             v = (v + te.const(1 << (shift - 1), "int32")) >> te.const(shift, "int32")
         elif shift < 0:
             v = v << te.const(-shift, "int32")
-        return te.saturate_cast(out_dtype, v)
+        return te.saturate_cast(out_dtype, te.max(te.min(v, hi), lo))
 
     return compute(acc.shape, f, "T_requantize", "ax", tag="elemwise")
 
@@ -150,8 +160,8 @@ def requantize_ref(acc: np.ndarray, shift: int, out_dtype: str = "int8") -> np.n
         v = (v + np.int32(1 << (shift - 1))) >> np.int32(shift)
     elif shift < 0:
         v = v << np.int32(-shift)
-    info = np.iinfo(out_dtype)
-    return np.clip(v, info.min, info.max).astype(out_dtype)
+    lo, hi = quantized_range(out_dtype)
+    return np.clip(v, lo, hi).astype(out_dtype)
 
 
 def quantize_ref(x: np.ndarray, scale: float, limit: int = INT8_MAX) -> np.ndarray:
