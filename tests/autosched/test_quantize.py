@@ -2,6 +2,7 @@
 integer references step by step), calibration, and quantized resnet-18 built, run and agreeing
 with the float network."""
 
+import random
 import warnings
 
 import numpy as np
@@ -10,12 +11,15 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import autosched as ansor
 from autosched import quantize as aq
+from autosched.search.annotate import sample_init_population
+from autosched.search.sketch import generate_sketches
 from tensorir.graph import ir as gir
 from tensorir.graph import nn, op
 from tensorir.graph.passes import fold_scale_axis, optimize
 from tensorir.graph.passes.quantize import power2_scale
 from tensorir.graph.reference import evaluate
 from tensorir.graph.zoo import NetBuilder, resnet
+from tensorir.interp import eval_dag
 from tensorir.ops import quantized as q
 
 
@@ -215,3 +219,25 @@ def test_integer_multiply_after_an_int8_conv_is_not_folded_into_its_weight():
     func = gir.Function((data,), op.multiply(conv, scale))
     folded = fold_scale_axis(func)
     assert folded.body.op == "multiply" and folded.body.args[0].args[1] is w
+
+
+def test_quantized_resnet18_partitions_into_int8_tasks_the_search_can_schedule():
+    func, params = _resnet18(1)
+    qmod = aq.quantize(func, params)
+    tasks, weights = ansor.extract_tasks(qmod, target="llvm")
+    int8_tasks = [t for t in tasks if "conv2d" in t.desc and "right_shift" in t.desc]
+    assert len(int8_tasks) >= 8 and sum(weights) >= 20
+    assert all(t.compute_dag.input_tensors[1].dtype == "int8" for t in int8_tasks)
+    task = int8_tasks[0]
+    states = sample_init_population(task, generate_sketches(task), 4, random.Random(0))
+    assert states
+    args = [
+        np.random.default_rng(k).integers(-127, 128, t.shape).astype(t.dtype)
+        if t.dtype.startswith("int")
+        else np.random.default_rng(k).normal(0, 1, t.shape).astype(t.dtype)
+        for k, t in enumerate(task.compute_dag.input_tensors)
+    ]
+    out = [np.zeros(t.shape, t.dtype) for t in task.compute_dag.output_tensors]
+    ansor.build(states[0], target="llvm")(*args, *out)
+    for g, w in zip(out, eval_dag(task.compute_dag, args)):
+        np.testing.assert_array_equal(g, w)
