@@ -152,6 +152,13 @@ def same_triple(a: str, b: str) -> bool:
     return pa[0] == pb[0] and system(pa)[:1] == system(pb)[:1]
 
 
+def host_cpu_features() -> frozenset[str]:
+    """LLVM's names of the features this host's CPU has (``avx512vnni``, ``avxvnni``, ...):
+    what generated code may use, since it is compiled for and run on the host."""
+    features = _llvm().get_host_cpu_features()
+    return frozenset(name for name, on in features.items() if on)
+
+
 def host_signature() -> str:
     """What :func:`compile_object`'s machine code depends on: the target triple, the host CPU
     and its features. Object code made under another signature may not run here."""
@@ -187,6 +194,18 @@ def _optimize(mod, tm) -> None:
     mod.data_layout = str(tm.target_data)
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(mod, pb)
+
+
+def compile_assembly(code: str) -> str:
+    """LLVM IR text -> O3 -> this host's assembly text (what ``compile_object`` would encode):
+    to see which instructions a kernel uses."""
+    mod = _parse(code)
+    tm = _target_machine()
+    _optimize(mod, tm)
+    try:
+        return tm.emit_assembly(mod)
+    except RuntimeError as err:
+        raise CompileError("LLVM failed to generate assembly", str(err)) from err
 
 
 def compile_object(
