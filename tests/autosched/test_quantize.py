@@ -13,6 +13,8 @@ import autosched as ansor
 from autosched import quantize as aq
 from autosched.search.annotate import sample_init_population
 from autosched.search.sketch import generate_sketches
+from codegen.llvm_dot import dot_product_width
+from runtime.cpu import host_cpu_features
 from tensorir.graph import ir as gir
 from tensorir.graph import nn, op
 from tensorir.graph.passes import fold_scale_axis, optimize
@@ -90,8 +92,10 @@ def test_rewrite_makes_int8_layers_with_int32_accumulation():
         quant = [c for c in anchors if c.dtype == "int32"]
         assert len(anchors) == 3 and len(anchors) - len(quant) == n_float
         for c in quant:
-            assert [a.dtype for a in c.args] == ["int8", "int8"] and c.attrs["out_dtype"] == "int32"
-            assert isinstance(c.args[1], gir.Constant)
+            assert c.args[0].dtype in ("int8", "uint8") and c.args[1].dtype == "int8"
+            assert c.attrs["out_dtype"] == "int32" and isinstance(c.args[1], gir.Constant)
+        # conv2 reads relu(conv1): non-negative, so uint8 (the operand vpdpbusd wants).
+        assert quant[-2 if not skip else 0].args[0].dtype == "uint8"
         ops = {c.op for c in gir.calls(qfunc)}
         assert {"clip", "cast", "floor"} <= ops  # quantize at the first int8 layer's input
         assert ("right_shift" in ops) == (not skip)  # requantize between int8 layers
@@ -179,6 +183,9 @@ def test_quantized_resnet18_builds_and_runs_on_llvm():
     np.testing.assert_allclose(got, evaluate(qmod, {"data": x}), rtol=1e-4, atol=1e-6)
     int8_kernels = [n for n in lib.plan.names if "right_shift" in n]
     assert len(int8_kernels) >= 15, lib.plan.names
+    if dot_product_width(host_cpu_features()):
+        # relu outputs are uint8, so the int8 convs' reductions run on vpdpbusd (VNNI).
+        assert lib.get_source().count('@"llvm.x86.avx512.vpdpbusd') >= 15
 
 
 @pytest.mark.slow

@@ -3,8 +3,9 @@
 What relay's ``quantize`` (annotate + calibrate + realize) produces, in one rewrite of an
 optimised graph (batch norm already folded):
 
-- every quantized ``nn.conv2d`` / ``nn.dense`` takes int8 data and an int8 constant weight and
-  accumulates in int32 (``out_dtype="int32"``); its result is an int32 value at the scale
+- every quantized ``nn.conv2d`` / ``nn.dense`` takes int8 data (uint8 when it is a relu's
+  output: the same numbers, [0, 127], as x86's vpdpbusd wants them) and an int8 constant
+  weight and accumulates in int32 (``out_dtype="int32"``); its result is an int32 value at the scale
   ``s_data * s_weight``;
 - int32 values stay integer through ``add`` / ``nn.bias_add`` (constants quantized to the
   value's scale; two int32 values are brought to the coarser scale by a rounding right shift),
@@ -104,6 +105,13 @@ def _const_side(node: Call) -> int | None:
     return consts[0] if len(consts) == 1 and is_float(node.args[consts[0]].dtype) else None
 
 
+def _non_negative(node: Expr) -> bool:
+    """Whether ``node``'s values are provably >= 0 (a relu, or a clip from >= 0)."""
+    if not isinstance(node, Call):
+        return False
+    return node.op == "nn.relu" or (node.op == "clip" and float(node.attrs["a_min"]) >= 0)
+
+
 def _log2_ratio(a: float, b: float, what: str) -> int:
     r = math.log2(a / b)
     if abs(r - round(r)) > 1e-9:
@@ -128,12 +136,18 @@ class _Realizer:
             self.float_memo[id(v.expr)] = op.multiply(op.cast(v.expr, "float32"), v.scale)
         return self.float_memo[id(v.expr)]
 
-    def as_int8(self, v: Expr | QuantizedValue, scale: float) -> Expr:
-        """int8 of ``v`` at ``scale``: quantize a float, requantize an int32 value."""
+    def as_int8(self, v: Expr | QuantizedValue, scale: float, non_negative: bool = False) -> Expr:
+        """int8 of ``v`` at ``scale``: quantize a float, requantize an int32 value. A value
+        known to be >= 0 (a relu's output) becomes uint8 with the same numbers, [0, 127]: the
+        unsigned operand x86's integer dot product (vpdpbusd) takes."""
+        if non_negative:
+            return self.as_int(v, scale, INT8_MAX, "uint8", low=0)
         return self.as_int(v, scale, INT8_MAX, "int8")
 
-    def as_int(self, v: Expr | QuantizedValue, scale: float, limit: int, dtype: str) -> Expr:
-        """``v`` at ``scale`` clipped to ``[-limit, limit]``, as ``dtype``."""
+    def as_int(
+        self, v: Expr | QuantizedValue, scale: float, limit: int, dtype: str, low: int | None = None
+    ) -> Expr:
+        """``v`` at ``scale`` clipped to ``[-limit, limit]`` (or ``[low, limit]``), as ``dtype``."""
         src = v.expr if isinstance(v, QuantizedValue) else v
         key = (id(src), scale, dtype)
         if key in self.int8_memo:
@@ -149,7 +163,7 @@ class _Realizer:
             if not is_float(v.dtype):
                 raise ValueError(f"quantize: cannot quantize a {v.dtype} value (expected float)")
             x = op.floor(op.add(op.multiply(v, np.float32(1.0 / scale)), np.float32(0.5)))
-        out = op.cast(op.clip(x, -limit, limit), dtype)
+        out = op.cast(op.clip(x, -limit if low is None else low, limit), dtype)
         self.int8_memo[key] = out
         return out
 
@@ -192,7 +206,7 @@ class _Realizer:
 
     def anchor(self, node: Call, args) -> QuantizedValue:
         s_data = float(self.act_scale(node.args[0]))
-        data = self.as_int8(args[0], s_data)
+        data = self.as_int8(args[0], s_data, _non_negative(node.args[0]))
         weight, s_weight = self.int8_weight(node.args[1])
         call = make_call(node.op, (data, weight), node.attrs.replace(out_dtype="int32"))
         return QuantizedValue(call, s_data * s_weight)
