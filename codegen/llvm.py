@@ -30,7 +30,7 @@ from tensorir.dtype import itemsize
 from tensorir.expr import Var
 from tensorir.loops import Allocate, Barrier, For, If, Program, Seq, Stmt, Store, walk_stmts
 
-from .llvm_dot import DOT_WIDTHS, Int8Dot, dot_product_width, match_int8_dot
+from .llvm_dot import DOT_WIDTHS, REQUIRES_HEADER, Int8Dot, dot_product_features, match_int8_dot
 from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
 from .llvm_vector import emitted_size, referenced, stride, vectorizable
 from .source import BufferSpec, Launch, Source
@@ -94,8 +94,11 @@ def build_llvm(program: Program, cpu_features=()) -> Source:
         For constructs the CPU cannot run (a Barrier together with thread loops, unbound
         variables, buffers used outside their Allocate, unsupported dtypes).
     """
-    gen = _Generator(program, dot_product_width(cpu_features))
+    dot = dot_product_features(cpu_features)
+    gen = _Generator(program, dot[0] if dot else None)
     code = gen.run()
+    if gen.used_dot_product:
+        code = REQUIRES_HEADER + dot[1] + "\n" + code
     specs = lambda bufs: tuple(BufferSpec(b.name, b.dtype, b.size) for b in bufs)  # noqa: E731
     args = tuple(b.name for b in (*program.params, *program.workspaces))
     return Source(
@@ -112,6 +115,7 @@ class _Generator(ExprEmitter):
     def __init__(self, program: Program, dot_width: int | None = None):
         self.program = program
         self.dot_width = dot_width  # bits of the vpdpbusd to use, None: none
+        self.used_dot_product = False
         self.module = ir.Module(name=program.name)
         self.entry = entry_name(program)
         self.fn: _Fn | None = None
@@ -326,6 +330,7 @@ class _Generator(ExprEmitter):
 
     def int8_dot(self, s: For, dot: Int8Dot) -> None:
         """``acc += sum_k u8 * s8`` over whole vectors with vpdpbusd, then a scalar tail."""
+        self.used_dot_product = True
         lanes, step = self.dot_width // 32, self.dot_width // 8
         vec_i32, vec_i8 = ir.VectorType(I32, lanes), ir.VectorType(ir.IntType(8), step)
         vpdpbusd = self.intrinsic(DOT_WIDTHS[self.dot_width], vec_i32, [vec_i32] * 3)

@@ -23,20 +23,41 @@ from tensorir.loops import Buffer, For, Load, Store
 
 from .llvm_vector import depends_on, stride
 
-__all__ = ["DOT_WIDTHS", "Int8Dot", "dot_product_width", "match_int8_dot"]
+__all__ = [
+    "DOT_WIDTHS", "REQUIRES_HEADER", "Int8Dot", "dot_product_features", "dot_product_width",
+    "match_int8_dot",
+]  # fmt: skip
 
 DOT_WIDTHS = {512: "llvm.x86.avx512.vpdpbusd.512", 256: "llvm.x86.avx512.vpdpbusd.256"}
 """Vector width in bits -> the vpdpbusd intrinsic (AVX-VNNI shares the 256-bit one)."""
 
 
+REQUIRES_HEADER = "; autosched-requires-cpu-features: "
+"""The first line of LLVM IR whose code uses optional CPU instructions, naming the features
+(``"a+b|c"``: a and b, or c): the runtime refuses to compile such IR on a CPU without them
+(LLVM would abort the process)."""
+
+
+_WIDTH_NEEDS = {
+    512: ({"avx512vnni", "avx512bw"},),
+    256: ({"avxvnni"}, {"avx512vnni", "avx512vl"}),  # AVX-VNNI, or AVX-512 VNNI on 256 bits
+}
+
+
+def dot_product_features(cpu_features) -> tuple[int, str] | None:
+    """The widest vpdpbusd the CPU has (LLVM feature names) and what any CPU running it needs
+    (``"a+b|c"``: a and b, or c), or None for the scalar loop."""
+    feats = set(cpu_features or ())
+    for width, alternatives in _WIDTH_NEEDS.items():
+        if any(need <= feats for need in alternatives):
+            return width, "|".join("+".join(sorted(need)) for need in alternatives)
+    return None
+
+
 def dot_product_width(cpu_features) -> int | None:
     """The widest vpdpbusd the CPU has (LLVM feature names), or None for the scalar loop."""
-    feats = set(cpu_features or ())
-    if "avx512vnni" in feats and "avx512bw" in feats:
-        return 512
-    if "avxvnni" in feats or ("avx512vnni" in feats and "avx512vl" in feats):
-        return 256
-    return None
+    found = dot_product_features(cpu_features)
+    return None if found is None else found[0]
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,22 @@ def host_cpu_features() -> frozenset[str]:
     return frozenset(name for name, on in features.items() if on)
 
 
+_REQUIRES = "; autosched-requires-cpu-features: "  # codegen.llvm_dot.REQUIRES_HEADER
+
+
+def _check_required_features(code: str) -> None:
+    """Refuse IR that uses CPU instructions this host lacks (LLVM would abort the process)."""
+    if not code.startswith(_REQUIRES):
+        return
+    needed = code[len(_REQUIRES) : code.index("\n")].strip()  # "a+b|c": a and b, or c
+    have = host_cpu_features()
+    if not any(set(alt.split("+")) <= have for alt in needed.split("|")):
+        raise CompileError(
+            f"this kernel uses CPU features {needed!r} that this host lacks (it was generated "
+            "on another machine); rebuild it here"
+        )
+
+
 def host_signature() -> str:
     """What :func:`compile_object`'s machine code depends on: the target triple, the host CPU
     and its features. Object code made under another signature may not run here."""
@@ -380,6 +396,7 @@ class CPUBackend:
         code, possibly in another process) only link that object file, which takes
         milliseconds instead of the O3 pipeline's tenths of a second."""
         llvm = _llvm()
+        _check_required_features(code)
         mod = _parse(code)
         nargs = _kernel_arity(mod, kernel_names)
         tm = _target_machine()

@@ -104,3 +104,23 @@ def test_another_machines_code_uses_its_own_features():
     assert cpu_features(cross) == {"neon", "dotprod"}
     src = ansor.generate_source(dense_dag(512).get_init_state(), target=cross)
     assert "vpdpbusd" not in src.code  # x86 instructions never go into aarch64 code
+
+
+def test_code_names_the_features_it_needs_and_a_host_without_them_refuses_it():
+    import dataclasses
+
+    from codegen.llvm_dot import REQUIRES_HEADER
+    from runtime.errors import CompileError
+
+    src = build_llvm(lower(State(dense_dag(256))), AVX512)
+    assert src.code.startswith(REQUIRES_HEADER + "avx512bw+avx512vnni\n")
+    narrow = build_llvm(lower(State(dense_dag(256))), {"avxvnni"})
+    assert narrow.code.startswith(REQUIRES_HEADER + "avxvnni|avx512vl+avx512vnni\n")
+    scalar = build_llvm(lower(State(dense_dag(256))), {"avx2"})
+    assert not scalar.code.startswith(REQUIRES_HEADER)
+    # The same code claiming a feature no CPU has: refused by name before LLVM sees it.
+    alien = dataclasses.replace(
+        src, code=src.code.replace("avx512bw+", "avx512bw+made-up-feature+", 1)
+    )
+    with pytest.raises(CompileError, match=r"made-up-feature.*this host lacks.*rebuild it here"):
+        runtime.load_module(**alien.as_dict(), device=runtime.device("cpu"))
