@@ -18,7 +18,7 @@ from tensorir.bounds import LowerError
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import networks
+from . import networks, quantize
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -66,6 +66,7 @@ __all__ = [
     "from_onnx",
     "load_module",
     "networks",
+    "quantize",
     "ComputeDAG",
     "HardwareParams",
     "LGBModel",

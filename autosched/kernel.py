@@ -7,7 +7,7 @@ share; it imports only tensorir, codegen, runtime and :mod:`autosched.hardware`.
 
 from __future__ import annotations
 
-from codegen.target import Target
+from codegen.target import Target, cross_cpu, is_cross_target
 from runtime.environment import VARIABLES, env
 from tensorir.lower import lower
 from tensorir.passes.unroll import expanded_sizes
@@ -60,11 +60,24 @@ def check_kernel_size(program, max_kernel_size: int | None = None) -> None:
     )
 
 
+def cpu_features(target: Target) -> frozenset[str]:
+    """LLVM names of the CPU features ``target``'s code may use: the host's (its code is
+    compiled for and run on this machine, so VNNI where the host has it), or for another
+    machine's triple the ``+feature`` entries of its ``-mattr``."""
+    target = Target(target)
+    if is_cross_target(target):
+        _, mattr = cross_cpu(target)
+        return frozenset(f[1:] for f in mattr.split(",") if f.startswith("+"))
+    from runtime.cpu import host_cpu_features
+
+    return host_cpu_features()
+
+
 def _emit(program, target: Target):
     if target.kind == "llvm":
         from codegen.llvm import build_llvm
 
-        return build_llvm(program)
+        return build_llvm(program, cpu_features(target))
     if target.kind == "cuda":
         from codegen.cuda import build_cuda
 

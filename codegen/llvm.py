@@ -31,6 +31,7 @@ from tensorir.dtype import itemsize
 from tensorir.expr import Var
 from tensorir.loops import Allocate, Barrier, For, If, Program, Seq, Stmt, Store, walk_stmts
 
+from .llvm_dot import DOT_WIDTHS, REQUIRES_HEADER, Int8Dot, dot_product_features, match_int8_dot
 from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
 from .llvm_vector import emitted_size, referenced, stride, vectorizable
 from .source import BufferSpec, Launch, Source
@@ -80,12 +81,16 @@ def entry_name(program: Program) -> str:
     return name
 
 
-def build_llvm(program: Program) -> Source:
+def build_llvm(program: Program, cpu_features=()) -> Source:
     """Compile a loop-IR Program to LLVM IR text for the CPU.
 
     Parameters
     ----------
     program : tensorir.loops.Program
+    cpu_features : iterable of str
+        LLVM names of the CPU features the code may use (``runtime.cpu.host_cpu_features()``
+        for this host). With ``avx512vnni`` / ``avxvnni``, uint8 x int8 -> int32 dot-product
+        loops use ``vpdpbusd`` (:mod:`codegen.llvm_dot`); without, they stay scalar loops.
 
     Returns
     -------
@@ -98,8 +103,11 @@ def build_llvm(program: Program) -> Source:
         For constructs the CPU cannot run (a Barrier together with thread loops, unbound
         variables, buffers used outside their Allocate, unsupported dtypes).
     """
-    gen = _Generator(program)
+    dot = dot_product_features(cpu_features)
+    gen = _Generator(program, dot[0] if dot else None)
     code = gen.run()
+    if gen.used_dot_product:
+        code = REQUIRES_HEADER + dot[1] + "\n" + code
     specs = lambda bufs: tuple(BufferSpec(b.name, b.dtype, b.size) for b in bufs)  # noqa: E731
     args = tuple(b.name for b in (*program.params, *program.workspaces))
     return Source(
@@ -113,8 +121,10 @@ def build_llvm(program: Program) -> Source:
 
 
 class _Generator(ExprEmitter):
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, dot_width: int | None = None):
         self.program = program
+        self.dot_width = dot_width  # bits of the vpdpbusd to use, None: none
+        self.used_dot_product = False
         self.module = ir.Module(name=program.name)
         self.entry = entry_name(program)
         self.fn: _Fn | None = None
@@ -318,8 +328,52 @@ class _Generator(ExprEmitter):
             else:
                 on = ir.Constant(ir.IntType(1), 1)
                 self.serial(s, [("llvm.loop.vectorize.enable", on)])
+        elif (
+            self.dot_width
+            and self.fn.vec_var is None
+            and (dot := match_int8_dot(s, self.dot_width // 8))
+        ):
+            self.int8_dot(s, dot)
         else:
             self.serial(s)
+
+    def int8_dot(self, s: For, dot: Int8Dot) -> None:
+        """``acc += sum_k u8 * s8`` over whole vectors with vpdpbusd, then a scalar tail."""
+        self.used_dot_product = True
+        lanes, step = self.dot_width // 32, self.dot_width // 8
+        vec_i32, vec_i8 = ir.VectorType(I32, lanes), ir.VectorType(ir.IntType(8), step)
+        vpdpbusd = self.intrinsic(DOT_WIDTHS[self.dot_width], vec_i32, [vec_i32] * 3)
+        reduce_add = self.intrinsic(f"llvm.vector.reduce.add.v{lanes}i32", I32, [vec_i32])
+        acc = self.fn.allocas.alloca(vec_i32, name="dot_acc")
+        acc.type = PTR  # llvmlite types allocas as typed pointers; we use opaque ones
+        self.b.store(ir.Constant(vec_i32, None), acc)
+        full = s.extent // step
+
+        def chunk(c):
+            restore = self.bind(s.var, self.b.mul(c, ir.Constant(I64, step)))
+            u, sg = (
+                self.b.bitcast(
+                    self.b.load(self.address(ld.buffer, self.expr(ld.index, True)), typ=vec_i8,
+                                align=1),
+                    vec_i32,
+                )
+                for ld in (dot.unsigned, dot.signed)
+            )  # fmt: skip
+            restore()
+            self.b.store(self.b.call(vpdpbusd, [self.b.load(acc, typ=vec_i32), u, sg]), acc)
+
+        self.loop(0, full, chunk, hint="dot")
+        total = self.b.call(reduce_add, [self.b.load(acc, typ=vec_i32)])
+        where = self.address(dot.acc, self.expr(dot.acc_index, True))
+        self.b.store(self.b.add(self.b.load(where, typ=I32, align=4), total), where, align=4)
+        if s.extent % step:
+
+            def tail(i):
+                restore = self.bind(s.var, i)
+                self.stmt(s.body)
+                restore()
+
+            self.loop(full * step, s.extent, tail, hint="dot_tail")
 
     def serial(self, s: For, metadata=None) -> None:
         def body(i):

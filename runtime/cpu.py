@@ -270,6 +270,29 @@ def same_triple(a: str, b: str) -> bool:
     return pa[0] == pb[0] and system(pa)[:1] == system(pb)[:1]
 
 
+def host_cpu_features() -> frozenset[str]:
+    """LLVM's names of the features this host's CPU has (``avx512vnni``, ``avxvnni``, ...):
+    what generated code may use, since it is compiled for and run on the host."""
+    features = _llvm().get_host_cpu_features()
+    return frozenset(name for name, on in features.items() if on)
+
+
+_REQUIRES = "; autosched-requires-cpu-features: "  # codegen.llvm_dot.REQUIRES_HEADER
+
+
+def _check_required_features(code: str) -> None:
+    """Refuse IR that uses CPU instructions this host lacks (LLVM would abort the process)."""
+    if not code.startswith(_REQUIRES):
+        return
+    needed = code[len(_REQUIRES) : code.index("\n")].strip()  # "a+b|c": a and b, or c
+    have = host_cpu_features()
+    if not any(set(alt.split("+")) <= have for alt in needed.split("|")):
+        raise CompileError(
+            f"this kernel uses CPU features {needed!r} that this host lacks (it was generated "
+            "on another machine); rebuild it here"
+        )
+
+
 def host_signature() -> str:
     """What :func:`compile_object`'s machine code depends on: the target triple, the host CPU
     and its features. Object code made under another signature may not run here."""
@@ -305,6 +328,18 @@ def _optimize(mod, tm) -> None:
     mod.data_layout = str(tm.target_data)
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(mod, pb)
+
+
+def compile_assembly(code: str) -> str:
+    """LLVM IR text -> O3 -> this host's assembly text (what ``compile_object`` would encode):
+    to see which instructions a kernel uses."""
+    mod = _parse(code)
+    tm = _target_machine()
+    _optimize(mod, tm)
+    try:
+        return tm.emit_assembly(mod)
+    except RuntimeError as err:
+        raise CompileError("LLVM failed to generate assembly", str(err)) from err
 
 
 def compile_object(
@@ -543,6 +578,7 @@ class CPUBackend:
         code, possibly in another process) only link that object file, which takes
         milliseconds instead of the O3 pipeline's tenths of a second."""
         llvm = _llvm()
+        _check_required_features(code)
         mod = _parse(code)
         nargs = _kernel_arity(mod, kernel_names)
         tm = _target_machine()

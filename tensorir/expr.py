@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .dtype import check_dtype, is_float, is_int, promote
 
 ARITH_OPS = ("+", "-", "*", "/", "floordiv", "floormod", "min", "max")
@@ -383,6 +385,52 @@ def cast(dtype: str, value) -> Expr:
     check_dtype(dtype)
     value = as_expr(value)
     return value if value.dtype == dtype else Cast(dtype, value)
+
+
+def saturate_cast(dtype: str, value) -> Expr:
+    """``value`` clamped to the range of ``dtype``, then cast: a saturating cast.
+
+    A plain cast wraps integers (300 -> int8 is 44) and is undefined for out-of-range floats;
+    quantized kernels need the clamp (int32 accumulators -> int8, scaled floats -> int8).
+    The bounds are compared in ``value``'s dtype, so only those it can represent are applied
+    (int8 -> uint8 clamps below at 0; uint8 -> int32 needs no clamp). Floats -> integers
+    truncate toward zero after the clamp, as ``cast`` does.
+
+    Parameters
+    ----------
+    dtype : str
+        An integer target dtype ("int8", "uint8", "int32", ...).
+    value : Expr or number
+
+    Returns
+    -------
+    Expr
+    """
+    check_dtype(dtype)
+    value = as_expr(value)
+    if not is_int(dtype):
+        raise TypeError(f"saturate_cast: target dtype must be an integer type, got {dtype!r}")
+    info = np.iinfo(dtype)
+    src = value.dtype
+    if is_int(src):
+        src_info = np.iinfo(src)
+        lo_ok, hi_ok = src_info.min < info.min, src_info.max > info.max
+    elif src == "bool":
+        lo_ok = hi_ok = False
+    else:  # float: clamp to the largest floats that still convert (int32 max is no float32)
+        lo_ok = hi_ok = True
+    lo, hi = int(info.min), int(info.max)
+    if is_float(src):
+        hi_f = np.asarray(hi, dtype=src)
+        if int(hi_f) > hi:
+            hi_f = np.nextafter(hi_f, np.asarray(0, dtype=src))
+        lo, hi = float(lo), float(hi_f)
+    out = value
+    if hi_ok:
+        out = min_(out, Const(hi, src))
+    if lo_ok:
+        out = max_(out, Const(lo, src))
+    return cast(dtype, out)
 
 
 def equal(a, b) -> Expr:

@@ -24,6 +24,7 @@ from .expr import (
     left_shift,
     not_equal,
     right_shift,
+    saturate_cast,
     select,
 )
 from .tensor import Tensor, TensorError, compute, placeholder, reduce_axis
@@ -33,7 +34,7 @@ __all__ = [
     "bitwise_not", "bitwise_or", "bitwise_xor", "cast", "ceil", "compute", "const", "equal",
     "erf", "exp", "floor", "floordiv", "floormod", "if_then_else", "left_shift", "log", "max",
     "max_value", "min", "min_value", "not_equal", "placeholder", "power", "reduce_axis",
-    "right_shift", "select", "sigmoid", "sqrt", "sum", "tanh", "var",
+    "right_shift", "saturate_cast", "select", "sigmoid", "sqrt", "sum", "tanh", "var",
 ]  # fmt: skip
 
 all = all_  # noqa: A001 - te naming

@@ -16,8 +16,8 @@ from .ir import Call, Constant, Expr, Var, make_call
 
 __all__ = [
     "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
-    "subtract", "multiply", "divide", "maximum", "minimum", "concatenate", "reshape",
-    "transpose", "squeeze", "layout_transform", "cast",
+    "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift", "floor",
+    "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast",
 ]  # fmt: skip
 
 
@@ -45,6 +45,10 @@ def exp(data: Expr) -> Call:
 
 def sqrt(data: Expr) -> Call:
     return make_call("sqrt", (data,))
+
+
+def floor(data: Expr) -> Call:
+    return make_call("floor", (data,))
 
 
 def negative(data: Expr) -> Call:
@@ -87,6 +91,16 @@ def maximum(lhs, rhs) -> Call:
 
 def minimum(lhs, rhs) -> Call:
     return _binary("minimum", lhs, rhs)
+
+
+def right_shift(lhs, rhs) -> Call:
+    """lhs >> rhs on integers (arithmetic for signed dtypes), with numpy broadcasting."""
+    return _binary("right_shift", lhs, rhs)
+
+
+def left_shift(lhs, rhs) -> Call:
+    """lhs << rhs on integers, with numpy broadcasting."""
+    return _binary("left_shift", lhs, rhs)
 
 
 def concatenate(data: Sequence[Expr], axis: int = 0) -> Call:

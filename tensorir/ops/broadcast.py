@@ -13,9 +13,11 @@ __all__ = [
     "bias_add",
     "broadcast_shape",
     "divide",
+    "left_shift",
     "maximum",
     "minimum",
     "multiply",
+    "right_shift",
     "subtract",
 ]
 
@@ -89,6 +91,16 @@ def maximum(a, b) -> Tensor:
 def minimum(a, b) -> Tensor:
     """``T_minimum = min(a, b)`` with numpy broadcasting."""
     return _binary(a, b, te.min, "T_minimum")
+
+
+def right_shift(a, b) -> Tensor:
+    """``T_right_shift = a >> b`` on integers (arithmetic for signed, logical for unsigned)."""
+    return _binary(a, b, te.right_shift, "T_right_shift")
+
+
+def left_shift(a, b) -> Tensor:
+    """``T_left_shift = a << b`` on integers (wraps in the dtype)."""
+    return _binary(a, b, te.left_shift, "T_left_shift")
 
 
 def _axis(axis: int, ndim: int, op: str) -> int:

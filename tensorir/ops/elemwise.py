@@ -7,7 +7,7 @@ from ..dtype import check_dtype, is_float
 from ..tensor import Tensor, TensorError
 from ._util import cast_to, compute
 
-__all__ = ["cast", "clip", "exp", "negative", "relu", "sigmoid", "sqrt", "tanh"]
+__all__ = ["cast", "clip", "exp", "floor", "negative", "relu", "sigmoid", "sqrt", "tanh"]
 
 
 def _unary(x: Tensor, f, name: str) -> Tensor:
@@ -43,6 +43,13 @@ def tanh(x: Tensor) -> Tensor:
 def exp(x: Tensor) -> Tensor:
     """``T_exp = exp(x)``."""
     return _unary(x, te.exp, "T_exp")
+
+
+def floor(x: Tensor) -> Tensor:
+    """``T_floor = floor(x)`` (float inputs)."""
+    if not is_float(x.dtype):
+        raise TensorError(f"floor: the input must be a float type, got {x.dtype}")
+    return _unary(x, te.floor, "T_floor")
 
 
 def sqrt(x: Tensor) -> Tensor:

@@ -421,6 +421,7 @@ _ENTRIES = (
     _unary("tanh", elemwise.tanh, np.tanh),
     _unary("exp", elemwise.exp, np.exp),
     _unary("sqrt", elemwise.sqrt, np.sqrt),
+    _unary("floor", elemwise.floor, np.floor),
     _unary("negative", elemwise.negative, np.negative),
     _unary(
         "clip",
@@ -432,6 +433,8 @@ _ENTRIES = (
     _binary("subtract", broadcast.subtract, np.subtract),
     _binary("multiply", broadcast.multiply, np.multiply),
     _binary("divide", broadcast.divide, np.divide),
+    _binary("right_shift", broadcast.right_shift, np.right_shift),
+    _binary("left_shift", broadcast.left_shift, np.left_shift),
     _binary("maximum", broadcast.maximum, np.maximum),
     _binary("minimum", broadcast.minimum, np.minimum),
     _pool_entry("max", 2, _POOL2D, ("NCHW", "NHWC")),

@@ -149,8 +149,8 @@ def conv_nd_rule(ndim: int):
                 data[axis], ks[j], a["strides"][j], a["dilation"][j],
                 a["padding"][j], a["padding"][j + ndim], False,
             )  # fmt: skip
-        dtype = _same_dtype(dtypes, "data and weight")
-        return tuple(out), a["out_dtype"] or dtype
+        # With an out_dtype the operands are cast to it, so they may differ (uint8 x int8).
+        return tuple(out), a["out_dtype"] or _same_dtype(dtypes, "data and weight")
 
     return infer
 

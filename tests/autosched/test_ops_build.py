@@ -207,11 +207,13 @@ ALL_OPS = [
     ("squeeze", [(1, 3, 1)], {}),
     ("layout_transform", [(1, 3, 4, 5)], {"src_layout": "NCHW", "dst_layout": "NHWC"}),
     ("cast", [(4, 5)], {"dtype": "int32"}),
+    ("floor", [(4, 5)], {}),
 ]
+INTEGER_OPS = ("right_shift", "left_shift")  # built on integers below
 
 
 def test_all_ops_cases_cover_the_registry():
-    covered = {op for op, _, _ in ALL_OPS}
+    covered = {op for op, _, _ in ALL_OPS} | set(INTEGER_OPS)
     # winograd's conv is built in test_winograd_builds_and_matches_numpy above
     missing = set(ops.SUPPORTED_OPS) - covered
     assert missing == {"nn.contrib_conv2d_winograd_without_weight_transform"}
@@ -226,6 +228,18 @@ def test_every_op_builds_with_the_default_schedule(op, shapes, attrs):
     arrays = [rng.uniform(0.1, 3, s).astype("float32") for s in shapes]
     dag, (got,) = _build_and_run([*ins, out], arrays)
     np.testing.assert_allclose(got, eval_dag(dag, arrays)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", INTEGER_OPS)
+def test_integer_ops_build_with_the_default_schedule(op):
+    rng = np.random.default_rng(1)
+    scope = ops.NameScope()
+    ins = [scope.placeholder((4, 5), "int32"), scope.placeholder((5,), "int32")]
+    out = ops.compute_op(op, ins, {}, name_scope=scope)
+    arrays = [rng.integers(-(2**20), 2**20, (4, 5)).astype("int32"),
+              rng.integers(0, 12, (5,)).astype("int32")]  # fmt: skip
+    dag, (got,) = _build_and_run([*ins, out], arrays)
+    np.testing.assert_array_equal(got, getattr(np, op)(*arrays))
 
 
 def _seed_pairs():

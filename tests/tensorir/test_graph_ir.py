@@ -254,6 +254,13 @@ def test_simple_ops_keep_shape(name):
     assert op.cast(x, "int32").dtype == "int32"
 
 
+def test_shift_and_floor_ops_keep_shape_and_dtype():
+    x = V("x", (2, 3), "int32")
+    assert op.right_shift(x, 3).shape == (2, 3) and op.right_shift(x, 3).dtype == "int32"
+    assert op.left_shift(x, op.const([1, 2, 3], "int32")).shape == (2, 3)
+    assert op.floor(V("f", (4,))).dtype == "float32"
+
+
 def test_defaults_and_normalisation():
     c = nn.conv2d(V("x", (1, 3, 8, 8)), V("w", (4, 3, 3, 3)), padding=1)
     assert c.attrs["padding"] == (1, 1, 1, 1) and c.attrs["strides"] == (1, 1)

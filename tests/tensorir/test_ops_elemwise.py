@@ -183,6 +183,9 @@ CONTRACT_OPS = [
     "divide",
     "maximum",
     "minimum",
+    "right_shift",
+    "left_shift",
+    "floor",
     "nn.max_pool2d",
     "nn.avg_pool2d",
     "nn.max_pool3d",
@@ -200,6 +203,24 @@ CONTRACT_OPS = [
     "layout_transform",
     "cast",
 ]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8"])
+def test_shift_ops_match_numpy(dtype):
+    rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (3, 16), endpoint=True).astype(dtype)
+    s = rng.integers(0, info.bits, (16,)).astype(dtype)  # broadcast along the rows
+    for name, f in (("right_shift", np.right_shift), ("left_shift", np.left_shift)):
+        got, _ = run_op(name, [x, s])
+        np.testing.assert_array_equal(got, f(x, s))
+
+
+def test_floor_matches_numpy():
+    x = (np.random.default_rng(9).normal(0, 4, (5, 7))).astype("float32")
+    got, _ = run_op("floor", [x])
+    np.testing.assert_array_equal(got, np.floor(x))
+    assert (got < 0).any() and (got != x).all()
 
 
 def test_every_contract_op_is_supported():

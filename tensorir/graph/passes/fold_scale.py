@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...dtype import is_float
 from .. import op
 from ..ir import Call, Constant, Expr, Function, make_call, rewrite, users
 from .fold import fold_constant
@@ -92,8 +93,8 @@ def _backward(func: Function) -> Function:
 
     plans = {}
     for m in use:
-        if not (isinstance(m, Call) and m.op == "multiply"):
-            continue
+        if not (isinstance(m, Call) and m.op == "multiply") or not is_float(m.dtype):
+            continue  # integer scales (quantized networks) would not fold exactly
         split = _split_const(m)
         if split is None:
             continue
@@ -150,7 +151,7 @@ def _forward(func: Function) -> Function:
     outputs = set(func.outputs)
     plans: dict[Call, tuple] = {}
     for m in use:
-        if not (isinstance(m, Call) and m.op == "multiply") or m in plans:
+        if not (isinstance(m, Call) and m.op == "multiply") or m in plans or not is_float(m.dtype):
             continue
         split = _split_const(m)
         if split is None:

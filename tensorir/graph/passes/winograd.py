@@ -3,6 +3,7 @@ weight, as TVM's AlterOpLayout does for auto-scheduler NHWC conv2d."""
 
 from __future__ import annotations
 
+from ...dtype import is_float
 from ...ops.winograd import use_winograd, winograd_tile_size
 from ..ir import Call, Function, make_call, rewrite
 
@@ -21,6 +22,8 @@ def alter_op_layout_winograd(func: Function, device_kind: str = "gpu") -> Functi
             return None
         a = node.attrs
         data, weight = args
+        if not (is_float(data.dtype) and is_float(weight.dtype)):
+            return None  # the transforms have fractional entries: integer convs stay direct
         if a["kernel_layout"] != "HWIO" or not use_winograd(
             data.shape,
             weight.shape,
