@@ -23,10 +23,10 @@ CONV_ARGS = (
 
 def _matmul_template(name):
     @autotvm.template(name)
-    def matmul(n, l, m, dtype):
-        A = ansor.te.placeholder((n, l), name="A", dtype=dtype)
-        B = ansor.te.placeholder((l, m), name="B", dtype=dtype)
-        k = ansor.te.reduce_axis((0, l), name="k")
+    def matmul(n, red, m, dtype):
+        A = ansor.te.placeholder((n, red), name="A", dtype=dtype)
+        B = ansor.te.placeholder((red, m), name="B", dtype=dtype)
+        k = ansor.te.reduce_axis((0, red), name="k")
         C = ansor.te.compute((n, m), lambda i, j: ansor.te.sum(A[i, k] * B[k, j], axis=k), "C")
         s = ansor.ComputeDAG([A, B, C]).get_init_state()
         cfg = autotvm.get_config()
@@ -136,7 +136,7 @@ def test_template_errors_name_the_problem():
     with pytest.raises(ValueError, match="no template registered as 'nope'"):
         autotvm.task.create("nope", (), "llvm")
     with pytest.raises(TypeError, match="pass arguments by position"):
-        MATMUL(n=4, l=4, m=4, dtype="float32")
+        MATMUL(n=4, red=4, m=4, dtype="float32")
     with pytest.raises(ValueError, match="defined twice"):
         space = autotvm.ConfigSpace()
         space.define_knob("a", [1])

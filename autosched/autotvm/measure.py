@@ -1,0 +1,169 @@
+"""Measuring configurations: ``measure_option``, the builders and runners, ``measure_batch``.
+
+AutoTVM's builder and runner are the auto-scheduler's (:mod:`autosched.measure.local`) under
+TVM's AutoTVM names and defaults: a configuration is instantiated to a State of its task's
+DAG here, then built and run exactly like a searched candidate (process isolation, output
+checked against the reference interpreter, readable error codes). A runner is anything with
+``run(inputs, build_results)`` over the auto-scheduler's ``MeasureInput``; that one interface
+serves the local runner and, through :class:`RPCRunner`, the remote one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
+from ..measure.data import MeasureInput as StateInput
+from ..measure.local import LocalBuilder as _LocalBuilder
+from ..measure.local import LocalRunner as _LocalRunner
+
+__all__ = [
+    "LocalBuilder",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "RPCRunner",
+    "measure_batch",
+    "measure_option",
+]
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One configuration to measure (TVM's ``autotvm.MeasureInput(target, task, config)``).
+
+    ``state`` is the State the configuration instantiates to (None when it did not, or when
+    read back from a record); ``record_state`` the steps of a record read back
+    (:class:`autosched.measure.records.RecordState`).
+    """
+
+    target: object
+    task: object
+    config: object
+    state: object = field(default=None, compare=False)
+    record_state: object = field(default=None, compare=False)
+
+
+class LocalBuilder(_LocalBuilder):
+    """Builds configurations in worker processes (the auto-scheduler's builder).
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds per build.
+    n_parallel : int, optional
+        Worker processes (default: the usable cores); also the tuners' batch size.
+    build_func : str
+        Only ``"default"`` (accepted for TVM's signature).
+    """
+
+    def __init__(self, timeout: float = 10, n_parallel: int | None = None, build_func="default"):
+        if build_func != "default":
+            raise ValueError(
+                f"autotvm.LocalBuilder: build_func={build_func!r} is not supported; "
+                "leave it 'default' (kernels are built by autosched's code generators)"
+            )
+        super().__init__(timeout=timeout, n_parallel=n_parallel)
+
+
+class LocalRunner(_LocalRunner):
+    """Runs built configurations on this machine (the auto-scheduler's runner, with AutoTVM's
+    defaults: ``number=4, repeat=3, min_repeat_ms=0, timeout=10``).
+
+    ``cooldown_interval`` is accepted for TVM's signature (the runner measures one candidate at
+    a time in its own process, so it has no effect).
+    """
+
+    def __init__(
+        self,
+        number: int = 4,
+        repeat: int = 3,
+        min_repeat_ms: float = 0,
+        timeout: float = 10,
+        cooldown_interval: float = 0.1,
+        enable_cpu_cache_flush: bool = False,
+        check_correctness: bool = True,
+    ):
+        super().__init__(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            timeout=timeout,
+            enable_cpu_cache_flush=enable_cpu_cache_flush,
+            check_correctness=check_correctness,
+        )
+        self.cooldown_interval = cooldown_interval
+
+
+class RPCRunner:
+    """Runs configurations on a remote device through an RPC tracker (TVM's signature).
+
+    Wraps the remote runner of :mod:`autosched.rpc` (the same runner interface as
+    :class:`LocalRunner`). Until that module is installed, constructing one raises an
+    ImportError saying so.
+    """
+
+    def __init__(self, key, host=None, port=None, priority=1, timeout=10, n_parallel=None,
+                 number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
+                 enable_cpu_cache_flush=False, module_loader=None, **kwargs):  # fmt: skip
+        try:
+            from .. import rpc  # type: ignore[attr-defined]
+        except ImportError:
+            raise ImportError(
+                "autotvm.RPCRunner needs autosched.rpc (remote measurement), which this "
+                "autosched does not have yet; measure locally with autotvm.LocalRunner()"
+            ) from None
+        self._runner = rpc.RPCRunner(
+            key, host=host, port=port, priority=priority, timeout=timeout,
+            n_parallel=n_parallel, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            enable_cpu_cache_flush=enable_cpu_cache_flush, **kwargs,
+        )  # fmt: skip
+        self.module_loader = module_loader
+
+    def run(self, inputs, build_results):
+        return self._runner.run(inputs, build_results)
+
+    def close(self) -> None:
+        close = getattr(self._runner, "close", None)
+        if close is not None:
+            close()
+
+
+def measure_option(builder=None, runner=None) -> dict:
+    """``{"builder": ..., "runner": ...}`` for ``tuner.tune`` (defaults: local ones)."""
+    return {"builder": builder or LocalBuilder(), "runner": runner or LocalRunner()}
+
+
+def measure_batch(task, configs, builder, runner) -> tuple[list, list]:
+    """Instantiate, build and run ``configs`` of ``task``.
+
+    Returns
+    -------
+    (list of MeasureInput, list of MeasureResult)
+        One each per configuration, in order. A configuration the template rejects (its steps
+        raise) is an INSTANTIATION_ERROR result naming the template and the configuration.
+    """
+    inputs, results = [], [None] * len(configs)
+    todo = []
+    for k, cfg in enumerate(configs):
+        t0 = time.perf_counter()
+        try:
+            state, _ = task.instantiate(cfg)
+        except Exception as exc:  # a configuration's steps may not apply: a result, not a crash
+            msg = f"template {task.name!r} config {cfg.index}: {type(exc).__name__}: {exc}"
+            results[k] = failed_result(
+                MeasureErrorNo.INSTANTIATION_ERROR, msg[:500], time.perf_counter() - t0
+            )
+            state = None
+        inputs.append(MeasureInput(task.target, task, cfg, state))
+        if state is not None:
+            todo.append(k)
+    if todo:
+        state_inputs = [StateInput(task.search_task, inputs[k].state) for k in todo]
+        built = builder.build(state_inputs)
+        ran = runner.run(state_inputs, built)
+        for k, res in zip(todo, ran, strict=True):
+            results[k] = res
+    return inputs, results
