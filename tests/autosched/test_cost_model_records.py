@@ -31,7 +31,9 @@ def log(tmp_path):
     pairs = _states(dag)
     inputs = [MeasureInput(task, s) for _, s in pairs]
     # inner 8 is the fastest, the cost grows with the distance from it
-    results = [MeasureResult((1e-4 * (1 + abs(np.log2(n) - 3)),), 0, "", 0.1, 1.0) for n, _ in pairs]
+    results = [
+        MeasureResult((1e-4 * (1 + abs(np.log2(n) - 3)),), 0, "", 0.1, 1.0) for n, _ in pairs
+    ]
     save_records(path, inputs, results)
     return path, task, [s for _, s in pairs]
 
