@@ -109,13 +109,13 @@ class RPCRunner:
                  number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
                  enable_cpu_cache_flush=False, module_loader=None, **kwargs):  # fmt: skip
         try:
-            from .. import rpc  # type: ignore[attr-defined]
+            from ..rpc import RPCRunner as RemoteRunner  # type: ignore[import-not-found]
         except ImportError:
             raise ImportError(
                 "autotvm.RPCRunner needs autosched.rpc (remote measurement), which this "
                 "autosched does not have yet; measure locally with autotvm.LocalRunner()"
             ) from None
-        self._runner = rpc.RPCRunner(
+        self._runner = RemoteRunner(
             key, host=host, port=port, priority=priority, timeout=timeout,
             n_parallel=n_parallel, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
             enable_cpu_cache_flush=enable_cpu_cache_flush, **kwargs,
