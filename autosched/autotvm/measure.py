@@ -5,7 +5,7 @@ TVM's AutoTVM names and defaults: a configuration is instantiated to a State of 
 DAG here, then built and run exactly like a searched candidate (process isolation, output
 checked against the reference interpreter, readable error codes). A runner is anything with
 ``run(inputs, build_results)`` over the auto-scheduler's ``MeasureInput``; that one interface
-serves the local runner and, through :class:`RPCRunner`, the remote one.
+serves the local runner and :class:`RPCRunner`, the remote one of :mod:`autosched.rpc`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
 from ..measure.data import MeasureInput as StateInput
 from ..measure.local import LocalBuilder as _LocalBuilder
 from ..measure.local import LocalRunner as _LocalRunner
+from ..rpc.cluster import DEFAULT_HOST, DEFAULT_PORT
+from ..rpc.runner import RPCRunner as _RemoteRunner
 
 __all__ = [
     "LocalBuilder",
@@ -97,38 +99,29 @@ class LocalRunner(_LocalRunner):
         self.cooldown_interval = cooldown_interval
 
 
-class RPCRunner:
-    """Runs configurations on a remote device through an RPC tracker (TVM's signature).
+class RPCRunner(_RemoteRunner):
+    """Runs configurations on the RPC servers of ``key`` at a tracker (``autosched.rpc``'s
+    runner, docs/remote.md) with AutoTVM's defaults: ``number=4, repeat=3``.
 
-    Wraps the remote runner of :mod:`autosched.rpc` (the same runner interface as
-    :class:`LocalRunner`). Until that module is installed, constructing one raises an
-    ImportError saying so.
+    ``module_loader`` (VTA's) is accepted for TVM's signature and must be None: the servers
+    load the kernels autosched builds.
     """
 
-    def __init__(self, key, host=None, port=None, priority=1, timeout=10, n_parallel=None,
-                 number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
-                 enable_cpu_cache_flush=False, module_loader=None, **kwargs):  # fmt: skip
-        try:
-            from ..rpc import RPCRunner as RemoteRunner  # type: ignore[import-not-found]
-        except ImportError:
-            raise ImportError(
-                "autotvm.RPCRunner needs autosched.rpc (remote measurement), which this "
-                "autosched does not have yet; measure locally with autotvm.LocalRunner()"
-            ) from None
-        self._runner = RemoteRunner(
-            key, host=host, port=port, priority=priority, timeout=timeout,
-            n_parallel=n_parallel, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-            enable_cpu_cache_flush=enable_cpu_cache_flush, **kwargs,
+    def __init__(self, key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=10,
+                 n_parallel=1, number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
+                 enable_cpu_cache_flush=False, check_correctness=True, module_loader=None,
+                 security=None):  # fmt: skip
+        if module_loader is not None:
+            raise ValueError(
+                "autotvm.RPCRunner: module_loader is not supported (servers load autosched's "
+                "kernels themselves); leave it None"
+            )
+        super().__init__(
+            key, host=host, port=port, priority=priority, n_parallel=n_parallel,
+            timeout=timeout, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            cooldown_interval=cooldown_interval, enable_cpu_cache_flush=enable_cpu_cache_flush,
+            check_correctness=check_correctness, security=security,
         )  # fmt: skip
-        self.module_loader = module_loader
-
-    def run(self, inputs, build_results):
-        return self._runner.run(inputs, build_results)
-
-    def close(self) -> None:
-        close = getattr(self._runner, "close", None)
-        if close is not None:
-            close()
 
 
 def measure_option(builder=None, runner=None) -> dict:

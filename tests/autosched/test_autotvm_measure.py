@@ -80,14 +80,16 @@ def test_a_config_the_template_rejects_is_an_instantiation_error():
     assert "test/rejects_odd" in results[0].error_msg and "odd configs" in results[0].error_msg
 
 
-def test_rpc_runner_says_what_is_missing():
-    try:
-        import autosched.rpc  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match="autosched.rpc"):
-            autotvm.RPCRunner("pynq", host="127.0.0.1", port=9190)
-    else:  # pragma: no cover - once the remote module exists
-        pytest.skip("autosched.rpc exists")
+def test_rpc_runner_is_the_remote_runner_with_autotvm_defaults():
+    from autosched.rpc import RPCRunner as RemoteRunner
+
+    runner = autotvm.RPCRunner("pynq", host="127.0.0.1", port=9190, timeout=60)
+    assert isinstance(runner, RemoteRunner)
+    assert (runner.key, runner.port, runner.number, runner.repeat, runner.timeout) == (
+        "pynq", 9190, 4, 3, 60.0,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="module_loader"):
+        autotvm.RPCRunner("pynq", module_loader=object())
 
 
 # The seed's 10 packed conv2d workloads of resnet-18 (gluon resnet18_v1), printed as
