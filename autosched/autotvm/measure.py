@@ -28,6 +28,7 @@ __all__ = [
     "MeasureResult",
     "RPCRunner",
     "measure_batch",
+    "request_remote",
     "measure_option",
 ]
 
@@ -122,6 +123,16 @@ class RPCRunner(_RemoteRunner):
             cooldown_interval=cooldown_interval, enable_cpu_cache_flush=enable_cpu_cache_flush,
             check_correctness=check_correctness, security=security,
         )  # fmt: skip
+
+
+def request_remote(device_key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=60):
+    """A session on a server of ``device_key`` at the tracker ``host:port`` (TVM's
+    ``autotvm.measure.request_remote``; :meth:`autosched.rpc.TrackerSession.request`)."""
+    from ..rpc import connect_tracker
+
+    return connect_tracker(host, port, timeout=timeout).request(
+        device_key, priority=priority, timeout=timeout
+    )
 
 
 def measure_option(builder=None, runner=None) -> dict:

@@ -38,6 +38,8 @@ def test_tune_a_template_on_an_rpc_server(tmp_path):
         assert len(records) == 3
         assert all(r.error_no == MeasureErrorNo.NO_ERROR for _, r in records), records
         assert tuner.best_flops > 0 and sum(runner.server_counts.values()) == 3
+        session = autotvm.measure.request_remote("board", "127.0.0.1", port, timeout=30)
+        assert session.cpu(0) is not None
         tracker.close()
     finally:
         procs.close()
