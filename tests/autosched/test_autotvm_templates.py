@@ -104,3 +104,23 @@ def test_gpu_template_space_printing():
     lines = str(task.config_space).splitlines()
     assert lines[1].startswith("   0 tile_f: Split(policy=factors, product=16, num_outputs=4) len=")
     assert lines[-2] == "   6 auto_unroll_max_step: OtherOption([0, 512, 1500]) len=3"
+
+
+@pytest.mark.parametrize("op", ["conv2d_nchw", "dense"])
+def test_gpu_fallback_config_fits_and_is_correct(opencl, op):
+    """Without a record the GPU templates take a fallback that fits any GPU (no vthreads,
+    small thread tiles), not the first entity of every knob."""
+    from autosched.autotvm.template import TEMPLATES
+
+    name = f"{op}.cuda"
+    args = WORKLOADS[op]("float32", "float32")
+    wrapper = autotvm.template(name)(TEMPLATES[name])
+    with ansor.Target("opencl"), pytest.warns(UserWarning, match="fallback"):
+        state, tensors = wrapper(*args)
+    rng = np.random.default_rng(3)
+    inputs = _inputs(tensors[:-1], rng)
+    out = np.zeros(tensors[-1].shape, "float32")
+    ansor.build(state, "opencl")(*inputs, out)
+    np.testing.assert_allclose(out, eval_dag(state.dag, inputs)[0], rtol=1e-4, atol=1e-4)
+    threads = [it for st in state.stages for it in st.iters if it.annotation == "threadIdx.x"]
+    assert threads and all(1 < it.extent <= 8**3 for it in threads if it.extent)

@@ -229,3 +229,7 @@ def test_tuner_errors_name_the_argument():
         GATuner(_task(), pop_size=0)
     with pytest.raises(ValueError, match="n_trial"):
         RandomTuner(_task()).tune(-1, measure_option=OPTION)
+    with pytest.raises(TypeError, match="measure_option"):
+        RandomTuner(_task()).tune(4, measure_option={"runner": ModelRunner()})
+    with pytest.raises(TypeError, match="mod must be a network"):
+        autotvm.task.extract_from_program("resnet-18", None, target="llvm")

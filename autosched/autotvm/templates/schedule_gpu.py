@@ -52,6 +52,11 @@ def schedule_direct_gpu(cfg, s, out, pad, inputs, tiles, reduce_split):
     for name, _ in reduce_split:
         cfg.define_split(name, red_extent[name], num_outputs=2)
     cfg.define_knob("auto_unroll_max_step", [0, 512, 1500])
+    if cfg.is_fallback:
+        # Untuned: no virtual threads, at most 8 threads and 2 outputs per thread per axis,
+        # so the default fits any GPU (TVM takes a reference log from tophub instead).
+        for name, _ in tiles:
+            cfg.fallback_split(name, [-1, 1, 8, 2])
 
     levels: list[list] = [[], [], [], []]
     for name, axis in tiles:

@@ -92,6 +92,11 @@ class Tuner:
         if not isinstance(n_trial, int) or isinstance(n_trial, bool) or n_trial < 0:
             raise ValueError(f"tune: n_trial must be a non-negative int, got {n_trial!r}")
         option = measure_option or _default_option()
+        if not isinstance(option, dict) or not {"builder", "runner"} <= set(option):
+            raise TypeError(
+                "tune: measure_option must be autotvm.measure_option(builder=..., runner=...), "
+                f"got {option!r}"
+            )
         builder, runner = option["builder"], option["runner"]
         n_parallel = max(1, int(getattr(builder, "n_parallel", 1)))
         early_stopping = early_stopping or float("inf")
