@@ -13,7 +13,10 @@ target (``--target``, default llvm):
 2. **Template vs template-free.** The auto-scheduler (``SearchTask.tune``) on the same
    ComputeDAG with the largest budget; its best GFLOP/s after each budget (in measurement
    order).
-3. **Cost-model quality** (the figure TenSet reports). Random configurations of resnet-18 and
+3. **Transfer learning.** XGBTuner on a second task (with ``--tasks`` >= 2), cold and warm
+   started with ``load_history`` of the first task's records: best GFLOP/s after each budget
+   and the trials each needed to reach 90% of the best found.
+4. **Cost-model quality** (the figure TenSet reports). Random configurations of resnet-18 and
    mobilenet conv2d tasks are measured (``--model-records`` each); the models train on the
    records of the mobilenet tasks and the first half of the resnet-18 ones and rank the
    configurations of the held-out resnet-18 tasks. Per held-out task: the top-1 and top-5
@@ -124,7 +127,41 @@ def run_template_free(tasks, args) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- 3. cost models
+# --------------------------------------------------------------------------- 3. transfer
+
+
+def run_transfer(tasks, args, option) -> dict:
+    """XGBTuner on the second task cold and warm (``load_history`` of the first task's log):
+    the best GFLOP/s after each budget, and the trials each needed to reach 90% of the best
+    either run found."""
+    first, second = tasks[0], tasks[1]
+    n_trial = max(args.trials)
+    log = os.path.join(tempfile.mkdtemp(prefix="bench_autotvm_"), "first.log")
+    XGBTuner(first, seed=args.seed).tune(
+        min(n_trial, len(first.config_space)), measure_option=option,
+        callbacks=[autotvm.callback.log_to_file(log)],
+    )  # fmt: skip
+    curves = {}
+    for mode in ("cold", "warm"):
+        tuner = XGBTuner(second, seed=args.seed)
+        if mode == "warm":
+            tuner.load_history(autotvm.record.load_from_file(log), min_seed_records=1)
+        n = min(n_trial, len(second.config_space))
+        bar = autotvm.callback.progress_bar(n, prefix=f"[{mode} 2nd task] ")
+        tuner.tune(n, measure_option=option, callbacks=[bar])
+        curves[mode] = tuner.trace
+    target = 0.9 * max(max(c) for c in curves.values())
+    return {
+        mode: {
+            "best_gflops": at_budgets(c, args.trials),
+            "trials_to_90pct": next((k + 1 for k, v in enumerate(c) if v >= target), None),
+            "curve_gflops": [round(v / 1e9, 4) for v in c],
+        }
+        for mode, c in curves.items()
+    }
+
+
+# --------------------------------------------------------------------------- 4. cost models
 
 
 def sample_records(tasks, n, option, seed) -> dict:
@@ -246,7 +283,7 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", type=int, default=None, help="first N resnet-18 conv2d tasks")
     p.add_argument("--trials", default="50,100,200", help="budgets, comma separated")
     p.add_argument("--tuners", default="xgb,ga,random,grid")
-    p.add_argument("--skip", default="", help="parts to skip: tuners,ansor,models")
+    p.add_argument("--skip", default="", help="parts to skip: tuners,ansor,transfer,models")
     p.add_argument("--model-tasks", type=int, default=None, help="tasks per network (models)")
     p.add_argument("--model-records", type=int, default=200)
     p.add_argument("--number", type=int, default=4)
@@ -269,6 +306,8 @@ def main(argv=None) -> int:
         result["tuners"] = run_tuners(tasks, args, option)
     if "ansor" not in skip:
         result["template_free"] = run_template_free(tasks, args)
+    if "transfer" not in skip and len(tasks) >= 2:
+        result["transfer"] = run_transfer(tasks[1:] if len(tasks) > 2 else tasks, args, option)
     if "models" not in skip:
         result["cost_models"] = run_cost_models(args, option)
     with open(args.out, "w") as f:
@@ -291,6 +330,12 @@ def print_summary(result) -> None:
         for label, r in result["template_free"].items():
             figs = " / ".join(f"{r['best_gflops'][b]:7.2f}" for b in budgets)
             print(f"  {label:32s} {'ansor':8s} {figs}   ({r['seconds']} s)")
+    if "transfer" in result:
+        print("\ntransfer learning (XGBTuner on a second task, cold vs load_history of the first)")
+        for mode, r in result["transfer"].items():
+            figs = " / ".join(f"{r['best_gflops'][b]:7.2f}" for b in budgets)
+            reached = r["trials_to_90pct"] or "not reached"
+            print(f"  {mode:6s} {figs}   trials to 90% of the best: {reached}")
     if "cost_models" in result:
         cm = result["cost_models"]
         print(f"\ncost models: trained on {cm['train_tasks']} tasks, tested on "
