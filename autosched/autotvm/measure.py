@@ -11,7 +11,6 @@ serves the local runner and :class:`RPCRunner`, the remote one of :mod:`autosche
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
 from ..measure.data import MeasureInput as StateInput
@@ -19,6 +18,7 @@ from ..measure.local import LocalBuilder as _LocalBuilder
 from ..measure.local import LocalRunner as _LocalRunner
 from ..rpc.cluster import DEFAULT_HOST, DEFAULT_PORT
 from ..rpc.runner import RPCRunner as _RemoteRunner
+from .measure_input import MeasureInput
 
 __all__ = [
     "LocalBuilder",
@@ -31,22 +31,6 @@ __all__ = [
     "request_remote",
     "measure_option",
 ]
-
-
-@dataclass(frozen=True)
-class MeasureInput:
-    """One configuration to measure (TVM's ``autotvm.MeasureInput(target, task, config)``).
-
-    ``state`` is the State the configuration instantiates to (None when it did not, or when
-    read back from a record); ``record_state`` the steps of a record read back
-    (:class:`autosched.measure.records.RecordState`).
-    """
-
-    target: object
-    task: object
-    config: object
-    state: object = field(default=None, compare=False)
-    record_state: object = field(default=None, compare=False)
 
 
 class LocalBuilder(_LocalBuilder):

@@ -26,7 +26,7 @@ from codegen.target import Target
 from ..measure.data import MeasureErrorNo
 from ..measure.data import MeasureInput as StateInput
 from ..measure.records import RecordWarning, decode_record, encode_record
-from .measure import MeasureInput
+from .measure_input import MeasureInput
 from .space import ConfigEntity
 from .task import Task
 

@@ -12,7 +12,20 @@ from __future__ import annotations
 
 from . import conv2d, dense, depthwise
 
-__all__ = ["conv2d", "dense", "depthwise", "workload_of_call"]
+__all__ = ["SCHEDULES", "conv2d", "dense", "depthwise", "workload_of_call"]
+
+# Each template's schedule, for a template's own DAG or a network's fused group (the reduction
+# followed by element-wise ops): ``SCHEDULES[name](cfg, state)``.
+SCHEDULES = {
+    "conv2d_nchw.x86": conv2d.schedule_nchw_cpu,
+    "conv2d_nhwc.x86": conv2d.schedule_nhwc_cpu,
+    "conv2d_nchw.cuda": conv2d.schedule_nchw_gpu,
+    "conv2d_nhwc.cuda": conv2d.schedule_nhwc_gpu,
+    "depthwise_conv2d_nchw.x86": depthwise.schedule_cpu,
+    "depthwise_conv2d_nchw.cuda": depthwise.schedule_gpu,
+    "dense.x86": dense.schedule_cpu,
+    "dense.cuda": dense.schedule_gpu,
+}
 
 
 def _tensor(expr) -> tuple:

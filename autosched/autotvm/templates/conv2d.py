@@ -14,6 +14,7 @@ from tensorir.dag import ComputeDAG
 from tensorir.ops.conv2d import conv2d_nchw, conv2d_nhwc
 
 from ..template import get_config, template
+from .epilogue import anchor
 from .schedule_cpu import schedule_direct_cpu
 from .schedule_gpu import schedule_direct_gpu
 
@@ -37,17 +38,49 @@ def _flop(cfg, out, kernel_elems_per_output):
     cfg.add_flop(2 * n * kernel_elems_per_output)
 
 
+def schedule_nchw_cpu(cfg, s):
+    out, pad, _ = anchor(s)
+    schedule_direct_cpu(
+        cfg, s, out, pad,
+        tiles=[("tile_oc", "ff"), ("tile_oh", "yy"), ("tile_ow", "xx")],
+        vector_axis="xx", reduce_split=[("tile_ic", "rc")], unroll_axis="rx",
+    )  # fmt: skip
+
+
+def schedule_nhwc_cpu(cfg, s):
+    out, pad, _ = anchor(s)
+    schedule_direct_cpu(
+        cfg, s, out, pad,
+        tiles=[("tile_oh", "yy"), ("tile_ow", "xx"), ("tile_oc", "ff")],
+        vector_axis="ff", reduce_split=[("tile_ic", "rc")], unroll_axis="rx",
+    )  # fmt: skip
+
+
+def schedule_nchw_gpu(cfg, s):
+    out, pad, reads = anchor(s)
+    schedule_direct_gpu(
+        cfg, s, out, pad, reads,
+        tiles=[("tile_f", "ff"), ("tile_y", "yy"), ("tile_x", "xx")],
+        reduce_split=[("tile_rc", "rc"), ("tile_ry", "ry"), ("tile_rx", "rx")],
+    )  # fmt: skip
+
+
+def schedule_nhwc_gpu(cfg, s):
+    out, pad, reads = anchor(s)
+    schedule_direct_gpu(
+        cfg, s, out, pad, reads,
+        tiles=[("tile_y", "yy"), ("tile_x", "xx"), ("tile_f", "ff")],
+        reduce_split=[("tile_ry", "ry"), ("tile_rx", "rx"), ("tile_rc", "rc")],
+    )  # fmt: skip
+
+
 @template("conv2d_nchw.x86")
 def conv2d_nchw_cpu(data, kernel, strides, padding, dilation, out_dtype):
     """TOPI x86 conv2d, unpacked NCHW: an (oc x ow) register tile, ow vectorized."""
     cfg = get_config()
     out, s = _nchw(data, kernel, strides, padding, dilation, out_dtype)
     _flop(cfg, out, kernel.shape[1] * kernel.shape[2] * kernel.shape[3])
-    schedule_direct_cpu(
-        cfg, s, out.op.name, "pad_temp",
-        tiles=[("tile_oc", "ff"), ("tile_oh", "yy"), ("tile_ow", "xx")],
-        vector_axis="xx", reduce_split=[("tile_ic", "rc")], unroll_axis="rx",
-    )  # fmt: skip
+    schedule_nchw_cpu(cfg, s)
     return s, [data, kernel, out]
 
 
@@ -58,11 +91,7 @@ def conv2d_nhwc_cpu(data, kernel, strides, padding, dilation, out_dtype):
     cfg = get_config()
     out, s = _nhwc(data, kernel, strides, padding, dilation, out_dtype)
     _flop(cfg, out, kernel.shape[0] * kernel.shape[1] * kernel.shape[2])
-    schedule_direct_cpu(
-        cfg, s, out.op.name, "PaddedInput",
-        tiles=[("tile_oh", "yy"), ("tile_ow", "xx"), ("tile_oc", "ff")],
-        vector_axis="ff", reduce_split=[("tile_ic", "rc")], unroll_axis="rx",
-    )  # fmt: skip
+    schedule_nhwc_cpu(cfg, s)
     return s, [data, kernel, out]
 
 
@@ -72,11 +101,7 @@ def conv2d_nchw_gpu(data, kernel, strides, padding, dilation, out_dtype):
     cfg = get_config()
     out, s = _nchw(data, kernel, strides, padding, dilation, out_dtype)
     _flop(cfg, out, kernel.shape[1] * kernel.shape[2] * kernel.shape[3])
-    schedule_direct_gpu(
-        cfg, s, out.op.name, "pad_temp", ["pad_temp", kernel.op.name],
-        tiles=[("tile_f", "ff"), ("tile_y", "yy"), ("tile_x", "xx")],
-        reduce_split=[("tile_rc", "rc"), ("tile_ry", "ry"), ("tile_rx", "rx")],
-    )  # fmt: skip
+    schedule_nchw_gpu(cfg, s)
     return s, [data, kernel, out]
 
 
@@ -86,9 +111,5 @@ def conv2d_nhwc_gpu(data, kernel, strides, padding, dilation, out_dtype):
     cfg = get_config()
     out, s = _nhwc(data, kernel, strides, padding, dilation, out_dtype)
     _flop(cfg, out, kernel.shape[0] * kernel.shape[1] * kernel.shape[2])
-    schedule_direct_gpu(
-        cfg, s, out.op.name, "PaddedInput", ["PaddedInput", kernel.op.name],
-        tiles=[("tile_y", "yy"), ("tile_x", "xx"), ("tile_f", "ff")],
-        reduce_split=[("tile_ry", "ry"), ("tile_rx", "rx"), ("tile_rc", "rc")],
-    )  # fmt: skip
+    schedule_nhwc_gpu(cfg, s)
     return s, [data, kernel, out]

@@ -8,6 +8,7 @@ from tensorir.dag import ComputeDAG
 from tensorir.ops.dense import dense
 
 from ..template import get_config, template
+from .epilogue import anchor
 from .schedule_cpu import schedule_direct_cpu
 from .schedule_gpu import schedule_direct_gpu
 
@@ -20,17 +21,31 @@ def _compute(cfg, data, weight, out_dtype):
     return out, ComputeDAG([data, weight, out]).get_init_state()
 
 
+def schedule_cpu(cfg, s):
+    out, _, _ = anchor(s)
+    schedule_direct_cpu(
+        cfg, s, out, None,
+        tiles=[("tile_y", "i"), ("tile_x", "j")],
+        vector_axis="j", reduce_split=[("tile_k", "k")],
+    )  # fmt: skip
+
+
+def schedule_gpu(cfg, s):
+    out, _, reads = anchor(s)
+    schedule_direct_gpu(
+        cfg, s, out, None, reads,
+        tiles=[("tile_y", "i"), ("tile_x", "j")],
+        reduce_split=[("tile_k", "k")],
+    )  # fmt: skip
+
+
 @template("dense.x86")
 def dense_cpu(data, weight, out_dtype):
     """TOPI ``dense_nopack.x86``: tiles of rows (``tile_y``) and units (``tile_x``, the
     vectorized axis), the reduction split (``tile_k``) around the register tile."""
     cfg = get_config()
     out, s = _compute(cfg, data, weight, out_dtype)
-    schedule_direct_cpu(
-        cfg, s, out.op.name, None,
-        tiles=[("tile_y", "i"), ("tile_x", "j")],
-        vector_axis="j", reduce_split=[("tile_k", "k")],
-    )  # fmt: skip
+    schedule_cpu(cfg, s)
     return s, [data, weight, out]
 
 
@@ -40,9 +55,5 @@ def dense_gpu(data, weight, out_dtype):
     two ways with both operands staged in shared memory."""
     cfg = get_config()
     out, s = _compute(cfg, data, weight, out_dtype)
-    schedule_direct_gpu(
-        cfg, s, out.op.name, None, [data.op.name, weight.op.name],
-        tiles=[("tile_y", "i"), ("tile_x", "j")],
-        reduce_split=[("tile_k", "k")],
-    )  # fmt: skip
+    schedule_gpu(cfg, s)
     return s, [data, weight, out]

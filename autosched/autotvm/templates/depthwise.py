@@ -7,6 +7,7 @@ from tensorir.dag import ComputeDAG
 from tensorir.ops.conv2d import conv2d_nchw
 
 from ..template import get_config, template
+from .epilogue import anchor
 from .schedule_cpu import schedule_direct_cpu
 from .schedule_gpu import schedule_direct_gpu
 
@@ -23,17 +24,31 @@ def _compute(cfg, data, kernel, strides, padding, dilation, out_dtype):
     return out, ComputeDAG([data, kernel, out]).get_init_state()
 
 
+def schedule_cpu(cfg, s):
+    out, pad, _ = anchor(s)
+    schedule_direct_cpu(
+        cfg, s, out, pad,
+        tiles=[("tile_c", "c"), ("tile_oh", "i"), ("tile_ow", "j")],
+        vector_axis="j", reduce_split=[], unroll_axis="dj",
+    )  # fmt: skip
+
+
+def schedule_gpu(cfg, s):
+    out, pad, reads = anchor(s)
+    schedule_direct_gpu(
+        cfg, s, out, pad, reads,
+        tiles=[("tile_f", "c"), ("tile_y", "i"), ("tile_x", "j")],
+        reduce_split=[("tile_ry", "di"), ("tile_rx", "dj")],
+    )  # fmt: skip
+
+
 @template("depthwise_conv2d_nchw.x86")
 def depthwise_conv2d_nchw_cpu(data, kernel, strides, padding, dilation, out_dtype):
     """TOPI x86 depthwise conv2d: channel x row x column tiles, columns vectorized, the
     3x3 window unrollable (``unroll_kw``), channel blocks parallel."""
     cfg = get_config()
     out, s = _compute(cfg, data, kernel, strides, padding, dilation, out_dtype)
-    schedule_direct_cpu(
-        cfg, s, out.op.name, "pad_temp",
-        tiles=[("tile_c", "c"), ("tile_oh", "i"), ("tile_ow", "j")],
-        vector_axis="j", reduce_split=[], unroll_axis="dj",
-    )  # fmt: skip
+    schedule_cpu(cfg, s)
     return s, [data, kernel, out]
 
 
@@ -43,9 +58,5 @@ def depthwise_conv2d_nchw_gpu(data, kernel, strides, padding, dilation, out_dtyp
     window and the filter staged in shared memory."""
     cfg = get_config()
     out, s = _compute(cfg, data, kernel, strides, padding, dilation, out_dtype)
-    schedule_direct_gpu(
-        cfg, s, out.op.name, "pad_temp", ["pad_temp", kernel.op.name],
-        tiles=[("tile_f", "c"), ("tile_y", "i"), ("tile_x", "j")],
-        reduce_split=[("tile_ry", "di"), ("tile_rx", "dj")],
-    )  # fmt: skip
+    schedule_gpu(cfg, s)
     return s, [data, kernel, out]

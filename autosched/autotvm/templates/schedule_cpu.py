@@ -10,6 +10,8 @@ channel reduction axis, ``unroll_kw``.
 
 from __future__ import annotations
 
+from .epilogue import register_tile
+
 __all__ = ["schedule_direct_cpu"]
 
 
@@ -26,7 +28,8 @@ def schedule_direct_cpu(cfg, s, out, pad, tiles, vector_axis, reduce_split, unro
     cfg : ConfigSpace or ConfigEntity
     s : State
     out : str
-        The reduction stage (the DAG's output).
+        The reduction stage: the DAG's output, or the anchor of a fused group whose
+        element-wise ops follow it (:func:`~.epilogue.register_tile`).
     pad : str or None
         A padding stage to inline (None when there is none).
     tiles : list of (knob name, spatial axis name)
@@ -43,7 +46,10 @@ def schedule_direct_cpu(cfg, s, out, pad, tiles, vector_axis, reduce_split, unro
         s.compute_inline(pad)
     iters = {it.name: it for it in s[out].iters}
     red_extent = {name: iters[ax].extent for name, ax in reduce_split}
-    local = s.cache_write(out, "local").op.name
+    reduction = out
+    out, local, axis_of = register_tile(s, reduction)
+    tiles = [(name, axis_of[axis]) for name, axis in tiles]
+    vector_axis, local_vector = axis_of[vector_axis], vector_axis
     for name, axis in tiles:
         cfg.define_split(name, _iter(s, out, axis), num_outputs=2)
     for name, _ in reduce_split:
@@ -77,7 +83,7 @@ def schedule_direct_cpu(cfg, s, out, pad, tiles, vector_axis, reduce_split, unro
     red_outer = [r for k, r in enumerate(red) if k % 2 == 0]
     red_inner = [r for k, r in enumerate(red) if k % 2 == 1]
     # cache_write names the local stage's spatial axes "<axis>.c"
-    vec_local = next(it for it in spatial if it.name in (vector_axis, f"{vector_axis}.c"))
+    vec_local = next(it for it in spatial if it.name in (local_vector, f"{local_vector}.c"))
     spatial_rest = [it for it in spatial if it.name != vec_local.name]
     s.reorder(local, red_outer + others + red_inner + spatial_rest + [vec_local])
     for it in spatial_rest:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from .epilogue import register_tile
 from .schedule_cpu import _iter
 
 __all__ = ["schedule_direct_gpu"]
@@ -38,7 +39,8 @@ def schedule_direct_gpu(cfg, s, out, pad, inputs, tiles, reduce_split):
     """
     iters = {it.name: it for it in s[out].iters}
     red_extent = {name: iters[ax].extent for name, ax in reduce_split}
-    local = s.cache_write(out, "local").op.name
+    out, local, axis_of = register_tile(s, out, keep=(pad,) if pad else ())
+    tiles = [(name, axis_of[axis]) for name, axis in tiles]
     # Stage the inputs (the padding stage itself, as TOPI's ``AA = cache_read(pad_data)``)
     # before inlining the padding into its shared copy.
     shared = [s.cache_read(name, "shared", [local]).op.name for name in inputs]
