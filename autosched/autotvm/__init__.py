@@ -19,7 +19,7 @@
 See docs/autotvm.md.
 """
 
-from . import callback, measure, record, task, templates, tuner
+from . import callback, measure, record, task, templates, tophub, tuner
 from .context import ApplyConfig, DispatchContext, FallbackContext
 from .dispatch import ApplyHistoryBest, apply_history_best
 from .measure import LocalBuilder, LocalRunner, MeasureInput, RPCRunner, measure_option
@@ -49,5 +49,6 @@ __all__ = [
     "task",
     "template",
     "templates",
+    "tophub",
     "tuner",
 ]

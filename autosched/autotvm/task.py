@@ -19,7 +19,7 @@ from .context import ApplyConfig
 from .space import ConfigSpace
 from .template import TEMPLATES, deserialize_args, serialize_args
 
-__all__ = ["Task", "create", "extract_from_program"]
+__all__ = ["Task", "TaskExtractEnv", "create", "extract_from_program"]
 
 _log = logging.getLogger("autosched.autotvm")
 
@@ -140,6 +140,18 @@ class Task:
             f"Task(func_name={self.name}, args={self.args!r}, kwargs={{}}, "
             f"workload={self.workload!r})"
         )
+
+
+class TaskExtractEnv:
+    """Accepted for TVM's tutorials (``TaskExtractEnv()`` before registering templates):
+    templates register themselves with ``@autotvm.template``, so there is nothing to set up."""
+
+    def __init__(self, allow_duplicate: bool = False):
+        self.allow_duplicate = allow_duplicate
+
+    @staticmethod
+    def get(allow_duplicate: bool = False) -> TaskExtractEnv:
+        return TaskExtractEnv(allow_duplicate)
 
 
 def create(task_name: str, args, target, target_host=None) -> Task:

@@ -172,6 +172,18 @@ def test_records_pick_best_and_apply_history_best(tmp_path):
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_tophub_context_applies_extra_files(tmp_path):
+    log = tmp_path / "t.log"
+    tuner = RandomTuner(_task(), seed=4)
+    tuner.tune(6, measure_option=OPTION, callbacks=[autotvm.callback.log_to_file(log)])
+    autotvm.task.TaskExtractEnv()  # the seed calls it before registering templates
+    target = ansor.Target("llvm")
+    with autotvm.tophub.context(target, extra_files=[str(log)]) as ctx, target:
+        s, _ = tuner_matmul(*ARGS)
+    assert ctx.hits == 1
+    assert model_cost(s) == pytest.approx(_task().flop / tuner.best_flops)
+
+
 def test_apply_history_best_falls_back_once_for_a_missing_workload(tmp_path):
     log = tmp_path / "t.log"
     RandomTuner(_task(), seed=1).tune(
