@@ -50,6 +50,8 @@ def _tuples(x):
 
 
 class _NoSteps:
+    """The steps of a configuration that did not instantiate (its record is a failure)."""
+
     steps = ()
 
 
@@ -58,7 +60,8 @@ def encode(inp: MeasureInput, result, protocol: str = "json") -> str:
     if protocol != "json":
         raise ValueError(f"record protocol {protocol!r} is not supported; use 'json'")
     task = inp.task
-    state_inp = StateInput(task.search_task, inp.state if inp.state is not None else _NoSteps())
+    state = next((x for x in (inp.state, inp.record_state) if x is not None), _NoSteps())
+    state_inp = StateInput(task.search_task, state)
     rec = json.loads(encode_record(state_inp, result))
     config = inp.config.to_json_dict()
     out = {"v": rec.pop("v"), "kind": KIND}

@@ -155,6 +155,8 @@ def test_records_pick_best_and_apply_history_best(tmp_path):
     assert [inp.config.index for inp, _ in loaded] == [
         json.loads(x)["config"]["index"] for x in lines
     ]
+    # a loaded record encodes back to the same line (steps included)
+    assert autotvm.record.encode(*loaded[0]) == lines[0]
     assert autotvm.record.pick_best(log, best_log) == 1
     ((best_inp, best_res),) = autotvm.record.load_from_file(best_log)
     assert best_inp.config == tuner.best_config
