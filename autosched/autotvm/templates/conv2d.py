@@ -43,7 +43,7 @@ def schedule_nchw_cpu(cfg, s):
     schedule_direct_cpu(
         cfg, s, out, pad,
         tiles=[("tile_oc", "ff"), ("tile_oh", "yy"), ("tile_ow", "xx")],
-        vector_axis="xx", reduce_split=[("tile_ic", "rc")], unroll_axis="rx",
+        vector_axis="xx", reduce_split=[("tile_ic", "rc")], unroll_axis="rx", pad_at_root=True,
     )  # fmt: skip
 
 
@@ -76,7 +76,8 @@ def schedule_nhwc_gpu(cfg, s):
 
 @template("conv2d_nchw.x86")
 def conv2d_nchw_cpu(data, kernel, strides, padding, dilation, out_dtype):
-    """TOPI x86 conv2d, unpacked NCHW: an (oc x ow) register tile, ow vectorized."""
+    """TOPI x86 conv2d, unpacked NCHW: an (oc x ow) register tile, ow vectorized, the padded
+    input computed once at the root."""
     cfg = get_config()
     out, s = _nchw(data, kernel, strides, padding, dilation, out_dtype)
     _flop(cfg, out, kernel.shape[1] * kernel.shape[2] * kernel.shape[3])
