@@ -18,7 +18,7 @@ from tensorir.bounds import LowerError
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import networks, quantize
+from . import autotvm, networks, quantize
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -61,6 +61,7 @@ __version__ = _package_version()
 __all__ = [
     "ApplyHistoryBest",
     "GraphModule",
+    "autotvm",
     "NetworkLib",
     "extract_tasks",
     "from_onnx",

@@ -100,6 +100,24 @@ class Target:
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
 
+    def __enter__(self) -> Target:
+        """``with Target("llvm"):`` makes this the :meth:`current` target (TVM's scope)."""
+        _CURRENT.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.pop()
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The target of the innermost ``with Target(...)`` block (None outside any)."""
+        if not _CURRENT and not allow_none:
+            raise ValueError('no current target: wrap the call in `with Target("llvm"):`')
+        return _CURRENT[-1] if _CURRENT else None
+
+
+_CURRENT: list[Target] = []  # the ``with Target(...)`` stack, innermost last
+
 
 def _host_target(host, spec) -> Target:
     """``host`` as a CPU Target, or a ValueError naming the argument."""

@@ -24,6 +24,7 @@ from ..measure.data import MAX_COST, MeasureErrorNo
 from .feature_pool import states_features
 from .model_file import load_model_file as _load_model_file
 from .model_file import save_model_file as _save_model_file
+from .record_inputs import resolve_inputs
 
 __all__ = ["CostModel", "LGBModel", "RandomModel"]
 
@@ -142,7 +143,12 @@ class LGBModel(CostModel):
     # ------------------------------------------------------------------ data
 
     def update(self, inputs, results) -> None:
-        """Add measured programs and retrain on everything once past the warm-up."""
+        """Add measured programs and retrain on everything once past the warm-up.
+
+        ``inputs`` may come from a log (``model.update(*zip(*load_records(log)))``, transfer
+        learning): records are replayed on their DAGs first (:func:`resolve_inputs`).
+        """
+        inputs, results = resolve_inputs(inputs, results)
         by_task: dict = {}
         for k, inp in enumerate(inputs):
             by_task.setdefault(id(inp.task), (inp.task, []))[1].append(k)
@@ -159,6 +165,20 @@ class LGBModel(CostModel):
             self.costs.append(res.mean_cost if ok else MAX_COST)
         if len(self.features) > self.num_warmup_sample:
             self.train()
+
+    def update_from_file(self, file_name, n_lines: int | None = None, dags=None) -> None:
+        """Learn from the records of a log (TVM's ``update_from_file``): its first ``n_lines``
+        records, or all; ``dags`` as for :func:`autosched.measure.records.load_records`."""
+        from ..measure.records import load_records
+
+        pairs = []
+        for pair in load_records(file_name, dags):
+            if n_lines is not None and len(pairs) >= n_lines:
+                break
+            pairs.append(pair)
+        if pairs:
+            inputs, results = zip(*pairs)
+            self.update(list(inputs), list(results))
 
     def labels(self) -> np.ndarray:
         """Normalized throughput per program: ``min cost of its task / cost`` (0 if failed)."""

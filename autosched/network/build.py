@@ -172,7 +172,8 @@ def build_network(
 ) -> NetworkLib:
     """Compile a network with the best records of the active ``ApplyHistoryBest``.
 
-    Every fused group is built with its best record; groups without one get
+    Every fused group is built with its best record (or, without one, with the AutoTVM
+    record of its anchor op under ``autotvm.apply_history_best``); groups without one get
     :func:`default_schedule` (:func:`default_gpu_schedule` for ``cuda`` / ``opencl``), and one
     warning lists them. GPU kernels are verified against the device's limits
     (:func:`~autosched.kernel.gpu_limits`), tightened by ``hardware_params`` where it gives
@@ -184,6 +185,7 @@ def build_network(
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
+    from ..autotvm.network import group_state as autotvm_group_state
     from ..kernel import generate_source
     from ..measure.records import ApplyHistoryBest
 
@@ -223,6 +225,18 @@ def build_network(
                 continue
             found = rec
             break
+        if src is None and gd.has_reduction:
+            # No auto-scheduler record: an AutoTVM record of the group's anchor op, if any.
+            try:
+                tuned_state = autotvm_group_state(gd.group, gd.dag, target)
+                if tuned_state is not None:
+                    src = generate_source(
+                        tuned_state[0], target, gd.name, limits, layout_rewrite=True
+                    )
+                    found = tuned_state
+            except Exception as e:  # records are outside input: any failure skips the record
+                reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else repr(e)
+                failed.append(f"its AutoTVM record ({reason})")
         if failed:
             more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
             skipped.append(f"{gd.name}: {failed[0]}{more}")

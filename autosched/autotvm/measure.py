@@ -1,0 +1,157 @@
+"""Measuring configurations: ``measure_option``, the builders and runners, ``measure_batch``.
+
+AutoTVM's builder and runner are the auto-scheduler's (:mod:`autosched.measure.local`) under
+TVM's AutoTVM names and defaults: a configuration is instantiated to a State of its task's
+DAG here, then built and run exactly like a searched candidate (process isolation, output
+checked against the reference interpreter, readable error codes). A runner is anything with
+``run(inputs, build_results)`` over the auto-scheduler's ``MeasureInput``; that one interface
+serves the local runner and :class:`RPCRunner`, the remote one of :mod:`autosched.rpc`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
+from ..measure.data import MeasureInput as StateInput
+from ..measure.local import LocalBuilder as _LocalBuilder
+from ..measure.local import LocalRunner as _LocalRunner
+from ..rpc.cluster import DEFAULT_HOST, DEFAULT_PORT
+from ..rpc.runner import RPCRunner as _RemoteRunner
+from .measure_input import MeasureInput
+
+__all__ = [
+    "LocalBuilder",
+    "LocalRunner",
+    "MeasureErrorNo",
+    "MeasureInput",
+    "MeasureResult",
+    "RPCRunner",
+    "measure_batch",
+    "request_remote",
+    "measure_option",
+]
+
+
+class LocalBuilder(_LocalBuilder):
+    """Builds configurations in worker processes (the auto-scheduler's builder).
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds per build.
+    n_parallel : int, optional
+        Worker processes (default: the usable cores); also the tuners' batch size.
+    build_func : str
+        Only ``"default"`` (accepted for TVM's signature).
+    """
+
+    def __init__(self, timeout: float = 10, n_parallel: int | None = None, build_func="default"):
+        if build_func != "default":
+            raise ValueError(
+                f"autotvm.LocalBuilder: build_func={build_func!r} is not supported; "
+                "leave it 'default' (kernels are built by autosched's code generators)"
+            )
+        super().__init__(timeout=timeout, n_parallel=n_parallel)
+
+
+class LocalRunner(_LocalRunner):
+    """Runs built configurations on this machine (the auto-scheduler's runner, with AutoTVM's
+    defaults: ``number=4, repeat=3, min_repeat_ms=0, timeout=10``).
+
+    ``cooldown_interval`` is accepted for TVM's signature (the runner measures one candidate at
+    a time in its own process, so it has no effect).
+    """
+
+    def __init__(
+        self,
+        number: int = 4,
+        repeat: int = 3,
+        min_repeat_ms: float = 0,
+        timeout: float = 10,
+        cooldown_interval: float = 0.1,
+        enable_cpu_cache_flush: bool = False,
+        check_correctness: bool = True,
+    ):
+        super().__init__(
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            timeout=timeout,
+            enable_cpu_cache_flush=enable_cpu_cache_flush,
+            check_correctness=check_correctness,
+        )
+        self.cooldown_interval = cooldown_interval
+
+
+class RPCRunner(_RemoteRunner):
+    """Runs configurations on the RPC servers of ``key`` at a tracker (``autosched.rpc``'s
+    runner, docs/remote.md) with AutoTVM's defaults: ``number=4, repeat=3``.
+
+    ``module_loader`` (VTA's) is accepted for TVM's signature and must be None: the servers
+    load the kernels autosched builds.
+    """
+
+    def __init__(self, key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=10,
+                 n_parallel=1, number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
+                 enable_cpu_cache_flush=False, check_correctness=True, module_loader=None,
+                 security=None):  # fmt: skip
+        if module_loader is not None:
+            raise ValueError(
+                "autotvm.RPCRunner: module_loader is not supported (servers load autosched's "
+                "kernels themselves); leave it None"
+            )
+        super().__init__(
+            key, host=host, port=port, priority=priority, n_parallel=n_parallel,
+            timeout=timeout, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            cooldown_interval=cooldown_interval, enable_cpu_cache_flush=enable_cpu_cache_flush,
+            check_correctness=check_correctness, security=security,
+        )  # fmt: skip
+
+
+def request_remote(device_key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=60):
+    """A session on a server of ``device_key`` at the tracker ``host:port`` (TVM's
+    ``autotvm.measure.request_remote``; :meth:`autosched.rpc.TrackerSession.request`)."""
+    from ..rpc import connect_tracker
+
+    return connect_tracker(host, port, timeout=timeout).request(
+        device_key, priority=priority, timeout=timeout
+    )
+
+
+def measure_option(builder=None, runner=None) -> dict:
+    """``{"builder": ..., "runner": ...}`` for ``tuner.tune`` (defaults: local ones)."""
+    return {"builder": builder or LocalBuilder(), "runner": runner or LocalRunner()}
+
+
+def measure_batch(task, configs, builder, runner) -> tuple[list, list]:
+    """Instantiate, build and run ``configs`` of ``task``.
+
+    Returns
+    -------
+    (list of MeasureInput, list of MeasureResult)
+        One each per configuration, in order. A configuration the template rejects (its steps
+        raise) is an INSTANTIATION_ERROR result naming the template and the configuration.
+    """
+    inputs, results = [], [None] * len(configs)
+    todo = []
+    for k, cfg in enumerate(configs):
+        t0 = time.perf_counter()
+        try:
+            state, _ = task.instantiate(cfg)
+        except Exception as exc:  # a configuration's steps may not apply: a result, not a crash
+            msg = f"template {task.name!r} config {cfg.index}: {type(exc).__name__}: {exc}"
+            results[k] = failed_result(
+                MeasureErrorNo.INSTANTIATION_ERROR, msg[:500], time.perf_counter() - t0
+            )
+            state = None
+        inputs.append(MeasureInput(task.target, task, cfg, state))
+        if state is not None:
+            todo.append(k)
+    if todo:
+        state_inputs = [StateInput(task.search_task, inputs[k].state) for k in todo]
+        built = builder.build(state_inputs)
+        ran = runner.run(state_inputs, built)
+        for k, res in zip(todo, ran, strict=True):
+            results[k] = res
+    return inputs, results

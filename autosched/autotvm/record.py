@@ -1,0 +1,168 @@
+"""AutoTVM records: the auto-scheduler's JSON lines, with ``"kind": "autotvm"`` and the config.
+
+A line is an ordinary record of :mod:`autosched.measure.records` (the template's DAG workload
+key, the target, the State steps the configuration produced, the costs), so the shared loader
+(``autosched.load_records``), ``distill`` and ``jq`` read it; two fields are added::
+
+    {"v": 1, "kind": "autotvm",
+     "i": [[WORKLOAD_KEY, TARGET], [[], [STEP, ...]]], "r": [...], "e": "...",
+     "config": {"task": "conv2d_nchw.x86", "args": [...], "index": 1234, "code_hash": null,
+                "entity": [["tile_oc", "sp", [-1, 4]], ["unroll_kw", "ot", true], ...]},
+     "versions": {...}}
+
+:func:`load_from_file` yields ``(autotvm.MeasureInput, MeasureResult)`` for the autotvm lines
+of a file (other records are skipped); :func:`pick_best` keeps the best line per workload and
+target.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+from codegen.target import Target
+
+from ..measure.data import MeasureErrorNo
+from ..measure.data import MeasureInput as StateInput
+from ..measure.records import RecordWarning, decode_record, encode_record
+from .measure_input import MeasureInput
+from .space import ConfigEntity
+from .task import Task
+
+__all__ = ["decode", "encode", "load_from_file", "pick_best", "workload_of"]
+
+KIND = "autotvm"
+
+
+def _plain(x):
+    """Tuples as lists, for JSON."""
+    if isinstance(x, tuple | list):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _tuples(x):
+    """Lists as tuples: workloads read back compare equal to the ones templates make."""
+    if isinstance(x, list):
+        return tuple(_tuples(v) for v in x)
+    return x
+
+
+class _NoSteps:
+    """The steps of a configuration that did not instantiate (its record is a failure)."""
+
+    steps = ()
+
+
+def encode(inp: MeasureInput, result, protocol: str = "json") -> str:
+    """One record line (without the newline) for a measured configuration."""
+    if protocol != "json":
+        raise ValueError(f"record protocol {protocol!r} is not supported; use 'json'")
+    task = inp.task
+    state = next((x for x in (inp.state, inp.record_state) if x is not None), _NoSteps())
+    state_inp = StateInput(task.search_task, state)
+    rec = json.loads(encode_record(state_inp, result))
+    config = inp.config.to_json_dict()
+    out = {"v": rec.pop("v"), "kind": KIND}
+    out.update(rec)
+    out["config"] = {"task": task.name, "args": _plain(task.args), **config}
+    out["versions"] = out.pop("versions")
+    return json.dumps(out, separators=(",", ":"))
+
+
+def decode(row: str, protocol: str = "json"):
+    """``(MeasureInput, MeasureResult)`` of an autotvm line, None for another record.
+
+    Raises
+    ------
+    ValueError
+        If the line is not a readable record, or its config is malformed (with the reason).
+    """
+    if protocol != "json":
+        raise ValueError(f"record protocol {protocol!r} is not supported; use 'json'")
+    try:
+        obj = json.loads(row)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not a record ({type(exc).__name__})") from None
+    if not isinstance(obj, dict) or obj.get("kind") != KIND:
+        return None
+    state_inp, res = decode_record(row)
+    try:
+        conf = obj["config"]
+        config = ConfigEntity.from_json_dict(conf)
+        target = Target(state_inp.task.target)
+        task = Task(conf["task"], _tuples(conf["args"]), target)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed autotvm config ({type(exc).__name__}: {exc})") from None
+    return MeasureInput(target, task, config, record_state=state_inp.state), res
+
+
+def load_from_file(filename):
+    """Yield ``(MeasureInput, MeasureResult)`` for every autotvm record of ``filename``.
+
+    Lines of other records (the auto-scheduler's), run markers and blank lines are skipped;
+    unreadable lines are skipped with ONE warning naming their line numbers.
+    ``inp.record_state`` holds the record's State steps (``inp.record_state.to_state(dag)``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    """
+    for _, inp, res in _iter_lines(filename):
+        yield inp, res
+
+
+def _iter_lines(filename):
+    path = Path(filename)
+    if not path.is_file():
+        raise FileNotFoundError(f"record file {str(path)!r} does not exist")
+    bad: list[tuple[int, str]] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            text = line.strip()
+            if not text or text.startswith("#") or f'"{KIND}"' not in text:
+                continue
+            try:
+                got = decode(text)
+            except ValueError as exc:
+                bad.append((lineno, str(exc)))
+                continue
+            if got is not None:
+                yield text, *got
+    if bad:
+        lines = ", ".join(str(n) for n, _ in bad[:10]) + (" ..." if len(bad) > 10 else "")
+        warnings.warn(
+            f"{path}: skipped {len(bad)} unreadable autotvm record line(s): line {lines} "
+            f"(first: {bad[0][1]})",
+            RecordWarning,
+            stacklevel=2,
+        )
+
+
+def workload_of(inp: MeasureInput) -> tuple:
+    """``(template name, *args)`` of a record's task."""
+    return inp.task.workload
+
+
+def _usable(res) -> bool:
+    return res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < 1e9
+
+
+def pick_best(in_file, out_file) -> int:
+    """Copy the best error-free record per (workload, target) of ``in_file`` to ``out_file``.
+
+    Returns the number of records kept (lines copied verbatim, in order of first appearance).
+    """
+    best: dict[tuple, tuple[float, str]] = {}
+    for text, inp, res in _iter_lines(in_file):
+        if not _usable(res):
+            continue
+        key = (workload_of(inp), str(inp.target))
+        if key not in best or res.mean_cost < best[key][0]:
+            best[key] = (res.mean_cost, text)
+    with open(out_file, "w", encoding="utf-8") as f:
+        for _, text in best.values():
+            f.write(text + "\n")
+    return len(best)
