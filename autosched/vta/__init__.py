@@ -1,0 +1,10 @@
+"""``autosched.vta``: the simulated VTA int8 accelerator as a target (docs/vta.md).
+
+``get_env()`` gives the hardware configuration and targets; ``vta.top`` the packed conv2d /
+dense templates and ``graph_pack``; the ISA and the simulator live in runtime/vta, the
+instruction-stream generator in codegen/vta.
+"""
+
+from .env import Environment, get_env
+
+__all__ = ["Environment", "get_env"]
