@@ -26,6 +26,7 @@ into instructions here, checking every field.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -187,6 +188,12 @@ _CLASSES = {
 }
 
 
+_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+# The 16 flag combinations, shared between instructions (they are immutable).
+_DEPS = {flags: Deps(*flags) for flags in itertools.product((False, True), repeat=4)}
+_FIELDS = {cls: frozenset(f.name for f in fields(cls)) - {"deps"} for cls in set(_CLASSES.values())}
+
+
 def from_dict(d: dict) -> Instruction:
     """An instruction from its plain-dict form (what codegen/vta emits), checked."""
     d = dict(d)
@@ -194,14 +201,11 @@ def from_dict(d: dict) -> Instruction:
     if op not in _CLASSES:
         raise VTAError(f"instruction {d!r}: opcode must be one of {OPCODES}")
     cls = _CLASSES[op]
-    deps = Deps(
-        **{k: bool(d.pop(k, False)) for k in ("pop_prev", "pop_next", "push_prev", "push_next")}
-    )
-    names = {f.name for f in fields(cls)} - {"deps"}
-    unknown = set(d) - names
+    deps = _DEPS[tuple(bool(d.pop(k, False)) for k in _FLAGS)]
+    unknown = d.keys() - _FIELDS[cls]
     if unknown:
         raise VTAError(
-            f"{op} instruction: unknown fields {sorted(unknown)}; known: {sorted(names)}"
+            f"{op} instruction: unknown fields {sorted(unknown)}; known: {sorted(_FIELDS[cls])}"
         )
     if cls is not MemInsn:
         d.pop("opcode")

@@ -87,6 +87,9 @@ class Simulator:
             "acc": np.zeros((s.acc_depth, s.BATCH, s.BLOCK_OUT), np.int32),
         }
         self.stats = SimStats()
+        # GEMM/ALU index arrays (and GEMM's accumulation order) by loop fields; a uop LOAD
+        # changes what they mean, so it empties this cache.
+        self._index_cache = {}
         self._schedule(program.insns)
         return self.stats
 
@@ -209,17 +212,21 @@ class Simulator:
         return slice(base, base + n)
 
     def _dram_rows(self, insn: MemInsn, source: np.ndarray, name: str) -> np.ndarray:
-        idx = (
-            insn.dram_base
-            + np.arange(insn.y_size)[:, None] * insn.x_stride
-            + np.arange(insn.x_size)[None, :]
-        )
-        if idx.size and (idx.min() < 0 or idx.max() >= len(source)):
+        """A ``(y_size, x_size, ...)`` view of the DRAM entries ``insn`` reads or writes."""
+        first, last = insn.dram_base, insn.dram_base + (insn.y_size - 1) * insn.x_stride
+        last += insn.x_size - 1
+        if insn.y_size < 1 or insn.x_size < 1 or insn.x_stride < 0:
+            raise VTAError(f"empty or negative DMA: y_size={insn.y_size}, x_size={insn.x_size}")
+        if first < 0 or last >= len(source):
             raise VTAError(
-                f"DRAM {name!r} read/write of entries up to {int(idx.max())} past its "
+                f"DRAM {name!r} read/write of entries [{first}, {last}] outside its "
                 f"{len(source)} entries"
             )
-        return idx
+        step = source.strides[0]
+        return np.lib.stride_tricks.as_strided(
+            source[first:], (insn.y_size, insn.x_size, *source.shape[1:]),
+            (insn.x_stride * step, step, *source.strides[1:]), writeable=True,
+        )  # fmt: skip
 
     def _load(self, insn: MemInsn) -> int:
         kind = insn.memory_type
@@ -231,19 +238,21 @@ class Simulator:
             source = self._dram[kind]
         else:
             raise VTAError(f"LOAD {kind}: no DRAM tensor bound to {kind!r}")
-        idx = self._dram_rows(insn, source, kind)
+        rows_in = self._dram_rows(insn, source, kind)
         buf = self.buffers[kind]
-        block = np.zeros((rows, cols, *buf.shape[1:]), buf.dtype)
-        block[
-            insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size
-        ] = source[idx]
-        buf[where] = block.reshape(rows * cols, *buf.shape[1:])
+        block = buf[where].reshape(rows, cols, *buf.shape[1:])
+        if (rows, cols) != (insn.y_size, insn.x_size):
+            block[...] = 0  # the padding
+        y0, x0 = insn.y_pad_0, insn.x_pad_0
+        block[y0 : y0 + insn.y_size, x0 : x0 + insn.x_size] = rows_in
+        if kind == "uop":
+            self._index_cache.clear()
+        n = insn.y_size * insn.x_size
         entry_bytes = UOP_BYTES if kind == "uop" else getattr(self.spec, f"{kind}_elem_bytes")
-        nbytes = idx.size * entry_bytes
-        setattr(
-            self.stats, f"{kind}_load_nbytes", getattr(self.stats, f"{kind}_load_nbytes") + nbytes
-        )
-        return self.timing.dma_cycles(nbytes, rows * cols - idx.size)
+        nbytes = n * entry_bytes
+        counter = f"{kind}_load_nbytes"
+        setattr(self.stats, counter, getattr(self.stats, counter) + nbytes)
+        return self.timing.dma_cycles(nbytes, rows * cols - n)
 
     def _store(self, insn: MemInsn) -> int:
         if insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
@@ -252,16 +261,21 @@ class Simulator:
             raise VTAError("STORE: no DRAM tensor bound to 'out'")
         n = insn.y_size * insn.x_size
         where = self._sram_range("acc", insn.sram_base, n)
-        out = self._dram["out"]
-        idx = self._dram_rows(insn, out, "out")
+        rows_out = self._dram_rows(insn, self._dram["out"], "out")
         # Keep the low 8 bits, as VTA's int8 copy of the accumulator does.
-        out[idx.ravel()] = self.buffers["acc"][where].astype(np.int8)
+        rows_out[...] = self.buffers["acc"][where].astype(np.int8).reshape(rows_out.shape)
         nbytes = n * self.spec.out_elem_bytes
         self.stats.out_store_nbytes += nbytes
         return self.timing.dma_cycles(nbytes)
 
     def _indices(self, insn, columns):
         """(dst, src[, wgt]) buffer indices of every iteration of ``insn``'s loops, flat."""
+        key = (insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in, tuple(columns))
+        if key not in self._index_cache:
+            self._index_cache[key] = self._compute_indices(insn, columns)
+        return self._index_cache[key]
+
+    def _compute_indices(self, insn, columns):
         if not 0 <= insn.uop_bgn < insn.uop_end:
             raise VTAError(f"empty or negative uop range [{insn.uop_bgn}, {insn.uop_end})")
         uops = self.buffers["uop"][
@@ -294,12 +308,16 @@ class Simulator:
         if insn.reset:
             acc[idx[0]] = 0
         else:
-            dst, src, wgt = idx
+            dst, src, wgt = idx[:3]
             # int8 x int8 summed over BLOCK_IN fits float32's 24-bit mantissa exactly.
             x = self.buffers["inp"][src].astype(np.float32)  # (n, BATCH, BLOCK_IN)
             w = self.buffers["wgt"][wgt].astype(np.float32)  # (n, BLOCK_OUT, BLOCK_IN)
             prod = np.einsum("nbi,noi->nbo", x, w).astype(np.int32)
-            _accumulate(acc, dst, prod)
+            if len(idx) == 3:  # the summation order of dst, kept with the cached indices
+                idx.append(_sum_order(dst))
+            order, starts, targets = idx[3]
+            sums = np.add.reduceat(prod[order], starts, axis=0, dtype=np.int64)
+            acc[targets] = (acc[targets].astype(np.int64) + sums).astype(np.int32)
             self.stats.gemm_counter += n
         return self.timing.gemm_cycles(n)
 
@@ -323,13 +341,12 @@ class Simulator:
         return self.timing.alu_cycles(n)
 
 
-def _accumulate(acc: np.ndarray, dst: np.ndarray, prod: np.ndarray) -> None:
-    """``acc[dst] += prod`` with repeated ``dst`` summed (int32, wrapping)."""
+def _sum_order(dst: np.ndarray):
+    """How to sum products into ``acc[dst]`` with repeated ``dst``: (order, run starts, targets)."""
     order = np.argsort(dst, kind="stable")
     d = dst[order]
-    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-    sums = np.add.reduceat(prod[order], starts, axis=0, dtype=np.int64)
-    acc[d[starts]] = (acc[d[starts]].astype(np.int64) + sums).astype(np.int32)
+    starts = np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))
+    return order, starts, d[starts]
 
 
 def _independent(dst: np.ndarray, src: np.ndarray | None) -> bool:

@@ -1,0 +1,15 @@
+"""``vta.top``: the packed operators of the simulated VTA and graph packing."""
+
+from .build import VTAKernel, build, conv2d_workload, dense_workload
+from .reference import conv2d_packed_reference, pack_nchw, pack_oihw, unpack_nchw
+
+__all__ = [
+    "VTAKernel",
+    "build",
+    "conv2d_packed_reference",
+    "conv2d_workload",
+    "dense_workload",
+    "pack_nchw",
+    "pack_oihw",
+    "unpack_nchw",
+]
