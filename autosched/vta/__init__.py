@@ -5,6 +5,8 @@ dense templates and ``graph_pack``; the ISA and the simulator live in runtime/vt
 instruction-stream generator in codegen/vta.
 """
 
+from . import top
 from .env import Environment, get_env
+from .measure import SimMeasureResult, SimulatorRunner
 
-__all__ = ["Environment", "get_env"]
+__all__ = ["Environment", "SimMeasureResult", "SimulatorRunner", "get_env", "top"]

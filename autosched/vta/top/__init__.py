@@ -2,14 +2,19 @@
 
 from .build import VTAKernel, build, conv2d_workload, dense_workload
 from .reference import conv2d_packed_reference, pack_nchw, pack_oihw, unpack_nchw
+from .templates import conv2d_packed, dense_packed, task_workload, tile_config
 
 __all__ = [
     "VTAKernel",
     "build",
+    "conv2d_packed",
     "conv2d_packed_reference",
     "conv2d_workload",
+    "dense_packed",
     "dense_workload",
     "pack_nchw",
     "pack_oihw",
+    "task_workload",
+    "tile_config",
     "unpack_nchw",
 ]
