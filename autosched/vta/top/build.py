@@ -50,7 +50,15 @@ def dense_workload(data_shape, weight_shape, shift=8, clip=(-127, 127)) -> Conv2
 
 
 def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
+    """(h, w) of an int, a pair, or a symmetric (top, left, bottom, right) padding."""
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) == 4:
+        if v[:2] != v[2:]:
+            raise ValueError(f"conv2d_packed: padding {v} must be symmetric on VTA")
+        return v[:2]
+    return v
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,38 +23,16 @@ from __future__ import annotations
 from codegen.vta import Conv2dWorkload, TileConfig, check_config
 from tensorir import te
 from tensorir.dag import ComputeDAG
-from tensorir.ops.transform import pad
+from tensorir.ops.packed_layout import conv2d_packed as conv2d_packed_compute
 from tensorir.tensor import compute
 
 from ...autotvm.space import ConfigSpace, FallbackConfigEntity
 from ...autotvm.template import get_config, template
+from ...autotvm.templates import EXT_DEV_WORKLOADS
 from ..env import get_env
 from .build import conv2d_workload, dense_workload
 
 KNOBS = ("tile_b", "tile_h", "tile_w", "tile_ci", "tile_co", "h_threading", "oc_threading")
-
-
-def conv2d_packed_compute(data, kernel, strides, padding, out_dtype="int32"):
-    """The packed conv2d as te: ``out[b, co, h, w, bi, bo]`` (int32 accumulation)."""
-    nb, cb, h, w, batch, bi = data.shape
-    ob, _, kh, kw, bo, _ = kernel.shape
-    (sh, sw), (ph, pw) = _pair(strides), _pair(padding)
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    padded = pad(data, ((0, 0), (0, 0), (ph, ph), (pw, pw), (0, 0), (0, 0)), 0)
-    ic = te.reduce_axis((0, cb), name="ic")
-    dy = te.reduce_axis((0, kh), name="dy")
-    dx = te.reduce_axis((0, kw), name="dx")
-    ici = te.reduce_axis((0, bi), name="ic_tns")
-    return compute(
-        (nb, ob, oh, ow, batch, bo),
-        lambda b, co, i, j, b_tns, co_tns: te.sum(
-            padded[b, ic, i * sh + dy, j * sw + dx, b_tns, ici].astype(out_dtype)
-            * kernel[co, ic, dy, dx, co_tns, ici].astype(out_dtype),
-            axis=[ic, dy, dx, ici],
-        ),
-        "res",
-        tag="conv2d_packed",
-    )
 
 
 def _pair(v):
@@ -105,14 +83,17 @@ def _refuse_invalid(cfg, wkl: Conv2dWorkload) -> None:
 @template("conv2d_packed.vta")
 def conv2d_packed(data, kernel, strides, padding, dilation, layout, out_dtype):
     """The seed's packed conv2d template (TVM's ``conv2d_packed.vta``)."""
-    if tuple(_pair(dilation)) != (1, 1) or layout != "NCHW1n16c":
+    env = get_env()
+    want = f"NCHW{env.BATCH}n{env.BLOCK_IN}c"
+    if tuple(_pair(dilation)) != (1, 1) or layout != want:
         raise ValueError(
             f"conv2d_packed.vta: dilation {dilation} and layout {layout!r}: only dilation 1 "
-            "and the NCHW1n16c layout (from vta.top.graph_pack) run on VTA"
+            f"and the {want} layout (from vta.top.graph_pack) run on VTA"
         )
     cfg = get_config()
     wkl = conv2d_workload(data.shape, kernel.shape, strides, padding)
-    out = conv2d_packed_compute(data, kernel, strides, padding, out_dtype)
+    ph, pw = wkl.pad_h, wkl.pad_w
+    out = conv2d_packed_compute(data, kernel, strides, (ph, pw, ph, pw), (1, 1), out_dtype)
     define_knobs(cfg, wkl)
     cfg.add_flop(2 * wkl.gemm_uops * get_env().BATCH * get_env().BLOCK_IN * get_env().BLOCK_OUT)
     _refuse_invalid(cfg, wkl)
@@ -150,3 +131,27 @@ def task_workload(task) -> Conv2dWorkload:
     if task.name == "dense_packed.vta":
         return dense_workload(args[0][1], args[1][1])
     raise ValueError(f"task {task.name!r} is not a VTA task (conv2d_packed.vta, dense_packed.vta)")
+
+
+def workload_of_call(call) -> tuple[str, tuple] | None:
+    """The ``conv2d_packed.vta`` workload of a packed ``nn.conv2d`` call (what
+    ``autotvm.task.extract_from_program`` asks for ``Target("ext_dev -device=vta")``); None
+    for every other call (it runs on the CPU)."""
+    if call.op != "nn.conv2d" or not call.attrs["data_layout"].startswith("NCHW"):
+        return None
+    if len(call.args[0].shape) != 6:
+        return None
+    data, kernel = call.args
+    a = call.attrs
+    return "conv2d_packed.vta", (
+        ("TENSOR", tuple(data.shape), data.dtype),
+        ("TENSOR", tuple(kernel.shape), kernel.dtype),
+        tuple(a["strides"]),
+        tuple(a["padding"]),
+        tuple(a["dilation"]),
+        a["data_layout"],
+        a["out_dtype"] or "int32",
+    )
+
+
+EXT_DEV_WORKLOADS["vta"] = workload_of_call
