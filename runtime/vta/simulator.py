@@ -138,50 +138,70 @@ class Simulator:
             raise VTAError("program: it must end with exactly one FINISH instruction")
 
         tokens = {(a, b): deque() for a in MODULES for b in MODULES}
-        pc = dict.fromkeys(MODULES, 0)
-        t_free = dict.fromkeys(MODULES, 0)
+        # Per module: (index, insn, queue it pops from or None (x2), queue it pushes to or None
+        # (x2)), so that the hot loop below does no lookups.
+        plans = []
+        for m in MODULES:
+            plan = []
+            for index, insn in queues[m]:
+                d = insn.deps
+                plan.append((
+                    index, insn,
+                    tokens[(_PREV[m], m)] if d.pop_prev else None,
+                    tokens[(_NEXT[m], m)] if d.pop_next else None,
+                    tokens[(m, _PREV[m])] if d.push_prev else None,
+                    tokens[(m, _NEXT[m])] if d.push_next else None,
+                ))  # fmt: skip
+            plans.append(plan)
+        pc = [0, 0, 0]
+        t_free = [0, 0, 0]
+        busy = [0, 0, 0]
         while True:
-            best = None
-            for m in MODULES:
-                if pc[m] == len(queues[m]):
+            best, best_start, best_module = None, 0, 0
+            for m in (0, 1, 2):
+                if pc[m] == len(plans[m]):
                     continue
-                index, insn = queues[m][pc[m]]
+                entry = plans[m][pc[m]]
                 start = t_free[m]
-                ready = True
-                for flag, other in (("pop_prev", _PREV[m]), ("pop_next", _NEXT[m])):
-                    if getattr(insn.deps, flag):
-                        q = tokens[(other, m)]
-                        if not q:
-                            ready = False
-                            break
-                        start = max(start, q[0])
-                if ready and (best is None or start < best[0]):
-                    best = (start, m, index, insn)
+                q = entry[2]
+                if q is not None:
+                    if not q:
+                        continue
+                    start = max(start, q[0])
+                q = entry[3]
+                if q is not None:
+                    if not q:
+                        continue
+                    start = max(start, q[0])
+                if best is None or start < best_start:
+                    best, best_start, best_module = entry, start, m
             if best is None:
-                if all(pc[m] == len(queues[m]) for m in MODULES):
+                if all(pc[m] == len(plans[m]) for m in (0, 1, 2)):
                     break
                 raise VTAError("VTA deadlock: " + "; ".join(
-                    self._waiting(m, *queues[m][pc[m]], tokens)
-                    for m in MODULES if pc[m] < len(queues[m])
+                    self._waiting(m, *queues[m][pc[k]], tokens)
+                    for k, m in enumerate(MODULES) if pc[k] < len(plans[k])
                 ) + " (check the push/pop flags: every pop needs an earlier push)")  # fmt: skip
-            start, m, index, insn = best
-            if insn.deps.pop_prev:
-                tokens[(_PREV[m], m)].popleft()
-            if insn.deps.pop_next:
-                tokens[(_NEXT[m], m)].popleft()
+            index, insn, pop_a, pop_b, push_a, push_b = best
+            if pop_a is not None:
+                pop_a.popleft()
+            if pop_b is not None:
+                pop_b.popleft()
             try:
                 cycles = self._execute(insn)
             except VTAError as e:
                 raise VTAError(f"instruction #{index} ({_name(insn)}): {e}") from None
-            end = start + cycles
+            end = best_start + cycles
+            m = best_module
             t_free[m] = end
-            self.stats.busy[m] += cycles
-            if insn.deps.push_prev:
-                tokens[(m, _PREV[m])].append(end)
-            if insn.deps.push_next:
-                tokens[(m, _NEXT[m])].append(end)
+            busy[m] += cycles
+            if push_a is not None:
+                push_a.append(end)
+            if push_b is not None:
+                push_b.append(end)
             pc[m] += 1
-        self.stats.cycles = max(t_free.values())
+        self.stats.busy = dict(zip(MODULES, busy, strict=True))
+        self.stats.cycles = max(t_free)
 
     @staticmethod
     def _waiting(module, index, insn, tokens) -> str:

@@ -8,8 +8,9 @@ layers outside stay NCHW on the CPU. As in TVM:
 
 * the start op's output gets a ``layout_transform(NCHW -> NCHW1n16c)``, the stop op's input a
   ``layout_transform(NCHW1n16c -> NCHW)``;
-* each ``nn.conv2d`` (groups 1, channels divisible by the block) takes packed data and a packed
-  weight (``layout_transform`` of the OIHW weight; bind the params to fold it);
+* each ``nn.conv2d`` (groups 1, channels divisible by the block) takes packed data (packed
+  there if an op before it could not stay packed) and a packed weight (``layout_transform`` of
+  the OIHW weight; bind the params to fold it);
 * elementwise and broadcast ops stay packed; a per-channel operand such as a ``(C, 1, 1)`` bias
   is reshaped to 4-D and packed too, a scalar is kept;
 * any other op inside the region gets its inputs unpacked first.
@@ -87,16 +88,17 @@ def graph_pack(
             return None
         k = order[id(node)]
         inside = start < k < stop
-        if not inside or not any(id(a) in packed for a in args):
-            out = make_call(node.op, tuple(unpack(a) for a in args), node.attrs)
-            return pack(out) if k == start and len(out.shape) == 4 else out
-        if node.op == "nn.conv2d" and _packable_conv(node, bfactor, cfactor):
+        if inside and node.op == "nn.conv2d" and _packable_conv(node, bfactor, cfactor):
             data, weight = args
+            data = data if id(data) in packed else pack(data)
             weight = op.layout_transform(weight, "OIHW", wlayout)
             attrs = node.attrs.replace(data_layout=layout, kernel_layout=wlayout)
             out = make_call("nn.conv2d", (data, weight), attrs)
             packed.add(id(out))
             return out
+        if not inside or not any(id(a) in packed for a in args):
+            out = make_call(node.op, tuple(unpack(a) for a in args), node.attrs)
+            return pack(out) if k == start and len(out.shape) == 4 else out
         if node.op in _UNARY_KEEP or get_op(node.op).pattern <= BROADCAST:
             full = next(a for a in args if id(a) in packed)
             new_args = [
