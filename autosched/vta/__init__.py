@@ -7,6 +7,16 @@ instruction-stream generator in codegen/vta.
 
 from . import top
 from .env import Environment, get_env
+from .graph_module import VTAGraphModule
+from .graph_module import build_network as build
 from .measure import SimMeasureResult, SimulatorRunner
 
-__all__ = ["Environment", "SimMeasureResult", "SimulatorRunner", "get_env", "top"]
+__all__ = [
+    "Environment",
+    "SimMeasureResult",
+    "SimulatorRunner",
+    "VTAGraphModule",
+    "build",
+    "get_env",
+    "top",
+]

@@ -1,6 +1,8 @@
 """Measuring VTA configurations: the simulator's cycles are the cost.
 
-``SimulatorRunner`` is the in-process local runner: for each configuration of a
+``SimulatorRunner`` is the in-process local runner (use it as ``autotvm.measure_option(
+builder=autotvm.LocalBuilder(), runner=vta.SimulatorRunner())``; AutoTVM's tuners then call its
+``measure_configs``, the builder is not used): for each configuration of a
 ``conv2d_packed.vta`` / ``dense_packed.vta`` task it generates the program, runs it on random
 int8 inputs (a fixed seed, so every candidate sees the same data) and reports
 ``cycles / clock`` as the cost, with the cycles and the seed's counters beside it. Simulated
@@ -19,7 +21,9 @@ import numpy as np
 
 from codegen.vta import VTAConfigError
 
+from ..autotvm.measure import MeasureInput
 from ..autotvm.space import InstantiationError
+from ..measure.data import MeasureResult
 from .env import Environment, get_env
 from .top.build import build
 from .top.reference import conv2d_packed_reference
@@ -76,9 +80,23 @@ class SimulatorRunner:
         self.seed = seed
         self._inputs: dict = {}
 
+    #: Like AutoTVM's builders: how many configurations a tuner proposes per batch.
+    n_parallel = 1
+
     def run(self, task, configs) -> list[SimMeasureResult]:
         """Measure each of ``configs`` (ConfigEntity objects of ``task``'s space)."""
         return [self.measure(task, cfg) for cfg in configs]
+
+    def measure_configs(self, task, configs) -> tuple[list, list]:
+        """AutoTVM's ``measure_batch`` for this runner: (MeasureInputs, MeasureResults), the
+        results in the project's record format (cost = simulated seconds)."""
+        inputs, results = [], []
+        for cfg in configs:
+            r = self.measure(task, cfg)
+            inputs.append(MeasureInput(task.target, task, cfg))
+            results.append(MeasureResult(r.costs, r.error_no, r.error_msg, r.all_cost,
+                                         r.timestamp))  # fmt: skip
+        return inputs, results
 
     def measure(self, task, config) -> SimMeasureResult:
         start = time.perf_counter()

@@ -32,6 +32,9 @@ class Conv2dWorkload:
     stride_h, stride_w, pad_h, pad_w : int
     shift, clip_min, clip_max : int
         Requantization on the ALU: ``out = clip(acc >> shift, clip_min, clip_max)`` as int8.
+    requantize : bool
+        False: the output is the int32 accumulator itself (``nn.conv2d`` with out_dtype int32
+        in a graph), stored as four int8 byte planes since STORE writes 8 bits.
     """
 
     batch_blocks: int
@@ -48,6 +51,7 @@ class Conv2dWorkload:
     shift: int = 8
     clip_min: int = -127
     clip_max: int = 127
+    requantize: bool = True
 
     @property
     def out_height(self) -> int:

@@ -105,7 +105,7 @@ def conv2d_program(wkl: Conv2dWorkload, cfg: TileConfig, spec) -> dict:
     threads = list(itertools.product(range(cfg.h_threading), range(cfg.oc_threading)))
     n_steps = len(tiles) * len(chunks) * nctx
     n_thread_tiles = len(tiles) * nctx
-    loads, computes, stores = [], [], []
+    loads, computes = [], []
     step = 0
     for tile_index, (b0, co0, h0, w0) in enumerate(tiles):
         for chunk_index, c0 in enumerate(chunks):
@@ -128,7 +128,8 @@ def conv2d_program(wkl: Conv2dWorkload, cfg: TileConfig, spec) -> dict:
                 ebgn, eend = elem_kernel[ctx]
                 if first:
                     reset = dict(opcode="GEMM", reset=True, **_loops(ebgn, eend))
-                    reset["pop_next"] = thread_tile >= nctx
+                    # int32 output: compute already waited for the last store of this context
+                    reset["pop_next"] = thread_tile >= nctx and wkl.requantize
                     step_compute.append(reset)
                 gbgn, gend = gemm_kernel[ctx]
                 gemm = dict(
@@ -139,34 +140,57 @@ def conv2d_program(wkl: Conv2dWorkload, cfg: TileConfig, spec) -> dict:
                 gemm["push_prev"] = step + nctx < n_steps
                 step_compute.append(gemm)
                 if last:
-                    for op, imm in (
-                        ("SHR", wkl.shift),
-                        ("MAX", wkl.clip_min),
-                        ("MIN", wkl.clip_max),
-                    ):
-                        alu = dict(opcode="ALU", alu_opcode=op, use_imm=True, imm=imm)
-                        step_compute.append({**alu, **_loops(ebgn, eend)})
-                    step_compute[-1]["push_next"] = True
-                    tile_stores = []
-                    for b, co in itertools.product(range(tb), range(tco)):
-                        tile_stores.append(_mem(
-                            "STORE", "out", ctx * fp.acc + (b * tco + co) * th * tw,
-                            (((b0 + b) * wkl.out_blocks + oc0 + co) * oh_n + oh0) * ow_n + w0,
-                            th, tw, ow_n,
-                        ))  # fmt: skip
-                    tile_stores[0]["pop_prev"] = True
-                    tile_stores[-1]["push_prev"] = thread_tile + nctx < n_thread_tiles
-                    stores.append(tile_stores)
+                    dst0 = ctx * fp.acc
+                    dram0 = (((b0 * wkl.out_blocks + oc0) * oh_n + oh0) * ow_n) + w0
+                    step_compute += _epilogue(wkl, fp, cfg, elem_kernel[ctx], dst0, dram0,
+                                              thread_tile + nctx < n_thread_tiles)  # fmt: skip
                 computes.append(step_compute)
                 step += 1
-    # The three queues are independent; interleave them in step order for readability.
+    # The three modules' queues are independent: the stream interleaves them step by step.
     for i in range(n_steps):
         insns.extend(loads[i])
         insns.extend(computes[i])
-        if computes[i][-1].get("push_next"):
-            insns.extend(stores.pop(0))
     insns.append(dict(opcode="FINISH"))
     return {"insns": insns, "uops": np.asarray(uops, np.int32).reshape(-1, 3)}
+
+
+def _epilogue(wkl, fp, cfg, elem_kernel, acc0, dram0, acc_reused) -> list:
+    """The end of a thread's tile: requantize and store int8, or store the int32 accumulator
+    as four byte planes (VTA stores only 8 bits: ``SHR 8`` between the planes)."""
+    th, tw = cfg.tile_h // cfg.h_threading, cfg.tile_w
+    tb, tco = cfg.tile_b, cfg.tile_co // cfg.oc_threading
+    oh_n, ow_n = wkl.out_height, wkl.out_width
+    plane = wkl.batch_blocks * wkl.out_blocks * oh_n * ow_n  # entries of one output plane
+    out = []
+
+    def alu(op, imm, **deps):
+        return {"opcode": "ALU", "alu_opcode": op, "use_imm": True, "imm": imm,
+                **_loops(*elem_kernel), **deps}  # fmt: skip
+
+    def stores(p):
+        block = [
+            _mem("STORE", "out", acc0 + (b * tco + co) * th * tw,
+                 p * plane + dram0 + ((b * wkl.out_blocks + co) * oh_n) * ow_n, th, tw, ow_n)
+            for b, co in itertools.product(range(tb), range(tco))
+        ]  # fmt: skip
+        block[0]["pop_prev"] = True
+        return block
+
+    if wkl.requantize:
+        out += [alu("SHR", wkl.shift), alu("MAX", wkl.clip_min),
+                alu("MIN", wkl.clip_max, push_next=True)]  # fmt: skip
+        out += stores(0)
+        out[-1]["push_prev"] = acc_reused  # the next tile of this context may reset it
+        return out
+    for p in range(4):
+        if p:  # shift the next byte down once the previous plane is stored
+            out.append(alu("SHR", 8, pop_next=True, push_next=True))
+        else:
+            out.append(alu("ADD", 0, push_next=True))  # a no-op that hands the tile to store
+        out += stores(p)
+        out[-1]["push_prev"] = True
+    out.append(alu("ADD", 0, pop_next=True))  # wait for the last plane: the tile is free
+    return out
 
 
 def _input_loads(wkl, fp, b0, c0, oh0, ow0, tb, tci, sram0) -> list:

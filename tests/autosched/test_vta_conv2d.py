@@ -86,3 +86,19 @@ def test_virtual_threads_hide_load_latency():
         np.testing.assert_array_equal(out, single)
         cycles[h, oc] = stats.cycles
     assert cycles[2, 1] < cycles[1, 1] and cycles[1, 2] < cycles[1, 1]
+
+
+@pytest.mark.parametrize("cfg", [TileConfig(1, 4, 8, 1, 2, 2, 1), TileConfig(1, 8, 4, 2, 2, 1, 2)])
+def test_int32_output_through_byte_planes_is_exact(cfg):
+    # A graph's nn.conv2d keeps the int32 accumulator: VTA stores it as four int8 planes.
+    data, kern = _int8(1, 2, 8, 8, 1, 16), _int8(2, 2, 3, 3, 16, 16)
+    wkl = top.conv2d_workload(data.shape, kern.shape, 1, 1, requantize=False)
+    out, stats = top.build(wkl, cfg).run(data, kern)
+    x = top.unpack_nchw(data)
+    w = kern.transpose(0, 4, 1, 5, 2, 3).reshape(32, 32, 3, 3)
+    want = top.pack_nchw(
+        top.reference.conv2d_nchw_int(x, w, (1, 1), (1, 1)).astype(np.int32), 1, 16
+    )
+    assert out.dtype == np.int32 and np.abs(want).max() > 1 << 16  # all four bytes matter
+    np.testing.assert_array_equal(out, want)
+    assert stats.out_store_nbytes == 4 * want.size

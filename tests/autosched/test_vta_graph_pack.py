@@ -78,3 +78,23 @@ def test_extract_from_program_finds_the_packed_conv2d_tasks():
         tasks[1], [tasks[1].config_space.get(0)]
     )
     assert result[0].error_no == 0, result[0].error_msg
+
+
+def test_packed_network_runs_its_convolutions_on_the_simulator():
+    import warnings
+
+    func = _int8_net()
+    packed = vta.top.graph_pack(func, 1, 16, 8, "nn.max_pool2d", "nn.global_avg_pool2d")
+    values = _values(func, np.random.default_rng(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # untuned workloads take the fallback config
+        module = vta.build(packed, params={k: v for k, v in values.items() if k != "data"})
+    assert len(module.kernels) == 2  # the two packed convolutions
+    module.set_input("data", values["data"])
+    module.run()
+    np.testing.assert_array_equal(module.get_output(0), evaluate(func, values))
+    stats = module.stats
+    # conv1: 5x5 out, 2x2 blocks, 3x3 kernel; conv2: 3x3 out, 3x2 blocks, 1x1
+    assert stats["gemm_counter"] == 25 * 4 * 9 + 9 * 6
+    assert stats["out_store_nbytes"] == 4 * (25 * 32 + 9 * 48)  # int32 as four byte planes
+    assert module.simulated_seconds() == stats["cycles"] / 100e6

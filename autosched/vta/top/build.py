@@ -13,12 +13,19 @@ from ..env import Environment, get_env
 
 
 def conv2d_workload(
-    data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), shift=8, clip=(-127, 127)
+    data_shape,
+    kernel_shape,
+    strides=(1, 1),
+    padding=(0, 0),
+    shift=8,
+    clip=(-127, 127),
+    requantize=True,
 ) -> Conv2dWorkload:
     """The workload of a packed conv2d from its packed shapes.
 
     ``data_shape`` is ``(N//BATCH, CI//BLOCK_IN, H, W, BATCH, BLOCK_IN)`` and ``kernel_shape``
     ``(CO//BLOCK_OUT, CI//BLOCK_IN, KH, KW, BLOCK_OUT, BLOCK_IN)`` (the seed's task arguments).
+    ``requantize=False`` gives the int32 accumulator as output (a graph's ``nn.conv2d``).
     """
     if len(data_shape) != 6 or len(kernel_shape) != 6:
         raise ValueError(
@@ -32,7 +39,19 @@ def conv2d_workload(
             f"conv2d_packed: data has {cb} input-channel blocks, the kernel {kcb}; they must match"
         )
     return Conv2dWorkload(
-        nb, cb, h, w, ob, kh, kw, *_pair(strides), *_pair(padding), shift, clip[0], clip[1]
+        nb,
+        cb,
+        h,
+        w,
+        ob,
+        kh,
+        kw,
+        *_pair(strides),
+        *_pair(padding),
+        shift,
+        clip[0],
+        clip[1],
+        requantize,
     )
 
 
@@ -76,13 +95,21 @@ class VTAKernel:
         return (w.batch_blocks, w.out_blocks, w.out_height, w.out_width, e.BATCH, e.BLOCK_OUT)
 
     def run(self, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, SimStats]:
-        """Simulate on packed int8 ``data`` and ``kernel``; returns (packed int8 output, stats)."""
-        out = np.zeros(self.out_shape, np.int8)
-        stats = Simulator(self.env.spec, self.env.timing).run(
-            self.program, {"inp": np.ascontiguousarray(data, np.int8),
-                           "wgt": np.ascontiguousarray(kernel, np.int8), "out": out},
-        )  # fmt: skip
-        return out, stats
+        """Simulate on packed int8 ``data`` and ``kernel``; returns (packed output, stats):
+        int8 when the workload requantizes, else int32 (reassembled from the byte planes)."""
+        planes = 1 if self.workload.requantize else 4
+        out = np.zeros((planes, *self.out_shape), np.int8)
+        dram = {
+            "inp": np.ascontiguousarray(data, np.int8),
+            "wgt": np.ascontiguousarray(kernel, np.int8),
+            "out": out,
+        }
+        stats = Simulator(self.env.spec, self.env.timing).run(self.program, dram)
+        if planes == 1:
+            return out[0], stats
+        u = out.view(np.uint8).astype(np.uint32)
+        value = u[0] | (u[1] << 8) | (u[2] << 16) | (u[3] << 24)
+        return value.view(np.int32), stats
 
 
 def build(
