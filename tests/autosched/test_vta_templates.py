@@ -76,3 +76,28 @@ def test_dense_packed_template():
     assert sum(r.error_no == 0 for r in results) == 4 * (4 * 2 - 2)
     cycles = {r.cycles for r in results if r.error_no == 0}
     assert len(cycles) > 1  # the knobs change the schedule
+
+
+@pytest.mark.parametrize("tuner_name", ["xgb", "ga", "random", "gridsearch"])
+def test_autotvm_tuners_tune_a_vta_task_on_the_simulator(tuner_name, tmp_path):
+    from autosched.autotvm import tuner as tuners
+
+    task = autotvm.task.create("conv2d_packed.vta", CONV_ARGS, target=ENV.target)
+    make = {
+        "xgb": lambda t: tuners.XGBTuner(t, loss_type="rank"),
+        "ga": lambda t: tuners.GATuner(t, pop_size=8),
+        "random": tuners.RandomTuner,
+        "gridsearch": tuners.GridSearchTuner,
+    }[tuner_name]
+    tuner = make(task)
+    log, best_log = tmp_path / "vta.log", tmp_path / "best.log"
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=2),
+                                    runner=vta.SimulatorRunner())  # fmt: skip
+    tuner.tune(6, measure_option=option, callbacks=[autotvm.callback.log_to_file(str(log))])
+    assert len(log.read_text().splitlines()) == 6
+    autotvm.record.pick_best(str(log), str(best_log))
+    with autotvm.apply_history_best(str(best_log)):
+        cfg = autotvm.DispatchContext.current.query(ENV.target, task.workload)
+    assert cfg == tuner.best_config
+    (result,) = vta.SimulatorRunner().run(task, [cfg])
+    assert result.cycles == pytest.approx(task.flop / tuner.best_flops * 100e6)
