@@ -67,7 +67,7 @@ network = "resnet-18"
 start_pack = "nn.max_pool2d"
 stop_pack = "nn.global_avg_pool2d"
 
-log_file = "%s.%s.log" % (env.TARGET, network)
+log_file = f"{env.TARGET}.{network}.log"
 # CI sets AUTOSCHED_TUTORIAL_TRIALS=1 (one trial per task and tuner); a real run uses 200.
 n_trial = int(os.environ.get("AUTOSCHED_TUTORIAL_TRIALS", "200"))
 
@@ -109,7 +109,7 @@ def tune_tasks(tasks, measure_option, tuners, n_trial, early_stopping, log_filen
 
     for i, tsk in enumerate(reversed(tasks)):
         for name in tuners:
-            prefix = "[Task %2d/%2d %-10s] " % (i + 1, len(tasks), name)
+            prefix = f"[Task {i + 1:2d}/{len(tasks):2d} {name:<10}] "
             tuner_obj = make_tuner(name, tsk)
             tsk_trial = min(n_trial, len(tsk.config_space))
             tuner_obj.tune(
@@ -142,7 +142,7 @@ def tune_and_evaluate(tuning_opt):
     tasks = list(filter(lambda t: len(t.args[0][1]) > 4 and "conv" in t.name, tasks))
 
     # resnet-18 of our model zoo (relay.testing's) has 11: the seed's gluon model has 10
-    print("Extracted {} conv2d tasks:".format(len(tasks)))
+    print(f"Extracted {len(tasks)} conv2d tasks:")
     for tsk in tasks:
         inp = tsk.args[0][1]
         wgt = tsk.args[1][1]
@@ -154,11 +154,9 @@ def tune_and_evaluate(tuning_opt):
         hstride, wstride = tsk.args[2][0], tsk.args[2][1]
         hpad, wpad = tsk.args[3][0], tsk.args[3][1]
         print(
-            "({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})".format(
-                batch, height, width, in_filter, out_filter,
-                hkernel, wkernel, hpad, wpad, hstride, wstride,
-            )
-        )  # fmt: skip
+            f"({batch}, {height}, {width}, {in_filter}, {out_filter}, "
+            f"{hkernel}, {wkernel}, {hpad}, {wpad}, {hstride}, {wstride})"
+        )
 
     print("Tuning...")
     tune_tasks(
@@ -183,11 +181,11 @@ def tune_and_evaluate(tuning_opt):
     print("Evaluate inference on the simulated VTA...")
     module.run()
     stats = module.stats
-    print("Simulated conv2d layers on VTA at %.0f MHz:" % env.timing.clock_mhz)
-    print("  cycles: %d (%.2f ms)" % (stats["cycles"], module.simulated_seconds() * 1e3))
+    print(f"Simulated conv2d layers on VTA at {env.timing.clock_mhz:.0f} MHz:")
+    print(f"  cycles: {stats['cycles']} ({module.simulated_seconds() * 1e3:.2f} ms)")
     for name in ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
                  "out_store_nbytes", "gemm_counter", "alu_counter"):  # fmt: skip
-        print("  %s: %d" % (name, stats[name]))
+        print(f"  {name}: {stats[name]}")
     scores = module.get_output(0).reshape(-1)
     print("Top-5 classes:", list(np.argsort(scores)[::-1][:5]))
 
