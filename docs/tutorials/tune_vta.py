@@ -187,7 +187,7 @@ def tune_and_evaluate(tuning_opt):
                  "out_store_nbytes", "gemm_counter", "alu_counter"):  # fmt: skip
         print(f"  {name}: {stats[name]}")
     scores = module.get_output(0).reshape(-1)
-    print("Top-5 classes:", list(np.argsort(scores)[::-1][:5]))
+    print("Top-5 classes:", [int(k) for k in np.argsort(scores)[::-1][:5]])
 
 
 # Run the tuning and evaluate the results
