@@ -242,6 +242,9 @@ class Simulator:
                 f"DRAM {name!r} read/write of entries [{first}, {last}] outside its "
                 f"{len(source)} entries"
             )
+        if insn.y_size == 1 or insn.x_stride == insn.x_size:  # contiguous: a plain view
+            n = insn.y_size * insn.x_size
+            return source[first : first + n].reshape(insn.y_size, insn.x_size, *source.shape[1:])
         step = source.strides[0]
         return np.lib.stride_tricks.as_strided(
             source[first:], (insn.y_size, insn.x_size, *source.shape[1:]),
