@@ -21,7 +21,7 @@ import numpy as np
 
 from codegen.vta import VTAConfigError
 
-from ..autotvm.measure import MeasureInput
+from ..autotvm.measure_input import MeasureInput
 from ..autotvm.space import InstantiationError
 from ..measure.data import MeasureResult
 from .env import Environment, get_env
