@@ -4,49 +4,25 @@ bit-exact against numpy, is tests/gpu/test_int8_cuda.py)."""
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import autosched as ansor
 from codegen.cuda import build_cuda, dp4a_available
 from codegen.opencl import build_opencl
-from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.lower import lower
 from tensorir.ops import NameScope
 from tensorir.ops import quantized as q
-from tensorir.schedule import State
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu.programs import int8_conv_ohwi_dag as conv_ohwi_dag  # noqa: E402
+from gpu.programs import int8_dense_dag as dense_dag  # noqa: E402
+from gpu.programs import int8_gpu_state as gpu_state  # noqa: E402
 
 NVCC = shutil.which("nvcc")
-
-
-def dense_dag(k: int, a_dtype="int8", w_dtype="int8", offset: int = 0):
-    """``C[i, j] = sum_r A[i, r + offset] * W[j, r]`` (A has ``offset`` extra columns)."""
-    a = te.placeholder((4, k + offset), a_dtype, name="A")
-    w = te.placeholder((32, k), w_dtype, name="W")
-    r = te.reduce_axis((0, k), name="k")
-    c = te.compute(
-        (4, 32),
-        lambda i, j: te.sum(a[i, r + offset].astype("int32") * w[j, r].astype("int32"), axis=r),
-        name="C",
-    )
-    return ComputeDAG([a, w, c])
-
-
-def conv_ohwi_dag(ci: int = 16):
-    """NHWC conv2d, no padding, weights OHWI: the reduction over ci is contiguous in both."""
-    x = te.placeholder((1, 6, 6, ci), "int8", name="X")
-    w = te.placeholder((8, 3, 3, ci), "int8", name="W")
-    ry, rx, rc = (te.reduce_axis((0, e), name=n) for e, n in ((3, "ry"), (3, "rx"), (ci, "rc")))
-    c = te.compute(
-        (1, 4, 4, 8),
-        lambda n, y, xx, f: te.sum(
-            x[n, y + ry, xx + rx, rc].astype("int32") * w[f, ry, rx, rc].astype("int32"),
-            axis=[ry, rx, rc],
-        ),
-        name="C",
-    )
-    return ComputeDAG([x, w, c])
 
 
 def conv_hwio_dag():
@@ -55,23 +31,7 @@ def conv_hwio_dag():
     x, w = scope.placeholder((1, 6, 6, 16), "int8"), scope.placeholder((3, 3, 16, 8), "int8")
     with scope:
         out = q.conv2d_int8(x, w, 1, (0, 0, 0, 0), data_layout="NHWC")
-    return ComputeDAG([x, w, out])  # PaddedInput (no padding) is inlined by gpu_state
-
-
-def gpu_state(dag, unroll: bool = False) -> State:
-    """Spatial loops on blockIdx.x / threadIdx.x, the reduction loops serial inside (the
-    innermost one last): ``acc += a[.. k] * b[.. k]`` directly in the innermost loop."""
-    s = State(dag)
-    if "PaddedInput" in [st.op.name for st in s.stages]:
-        s.compute_inline("PaddedInput")
-    stage = dag.output_tensors[0].name
-    spatial = [it for it in s[stage].iters if it.kind == "spatial"]
-    *outer, inner = spatial
-    s.bind(stage, s.fuse(stage, outer) if len(outer) > 1 else outer[0], "blockIdx.x")
-    s.bind(stage, inner, "threadIdx.x")
-    if unroll:
-        s.unroll(stage, s[stage].iters[-1])
-    return s
+    return ComputeDAG([x, w, out])  # PaddedInput (no padding) is inlined by int8_gpu_state
 
 
 def cuda_code(state, arch="sm_90") -> str:
@@ -126,11 +86,7 @@ def test_unrolled_reduction_uses_dp4a():
 
 
 def test_shared_memory_operands_are_declared_aligned(tmp_path):
-    dag = dense_dag(64)
-    s = gpu_state(dag)
-    shared = s.cache_read("A", "shared", ["C"])
-    s.compute_at(shared, "C", s["C"].iters[1])  # one row of A per block, read by its threads
-    code = cuda_code(s)
+    code = cuda_code(gpu_state(dense_dag(64), shared_a=True))
     assert "__shared__ __align__(4) signed char A_shared[64];" in code
     assert "__dp4a(*(const int*)&A_shared[" in code
     if NVCC is None:
