@@ -81,7 +81,7 @@ def _emit(program, target: Target):
     if target.kind == "cuda":
         from codegen.cuda import build_cuda
 
-        return build_cuda(program)
+        return build_cuda(program, arch=target.get("arch"))
     from codegen.opencl import build_opencl
 
     return build_opencl(program)

@@ -146,6 +146,10 @@ class CRenderer:
         g = f"{self.global_qualifier} " if self.global_qualifier else ""
         return f"{g}{const}{self.storage_type(buf.dtype)}* {self.restrict} {name}"
 
+    def array_decl(self, buf: Buffer) -> str:
+        """The declaration of a kernel-local (shared or local) array, without the scope."""
+        return f"{self.storage_type(buf.dtype)} {self._name(buf)}[{buf.size}]"
+
     def float_const(self, value: float, dtype: str) -> str:
         raise NotImplementedError
 
@@ -344,7 +348,7 @@ class CRenderer:
         elif isinstance(s, Allocate):
             b = s.buffer
             if b.scope == "local":
-                self._line(f"{self.storage_type(b.dtype)} {self._name(b)}[{b.size}];")
+                self._line(f"{self.array_decl(b)};")
             elif b.scope == "global":
                 raise ValueError(
                     f"buffer {b.name} is allocated in global memory inside a {self.lang} kernel; "
@@ -437,8 +441,7 @@ class CRenderer:
         self._k.taken.add(name)
         self._k.lines = []
         for b in shared.values():
-            decl = f"{self.storage_type(b.dtype)} {self._name(b)}[{b.size}]"
-            self._line(f"{self.shared_qualifier} {decl};")
+            self._line(f"{self.shared_qualifier} {self.array_decl(b)};")
         self._stmt(body)
         sig = self.kernel_signature(name, params, info)
         lines = [sig + " {", *self._k.lines, "}"]

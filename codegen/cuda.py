@@ -1,12 +1,23 @@
-"""CUDA C++ dialect of the C-like kernel generator (compiled by nvcc through pycuda)."""
+"""CUDA C++ dialect of the C-like kernel generator (compiled by nvcc through pycuda).
+
+Byte dot-product reduction loops (:mod:`codegen.dot_product`) run four products per
+instruction with ``__dp4a`` (compute capability 6.1 and newer) when the loop's extent is a
+multiple of 4 and both byte runs provably start 4-byte aligned: global buffers are whole device
+allocations (cudaMalloc aligns to 256 bytes), shared and local arrays that feed ``__dp4a`` are
+declared ``__align__(4)``, and every index term besides the loop variable is a multiple of 4.
+Other loops, and every loop for an older ``-arch``, stay scalar. Without a known ``-arch`` the
+kernel carries both, chosen by ``__CUDA_ARCH__`` when nvcc compiles it for the device.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 
-from tensorir.loops import Program
+from tensorir.loops import For, Program, walk_stmts
 
 from .c_like import CRenderer
+from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .source import Source
 
 _F32_MATH = {
@@ -17,6 +28,23 @@ _F32_MATH = {
 # numpy rounds half to even, so "round" is rint, not C's round (half away from zero).
 _F64_MATH = {k: v[:-1] for k, v in _F32_MATH.items()}
 _NARROW_INTS = ("int8", "int16", "uint8")
+
+DP4A_MIN_ARCH = 61
+"""``__dp4a`` needs compute capability 6.1 (sm_61) or newer."""
+
+# PTX's dp4a takes each operand's signedness; CUDA's __dp4a overloads cover only equal ones.
+_DP4A_MIXED = (
+    "static __device__ __forceinline__ int {name}(unsigned int a, unsigned int b, int c) "
+    '{{ int d; asm("dp4a.{ta}.{tb} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); '
+    "return d; }}"
+)
+
+
+def dp4a_available(arch: str | None) -> bool | None:
+    """Whether code for ``-arch=arch`` may use ``__dp4a``: True, False, or None where the
+    architecture is not known here (None, ``native``, ``all``), to be decided by nvcc."""
+    found = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
+    return None if found is None else int(found.group(1)) >= DP4A_MIN_ARCH
 
 
 class CUDARenderer(CRenderer):
@@ -38,6 +66,75 @@ class CUDARenderer(CRenderer):
     }  # fmt: skip
     helper_qualifier = "__device__ __forceinline__"
     int64_suffix = "LL"
+
+    def __init__(self, inject_vthreads: bool = True, arch: str | None = None):
+        super().__init__(inject_vthreads)
+        self.dp4a = dp4a_available(arch)
+        self._dp4a_loops: dict[int, ByteDot] = {}  # id(For) -> its dot product, this kernel
+        self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time
+
+    # ------------------------------------------------------------------ __dp4a
+
+    def _dp4a_dot(self, s: For) -> ByteDot | None:
+        """The dot product ``s`` computes, when it can run as ``__dp4a`` over 4-byte words."""
+        if self.dp4a is False or s.extent % 4:
+            return None
+        dot = match_byte_dot(s, ("serial", "unrolled"))
+        if dot is None or not all(run_starts_aligned(x.index, s.var, 4) for x in (dot.a, dot.b)):
+            return None
+        return dot
+
+    def _kernel(self, program, info):
+        # Found before any line is written: the arrays they read are declared aligned.
+        self._dp4a_loops = {
+            id(s): dot
+            for s in walk_stmts(info.stmt)
+            if isinstance(s, For) and (dot := self._dp4a_dot(s)) is not None
+        }
+        self._aligned = {id(x.buffer) for d in self._dp4a_loops.values() for x in (d.a, d.b)}
+        return super()._kernel(program, info)
+
+    def array_decl(self, buf) -> str:
+        decl = super().array_decl(buf)
+        return f"__align__(4) {decl}" if id(buf) in self._aligned else decl
+
+    def _for(self, s: For, guards: tuple) -> None:
+        dot = None if guards else self._dp4a_loops.get(id(s))
+        if dot is None:
+            super()._for(s, guards)
+        elif self.dp4a:
+            self._dp4a_loop(s, dot)
+        else:  # the architecture is decided when nvcc compiles for the device
+            self._k.lines.append(f"#if __CUDA_ARCH__ >= {DP4A_MIN_ARCH}0")
+            self._dp4a_loop(s, dot)
+            self._k.lines.append("#else")
+            super()._for(s, guards)
+            self._k.lines.append("#endif")
+
+    def _dp4a_loop(self, s: For, dot: ByteDot) -> None:
+        """``acc += dot(a[k:k+4], b[k:k+4])`` for k = 0, 4, 8, ...: loads of 4-byte words."""
+        v = self._name(s.var)
+        acc = f"{self._name(dot.acc)}[{self.expr(dot.acc_index)}]"
+        signed = [x.buffer.dtype == "int8" for x in (dot.a, dot.b)]
+        words = [
+            f"*(const {'int' if sg else 'unsigned int'}*)&{self.expr(x)}"
+            for x, sg in zip((dot.a, dot.b), signed)
+        ]
+        if all(signed):
+            call = f"__dp4a({words[0]}, {words[1]}, {acc})"
+        elif not any(signed):  # mod 2**32 the unsigned sum is the int32 one
+            call = f"((int)__dp4a({words[0]}, {words[1]}, (unsigned int){acc}))"
+        else:
+            ta, tb = ("s32" if sg else "u32" for sg in signed)
+            name = self.helper(
+                f"dp4a_{ta}_{tb}", _DP4A_MIXED.format(name=f"dp4a_{ta}_{tb}", ta=ta, tb=tb)
+            )
+            call = f"{name}({words[0]}, {words[1]}, {acc})"
+        if s.kind == "unrolled":
+            self._line("#pragma unroll")
+        self._open(f"for (int {v} = 0; {v} < {s.extent}; {v} += 4)")
+        self._line(f"{acc} = {call};")
+        self._close()
 
     def header(self) -> list[str]:
         return ["#include <cuda_fp16.h>"] if "float16" in self._dtypes else []
@@ -97,7 +194,7 @@ class CUDARenderer(CRenderer):
         return f"{op}({a}, {b})"
 
 
-def build_cuda(program: Program, inject_vthreads: bool = True) -> Source:
+def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None = None) -> Source:
     """Generate CUDA C++ for ``program``: one kernel per top-level statement.
 
     Parameters
@@ -108,6 +205,9 @@ def build_cuda(program: Program, inject_vthreads: bool = True) -> Source:
         Push vthread loops down to the statements that depend on them (see
         :func:`tensorir.passes.inject_vthread.inject_virtual_threads`); False runs them as
         plain loops.
+    arch : str, optional
+        The ``-arch`` nvcc compiles for (``"sm_90"``): byte dot products use ``__dp4a`` from
+        ``sm_61`` on. None (unknown) emits both forms under ``#if __CUDA_ARCH__ >= 610``.
 
     Returns
     -------
@@ -115,4 +215,4 @@ def build_cuda(program: Program, inject_vthreads: bool = True) -> Source:
         ``lang="cuda"``; kernels are ``extern "C"`` (compile with pycuda's
         ``no_extern_c=True``), launches give each kernel's grid, block and buffer arguments.
     """
-    return CUDARenderer(inject_vthreads).render(program)
+    return CUDARenderer(inject_vthreads, arch).render(program)

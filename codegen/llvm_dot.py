@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.expr import Binary, Cast
-from tensorir.loops import Buffer, For, Load, Store
+from tensorir.loops import Buffer, For, Load
 
-from .llvm_vector import depends_on, stride
+from .dot_product import match_byte_dot
 
 __all__ = [
     "DOT_WIDTHS", "REQUIRES_HEADER", "Int8Dot", "dot_product_features", "dot_product_width",
@@ -70,33 +69,13 @@ class Int8Dot:
     signed: Load
 
 
-def _widened_load(e, dtype: str) -> Load | None:
-    if isinstance(e, Cast) and e.dtype == "int32" and isinstance(e.value, Load):
-        return e.value if e.value.buffer.dtype == dtype else None
-    return None
-
-
 def match_int8_dot(s: For, min_extent: int) -> Int8Dot | None:
     """The dot product of a serial loop ``s`` as the module docstring shows it, or None.
 
     ``min_extent`` is the bytes of one vector (a shorter loop gains nothing)."""
-    if s.kind != "serial" or s.extent < min_extent or not isinstance(s.body, Store):
+    if s.extent < min_extent or (dot := match_byte_dot(s)) is None:
         return None
-    st = s.body
-    if st.buffer.dtype != "int32" or depends_on(st.index, s.var):
-        return None
-    v = st.value
-    if not (isinstance(v, Binary) and v.op == "+" and v.dtype == "int32"):
-        return None
-    for acc, prod in ((v.a, v.b), (v.b, v.a)):
-        if not (isinstance(acc, Load) and acc.buffer is st.buffer and acc.index == st.index):
-            continue
-        if not (isinstance(prod, Binary) and prod.op == "*"):
-            continue
-        for x, y in ((prod.a, prod.b), (prod.b, prod.a)):
-            u, sg = _widened_load(x, "uint8"), _widened_load(y, "int8")
-            if u is None or sg is None:
-                continue
-            if stride(u.index, s.var) == 1 and stride(sg.index, s.var) == 1:
-                return Int8Dot(st.buffer, st.index, u, sg)
-    return None
+    by_dtype = {dot.a.buffer.dtype: dot.a, dot.b.buffer.dtype: dot.b}
+    if set(by_dtype) != {"uint8", "int8"}:
+        return None  # vpdpbusd multiplies unsigned by signed bytes
+    return Int8Dot(dot.acc, dot.acc_index, by_dtype["uint8"], by_dtype["int8"])

@@ -617,3 +617,69 @@ def lowered_cases() -> list[Case]:
         lowered_xthread_case("sum", 32),
         lowered_guarded_shared_case(),
     ]
+
+
+# ----------------------------------------------------------------------------- int8 dot products
+
+
+def int8_dense_dag(k: int, a_dtype: str = "int8", w_dtype: str = "int8", offset: int = 0):
+    """``C[i, j] = sum_r int32(A[i, r + offset]) * int32(W[j, r])``, C (4, 32), A with
+    ``offset`` extra columns (its rows' runs then start ``offset`` bytes in)."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+
+    a = te.placeholder((4, k + offset), a_dtype, name="A")
+    w = te.placeholder((32, k), w_dtype, name="W")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute(
+        (4, 32),
+        lambda i, j: te.sum(a[i, r + offset].astype("int32") * w[j, r].astype("int32"), axis=r),
+        name="C",
+    )
+    return ComputeDAG([a, w, c])
+
+
+def int8_conv_ohwi_dag(ci: int = 16):
+    """NHWC int8 conv2d X (1, 6, 6, ci) * W (8, 3, 3, ci) (OHWI), no padding: the reduction
+    over ci is contiguous in both operands."""
+    from tensorir import te
+    from tensorir.dag import ComputeDAG
+
+    x = te.placeholder((1, 6, 6, ci), "int8", name="X")
+    w = te.placeholder((8, 3, 3, ci), "int8", name="W")
+    ry, rx, rc = (te.reduce_axis((0, e), name=n) for e, n in ((3, "ry"), (3, "rx"), (ci, "rc")))
+    c = te.compute(
+        (1, 4, 4, 8),
+        lambda n, y, xx, f: te.sum(
+            x[n, y + ry, xx + rx, rc].astype("int32") * w[f, ry, rx, rc].astype("int32"),
+            axis=[ry, rx, rc],
+        ),
+        name="C",
+    )
+    return ComputeDAG([x, w, c])
+
+
+def int8_gpu_state(dag, unroll: bool = False, shared_a: bool = False):
+    """The output's spatial loops on blockIdx.x (all but the last, fused) and threadIdx.x, its
+    reduction loops serial inside: ``acc += a[.. k] * b[.. k]`` directly in the innermost loop
+    (unrolled with ``unroll``). ``shared_a``: each block first copies its row of A to shared
+    memory (two threadIdx.x-bound rounds), so one operand is a shared array."""
+    from tensorir.schedule import State
+
+    s = State(dag)
+    if "PaddedInput" in [st.op.name for st in s.stages]:
+        s.compute_inline("PaddedInput")
+    stage = dag.output_tensors[0].name
+    spatial = [it for it in s[stage].iters if it.kind == "spatial"]
+    *outer, inner = spatial
+    block = s.fuse(stage, outer) if len(outer) > 1 else outer[0]
+    s.bind(stage, block, "blockIdx.x")
+    s.bind(stage, inner, "threadIdx.x")
+    if unroll:
+        s.unroll(stage, s[stage].iters[-1])
+    if shared_a:
+        s.cache_read("A", "shared", [stage])
+        s.compute_at("A.shared", stage, s[stage].iters[0])
+        f = s.fuse("A.shared", s["A.shared"].iters)
+        s.bind("A.shared", s.split("A.shared", f, [32])[1], "threadIdx.x")
+    return s
