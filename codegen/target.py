@@ -1,10 +1,14 @@
-"""Targets: ``Target("llvm")``, ``Target("cuda")``, ``Target("opencl -device=mali")``."""
+"""Targets: ``Target("llvm")``, ``Target("cuda")``, ``Target("opencl -device=mali")``, and the
+simulated accelerator ``Target("ext_dev -device=vta")`` (docs/vta.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 KINDS = ("llvm", "cuda", "opencl")
+#: Kinds of external accelerators (TVM's ``ext_dev``): their code comes from their own code
+#: generator (codegen/vta), not from the auto-scheduler, so they are not in ``KINDS``.
+EXT_KINDS = ("ext_dev",)
 _ALIASES = {"cpu": "llvm", "c": "llvm", "gpu": "cuda", "nvidia": "cuda", "cl": "opencl"}
 
 
@@ -61,8 +65,10 @@ class Target:
             raise ValueError(f"target must be a string such as 'llvm' or 'cuda', got {spec!r}")
         words = spec.split()
         kind = _ALIASES.get(words[0], words[0])
-        if kind not in KINDS:
-            raise ValueError(f"unknown target kind {words[0]!r} in {spec!r}; use one of {KINDS}")
+        if kind not in KINDS + EXT_KINDS:
+            raise ValueError(
+                f"unknown target kind {words[0]!r} in {spec!r}; use one of {KINDS + EXT_KINDS}"
+            )
         opts = []
         for w in words[1:]:
             if not w.startswith("-"):
@@ -91,7 +97,12 @@ class Target:
     @property
     def device_kind(self) -> str:
         """The runtime device kind that runs this target's code."""
-        return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}[self.kind]
+        return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl", "ext_dev": "ext_dev"}[self.kind]
+
+    @property
+    def device_name(self) -> str | None:
+        """The ``-device=`` option (TVM's ``target.device_name``), e.g. ``"vta"`` or ``"mali"``."""
+        return self.get("device")
 
     @property
     def is_gpu(self) -> bool:

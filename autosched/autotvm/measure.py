@@ -133,6 +133,11 @@ def measure_batch(task, configs, builder, runner) -> tuple[list, list]:
         One each per configuration, in order. A configuration the template rejects (its steps
         raise) is an INSTANTIATION_ERROR result naming the template and the configuration.
     """
+    measure_configs = getattr(runner, "measure_configs", None)
+    if measure_configs is not None:
+        # A runner that measures configurations itself, with no State to build (the simulated
+        # VTA: autosched.vta.SimulatorRunner generates its instruction stream from the knobs).
+        return measure_configs(task, configs)
     inputs, results = [], [None] * len(configs)
     todo = []
     for k, cfg in enumerate(configs):

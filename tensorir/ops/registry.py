@@ -28,7 +28,7 @@ from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
-from . import broadcast, elemwise, transform, winograd
+from . import broadcast, elemwise, packed_layout, transform, winograd
 from . import reference as ref
 from . import shape_rules as rules
 from ._util import NameScope
@@ -346,10 +346,11 @@ _ENTRIES = (
         ("data", "weight"),
         _CONV2D,
         rules.OUT_ELEMWISE_FUSABLE,
-        rules.conv_nd_rule(2),
-        _conv2d,
-        ref.conv_ref,
-        rules.fix_conv(2, _CONV2D_LAYOUTS),
+        # NCHW / NHWC, and VTA's packed NCHW1n16c (packed_layout.py wraps the plain rules)
+        packed_layout.conv2d_rule(rules.conv_nd_rule(2)),
+        packed_layout.conv2d_compute(_conv2d),
+        packed_layout.conv2d_ref(ref.conv_ref),
+        packed_layout.conv2d_fix(rules.fix_conv(2, _CONV2D_LAYOUTS)),
     ),
     OpEntry(
         "nn.conv3d",
@@ -515,10 +516,12 @@ _ENTRIES = (
     ),
     _unary(
         "layout_transform",
-        lambda ins, a: transform.layout_transform(ins[0], a["src_layout"], a["dst_layout"]),
-        ref.layout_transform_ref,
+        packed_layout.layout_transform_compute(
+            lambda ins, a: transform.layout_transform(ins[0], a["src_layout"], a["dst_layout"])
+        ),
+        packed_layout.layout_transform_ref(ref.layout_transform_ref),
         {"src_layout": REQUIRED, "dst_layout": REQUIRED},
-        rules.layout_transform_rule,
+        packed_layout.layout_transform_rule(rules.layout_transform_rule),
         rules.INJECTIVE,
     ),
     _unary(
@@ -638,8 +641,8 @@ def compute_op(
 
 def _check_conv_attrs(op: str, inputs, a: dict, out: Tensor) -> None:
     """Relay's informational conv attributes (channels, kernel_size) must match the shapes."""
-    if "channels" not in a:
-        return
+    if "channels" not in a or packed_layout.is_packed(a["data_layout"]):
+        return  # a packed conv's rule checked them on the unpacked shapes
     layout = a["data_layout"]
     channels = out.shape[layout.index("C")]
     if a["channels"] is not None and int(a["channels"]) != channels:

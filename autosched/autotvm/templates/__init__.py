@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import conv2d, dense, depthwise
 
-__all__ = ["SCHEDULES", "conv2d", "dense", "depthwise", "workload_of_call"]
+__all__ = ["EXT_DEV_WORKLOADS", "SCHEDULES", "conv2d", "dense", "depthwise", "workload_of_call"]
 
 # Each template's schedule, for a template's own DAG or a network's fused group (the reduction
 # followed by element-wise ops): ``SCHEDULES[name](cfg, state)``.
@@ -32,9 +32,18 @@ def _tensor(expr) -> tuple:
     return ("TENSOR", tuple(int(d) for d in expr.shape), expr.dtype)
 
 
+#: Workload finders of external accelerators, ``Target("ext_dev -device=NAME")``: NAME ->
+#: ``f(call) -> (template name, args) or None``. Their packages register them on import
+#: (``autosched.vta`` registers "vta"), as they may import this one but not the reverse.
+EXT_DEV_WORKLOADS: dict = {}
+
+
 def workload_of_call(call, target) -> tuple[str, tuple] | None:
     """``(template name, args)`` for a graph call of ``nn.conv2d`` / ``nn.dense``, or None
     when no template covers it (grouped convolutions, depthwise NHWC)."""
+    if target.kind == "ext_dev":
+        finder = EXT_DEV_WORKLOADS.get(target.get("device"))
+        return finder(call) if finder is not None else None
     suffix = "cuda" if target.is_gpu else "x86"
     attrs = call.attrs
     if call.op == "nn.dense":

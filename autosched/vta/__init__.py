@@ -1,0 +1,22 @@
+"""``autosched.vta``: the simulated VTA int8 accelerator as a target (docs/vta.md).
+
+``get_env()`` gives the hardware configuration and targets; ``vta.top`` the packed conv2d /
+dense templates and ``graph_pack``; the ISA and the simulator live in runtime/vta, the
+instruction-stream generator in codegen/vta.
+"""
+
+from . import top
+from .env import Environment, get_env
+from .graph_module import VTAGraphModule
+from .graph_module import build_network as build
+from .measure import SimMeasureResult, SimulatorRunner
+
+__all__ = [
+    "Environment",
+    "SimMeasureResult",
+    "SimulatorRunner",
+    "VTAGraphModule",
+    "build",
+    "get_env",
+    "top",
+]
