@@ -310,7 +310,7 @@ def latency_comparison(
     if measured_ms > estimated_ms:
         reasons = []
         if busy:
-            reasons.append(f"{busy}, and a parallel kernel waits for its slowest thread")
+            reasons.append(f"{busy}, so kernels ran on shared cores (time it again when quiet)")
         if not cold_tuned:
             reasons.append(
                 "tuning times each kernel alone with warm caches, while the network runs kernels "
@@ -336,7 +336,7 @@ def machine_busy(cores: int) -> str | None:
         return None
     if load <= cores + 1:
         return None
-    return f"the machine is busy (load average {load:.1f} on {cores} cores); time it when quiet"
+    return f"the machine is busy (load average {load:.1f} on {cores} cores)"
 
 
 def check_outputs(outs, refs, rtol=1e-3, atol=1e-5) -> tuple[bool, list[str]]:
