@@ -83,7 +83,7 @@ def golden_diff(expected: str, actual: str, name: str) -> str:
 def test_every_lesson_has_a_golden_file_and_every_golden_a_lesson():
     lessons = {Path(n).stem for n in lesson_files()}
     goldens = {p.stem for p in GOLDEN.glob("*.txt")}
-    assert len(lessons) >= 8 and lessons == goldens, lessons ^ goldens
+    assert len(lessons) >= 10 and lessons == goldens, lessons ^ goldens
 
 
 def test_golden_diff_shows_a_changed_loop():

@@ -29,6 +29,11 @@ def test_site_builds_strict_with_lessons_and_tutorials(tmp_path):
     assert "io, ii = s.split(&quot;C&quot;, i, [8])" in lesson  # the code, escaped
     golden = (REPO / "tests/docs/golden/02_the_loop_state_and_its_primitives.txt").read_text()
     assert "parallel i.0@j.0@ (0,32)" in golden and "parallel i.0@j.0@ (0,32)" in lesson
+    autotvm = (site / "lessons" / "09_template_tuning" / "index.html").read_text()
+    assert "@autotvm.template(&quot;lesson/matmul&quot;)" in autotvm
+    assert "ConfigSpace (len=98, space_map=" in autotvm
+    vta = (site / "lessons" / "10_simulated_accelerator" / "index.html").read_text()
+    assert "bit-exact against the int8 numpy reference: True" in vta
     tutorial = (site / "tutorials" / "tune_network_cuda" / "index.html").read_text()
     assert "Execution time summary:" in tutorial and "Extract tasks..." in tutorial
     notebook = (site / "notebook" / "index.html").read_text()
