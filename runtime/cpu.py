@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import threading
@@ -251,6 +252,7 @@ def same_triple(a: str, b: str) -> bool:
     return pa[0] == pb[0] and system(pa)[:1] == system(pb)[:1]
 
 
+@functools.cache  # asked on every build and every load; the host's CPU does not change
 def host_cpu_features() -> frozenset[str]:
     """LLVM's names of the features this host's CPU has (``avx512vnni``, ``avxvnni``, ...):
     what generated code may use, since it is compiled for and run on the host."""
