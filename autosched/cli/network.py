@@ -99,13 +99,18 @@ def _check_log_path(log: Path, command: str) -> None:
         raise CLIError(f"--log {log}: the directory {log.parent} does not exist; create it first")
 
 
+def _tunes_cold(args) -> bool:
+    """Whether ``tune`` times CPU candidates with cold caches: the default, because inside a
+    network each kernel's weights and inputs were evicted by the kernels before it; tuned
+    warm, the picks are fast alone and slow in the network."""
+    return args.target.split()[0] == "llvm" and not args.warm_caches
+
+
 def _cli_runner(args):
-    """The runner of ``tune``: on the CPU, candidates are timed with cold caches (ten cold runs
-    each), because inside a network each kernel's weights and inputs were evicted by the
-    kernels before it; tuned warm, the picks are fast alone and slow in the network."""
+    """The runner of ``tune``: ten cold runs per candidate where :func:`_tunes_cold`."""
     import autosched as ansor
 
-    if args.target.split()[0] == "llvm" and not args.warm_caches:
+    if _tunes_cold(args):
         return ansor.LocalRunner(repeat=10, enable_cpu_cache_flush=True)
     return "local"
 
@@ -275,14 +280,10 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
             f"{np.median(times):.3f} ms, std {times.std():.3f} ms ({len(times)} repeats)"
         )
         if args.command == "tune":
-            runner = _cli_runner(args)
-            cold = not isinstance(runner, str) and runner.enable_cpu_cache_flush
             busy = None if lib.target.is_gpu else machine_busy(cpu_count())
-            print(
-                latency_comparison(
-                    estimated_ms, float(np.median(times)), lib.target.is_gpu, cold, busy
-                )
-            )
+            measured_ms = float(np.median(times))
+            gpu, cold = lib.target.is_gpu, _tunes_cold(args)
+            print(latency_comparison(estimated_ms, measured_ms, gpu, cold, busy))
     return 0 if ok else 1
 
 
