@@ -254,7 +254,10 @@ class RPCRunner:
     def _fail(self, in_flight, pending, results, build_results, msg) -> None:
         warnings.warn(f"RPCRunner: {msg}", stacklevel=3)
         for future, (i, start) in in_flight.items():
-            future.cancel()
+            # Best effort: with the tracker gone the client may already be closed, and dask
+            # raises ClosedClientError for a cancel it cannot send (the work died with it).
+            with contextlib.suppress(Exception):
+                future.cancel()
             secs = build_results[i].time_cost + time.perf_counter() - start
             results[i] = failed_result(MeasureErrorNo.RUNTIME_DEVICE, msg, secs)
         for i in pending:
