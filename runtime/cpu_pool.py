@@ -78,7 +78,66 @@ def pool_ir() -> str:
         YIELD_MASK=max(YIELD_EVERY, 1) - 1,
         YIELD_AT=0 if YIELD_EVERY else 1,  # never equal to a masked value of 0 when off
         CALLER_SPIN=CALLER_SPIN,
+        CLAIM_FUNCTIONS=_OWNER_CLAIM + "\n" + _THIEF_CLAIM,
     )
+
+
+def _claim_function(comment: str, name: str, take: str, result: str) -> str:
+    """A lock-free claim on a slot ``tag << 32 | front << 16 | end``: read it, and while it
+    belongs to region ``tag`` and is not empty, compare-and-swap in what ``take`` leaves there;
+    return the claimed range as ``a << 32 | b`` (``result``), or -1 when nothing is left."""
+    return f"""; {comment}
+define internal i64 @{name}(ptr %slot, i64 %tag) {{
+entry:
+  br label %loop
+loop:
+  %x = load atomic i64, ptr %slot monotonic, align 8
+  %xtag = lshr i64 %x, 32
+  %fsh = lshr i64 %x, 16
+  %f = and i64 %fsh, 65535
+  %e = and i64 %x, 65535
+  %same = icmp eq i64 %xtag, %tag
+  %left = icmp ult i64 %f, %e
+  %go = and i1 %same, %left
+  br i1 %go, label %try, label %none
+try:
+  %len = sub i64 %e, %f
+{take}
+  %r = cmpxchg ptr %slot, i64 %x, i64 %new seq_cst seq_cst
+  %ok = extractvalue {{ i64, i1 }} %r, 1
+  br i1 %ok, label %got, label %loop
+got:
+{result}
+none:
+  ret i64 -1
+}}
+"""
+
+
+# The owner takes from the front of its slot and thieves from the back, so the two meet in the
+# middle and no unit is claimed twice.
+_OWNER_CLAIM = _claim_function(
+    "The owner's claim: the front half (rounded up) of what is left in its slot; "
+    "a << 32 | b, or -1.",
+    "claim",
+    take="""  %len1 = add i64 %len, 1
+  %half = lshr i64 %len1, 1
+  %nf = add i64 %f, %half
+  %new = call i64 @pack(i64 %tag, i64 %nf, i64 %e)""",
+    result="""  %fa = shl i64 %f, 32
+  %res = or i64 %fa, %nf
+  ret i64 %res""",
+)
+_THIEF_CLAIM = _claim_function(
+    "A thief's claim: the back half (rounded up) of what is left in a victim's slot; or -1.",
+    "steal",
+    take="""  %keep = lshr i64 %len, 1
+  %mid = add i64 %f, %keep
+  %new = call i64 @pack(i64 %tag, i64 %f, i64 %mid)""",
+    result="""  %ma = shl i64 %mid, 32
+  %res = or i64 %ma, %e
+  ret i64 %res""",
+)
 
 
 _IR = r"""
@@ -158,67 +217,7 @@ done:
   ret void
 }}
 
-; The owner's claim: the front half (rounded up) of what is left in its slot; a << 32 | b, or -1.
-define internal i64 @claim(ptr %slot, i64 %tag) {{
-entry:
-  br label %loop
-loop:
-  %x = load atomic i64, ptr %slot monotonic, align 8
-  %xtag = lshr i64 %x, 32
-  %fsh = lshr i64 %x, 16
-  %f = and i64 %fsh, 65535
-  %e = and i64 %x, 65535
-  %same = icmp eq i64 %xtag, %tag
-  %left = icmp ult i64 %f, %e
-  %go = and i1 %same, %left
-  br i1 %go, label %try, label %none
-try:
-  %len = sub i64 %e, %f
-  %len1 = add i64 %len, 1
-  %half = lshr i64 %len1, 1
-  %nf = add i64 %f, %half
-  %new = call i64 @pack(i64 %tag, i64 %nf, i64 %e)
-  %r = cmpxchg ptr %slot, i64 %x, i64 %new seq_cst seq_cst
-  %ok = extractvalue {{ i64, i1 }} %r, 1
-  br i1 %ok, label %got, label %loop
-got:
-  %fa = shl i64 %f, 32
-  %res = or i64 %fa, %nf
-  ret i64 %res
-none:
-  ret i64 -1
-}}
-
-; A thief's claim: the back half (rounded up) of what is left in a victim's slot; or -1.
-define internal i64 @steal(ptr %slot, i64 %tag) {{
-entry:
-  br label %loop
-loop:
-  %x = load atomic i64, ptr %slot monotonic, align 8
-  %xtag = lshr i64 %x, 32
-  %fsh = lshr i64 %x, 16
-  %f = and i64 %fsh, 65535
-  %e = and i64 %x, 65535
-  %same = icmp eq i64 %xtag, %tag
-  %left = icmp ult i64 %f, %e
-  %go = and i1 %same, %left
-  br i1 %go, label %try, label %none
-try:
-  %len = sub i64 %e, %f
-  %keep = lshr i64 %len, 1
-  %mid = add i64 %f, %keep
-  %new = call i64 @pack(i64 %tag, i64 %f, i64 %mid)
-  %r = cmpxchg ptr %slot, i64 %x, i64 %new seq_cst seq_cst
-  %ok = extractvalue {{ i64, i1 }} %r, 1
-  br i1 %ok, label %got, label %loop
-got:
-  %ma = shl i64 %mid, 32
-  %res = or i64 %ma, %e
-  ret i64 %res
-none:
-  ret i64 -1
-}}
-
+{CLAIM_FUNCTIONS}
 ; One participant of region %tag32: its own slot, then stealing until nothing is left to claim.
 define internal void @participate(i32 %self, i32 %tag32) {{
 entry:
