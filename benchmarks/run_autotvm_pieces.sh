@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs benchmarks/bench_autotvm.py as pinned parallel pieces, one batch per call (each call
+# well under 10 minutes: every piece is killed by `timeout` after $PIECE_S seconds and keeps
+# what it finished; call the same phase again to resume it).
+#
+#   benchmarks/run_autotvm_pieces.sh OUT tune      # tuners + template-free, 1 task per piece
+#   benchmarks/run_autotvm_pieces.sh OUT models    # cost-model records (shards), then scores
+#   benchmarks/run_autotvm_pieces.sh OUT summary   # merge -> OUT/merged.json, OUT/tables.md
+#
+# Each phase prints the summary at its end: a "(partial)" or n/a figure means "call the phase
+# again". Environment (defaults for a 16-core machine):
+#   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks),
+#                       one piece each, run side by side
+#   CORES_PER_PIECE=4   cores pinned per piece (piece k gets cores k*4 .. k*4+3)
+#   TRIALS=50,100,200   budgets; the tuners and the template-free search run max(TRIALS)
+#   MODEL_TASKS=8 MODEL_RECORDS=64   cost models: first 8 conv2d tasks of resnet-18 and of
+#                       mobilenet, 64 random configurations each; 4 held out (resnet-18 4-7)
+#   MODEL_SHARDS=4      pinned pieces that measure the cost-model records
+#   PIECE_S=540         seconds before a piece is stopped; PYTHON=python
+#   EXTRA="..."         more bench_autotvm.py options for every piece (e.g. --timeout 5)
+set -u
+OUT=${1:?usage: run_autotvm_pieces.sh OUT_DIR tune|models|summary}
+PHASE=${2:?usage: run_autotvm_pieces.sh OUT_DIR tune|models|summary}
+TASKS=${TASKS:-"1 2 10 11"}
+CORES_PER_PIECE=${CORES_PER_PIECE:-4}
+TRIALS=${TRIALS:-50,100,200}
+MODEL_TASKS=${MODEL_TASKS:-8}
+MODEL_RECORDS=${MODEL_RECORDS:-64}
+MODEL_SHARDS=${MODEL_SHARDS:-4}
+PIECE_S=${PIECE_S:-540}
+PYTHON=${PYTHON:-python}
+EXTRA=${EXTRA:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+BENCH="$PYTHON $HERE/bench_autotvm.py --trials $TRIALS --log-dir $OUT/logs --resume $EXTRA"
+mkdir -p "$OUT/logs"
+
+cores() {  # cores of the k-th piece: "lo-hi"
+  local lo=$(($1 * CORES_PER_PIECE))
+  echo "$lo-$((lo + CORES_PER_PIECE - 1))"
+}
+
+run_pieces() {  # run_pieces NAME ARGS...: one background piece, stdout+stderr to OUT/NAME.log
+  local name=$1
+  shift
+  echo "$(date -u +%T) start $name: $*"
+  timeout -k 10 "$PIECE_S" $BENCH --out "$OUT/$name.json" "$@" >>"$OUT/$name.log" 2>&1 &
+}
+
+summary() {
+  local pieces
+  pieces=$(ls "$OUT"/tune-*.json "$OUT"/models.json 2>/dev/null)
+  if [ -z "$pieces" ]; then
+    echo "no piece JSON in $OUT yet: run the tune or models phase first" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2086
+  $PYTHON "$HERE/bench_autotvm.py" --summarize $pieces --out "$OUT/merged.json" \
+    --markdown "$OUT/tables.md"
+}
+
+case $PHASE in
+  tune)
+    k=0
+    for t in $TASKS; do
+      run_pieces "tune-$t" --task-ids "$t" --skip transfer,models --cores "$(cores $k)"
+      k=$((k + 1))
+    done
+    wait
+    ;;
+  models)
+    # sample the records in MODEL_SHARDS pinned shards, then score (the scoring piece measures whatever a
+    # killed shard left out, on a shard's cores so that every record is timed with as many
+    # threads; calling this phase again finishes it)
+    for s in $(seq 0 $((MODEL_SHARDS - 1))); do
+      run_pieces "records-$s" --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
+        --model-records "$MODEL_RECORDS" --model-shard "$s/$MODEL_SHARDS" --cores "$(cores $s)"
+    done
+    wait
+    run_pieces models --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
+      --model-records "$MODEL_RECORDS" --cores "$(cores 0)"
+    wait
+    ;;
+  summary) ;;
+  *)
+    echo "unknown phase $PHASE: use tune, models or summary" >&2
+    exit 2
+    ;;
+esac
+echo "$(date -u +%T) $PHASE batch ended; logs in $OUT/*.log"
+summary
