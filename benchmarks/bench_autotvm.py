@@ -218,47 +218,65 @@ def run_tuners(tasks, args, option, piece: Piece) -> None:
 
 
 class _CurveToPiece:
-    """Measure callback: the template-free search's best-so-far curve, saved per batch."""
+    """Measure callback (after ``RecordToFile``): the template-free search's best-so-far curve
+    read back from its log, in measurement order, saved into the piece after every batch."""
 
-    def __init__(self, flop: float, budgets: list[int], entry: dict, piece: Piece):
-        self.flop, self.budgets, self.entry, self.piece = flop, budgets, entry, piece
-        self.curve: list[float] = []
+    def __init__(self, task, log: str, budgets: list[int], label: str, piece: Piece):
+        self.task, self.log, self.budgets, self.label, self.piece = task, log, budgets, label, piece
         self.t0 = time.time()
 
-    def callback(self, inputs, results) -> None:
-        best = self.curve[-1] if self.curve else 0.0
-        for res in results:
-            if res.error_no == 0:
-                best = max(best, self.flop / res.mean_cost)
-            self.curve.append(best)
+    def callback(self, inputs=None, results=None) -> None:
         self.write(partial=True)
 
     def write(self, partial: bool) -> None:
-        self.entry.update(
-            best_gflops=at_budgets(self.curve, self.budgets, not partial),
-            curve_gflops=[round(v / 1e9, 4) for v in self.curve],
-            seconds=round(time.time() - self.t0, 1),
-            partial=partial,
-        )
+        curve, best = [], 0.0
+        if os.path.exists(self.log):
+            for _, res in ansor.load_records(self.log):
+                if res.error_no == 0:
+                    best = max(best, self.task.flop / res.mean_cost)
+                curve.append(best)
+        self.piece.result["template_free"][self.label] = {
+            "best_gflops": at_budgets(curve, self.budgets, not partial),
+            "curve_gflops": [round(v / 1e9, 4) for v in curve],
+            "seconds": round(time.time() - self.t0, 1),
+            "partial": partial,
+        }
         self.piece.save()
 
 
 def run_template_free(tasks, args, piece: Piece) -> None:
+    """The auto-scheduler on each task's DAG, logged to ``--log-dir``; a killed search goes on
+    from its log (``PreloadMeasuredStates``) when the piece is run again."""
     out = piece.result.setdefault("template_free", {})
     for index, task in tasks:
         label = task_label(index, task)
         if done(out.get(label)):
             print(f"[ansor  {label}] already in {piece.path}")
             continue
+        log = os.path.join(args.log_dir, f"ansor-task{index}.json")
+        if not args.resume and os.path.exists(log):
+            os.remove(log)  # an earlier run's records would count as this run's trials
         stask = ansor.SearchTask(compute_dag=task.compute_dag, target=task.target)
+        policy = ansor.SketchPolicy(
+            stask, ansor.LGBModel(seed=args.seed), seed=args.seed, verbose=0,
+            init_search_callbacks=[ansor.PreloadMeasuredStates(log)],
+        )  # fmt: skip
         runner = ansor.LocalRunner(
             number=args.number, repeat=args.repeat, timeout=args.timeout,
             num_threads=args.threads,
         )  # fmt: skip
-        curve = _CurveToPiece(task.flop, args.trials, out.setdefault(label, {}), piece)
-        print(f"[ansor  {label}] {max(args.trials)} trials", flush=True)
-        stask.tune(ansor.TuningOptions(num_measure_trials=max(args.trials), runner=runner,
-                                       measure_callbacks=[curve], verbose=0))  # fmt: skip
+        curve = _CurveToPiece(task, log, args.trials, label, piece)
+        logged = sum(1 for _ in ansor.load_records(log)) if os.path.exists(log) else 0
+        left = max(args.trials) - logged
+        print(f"[ansor  {label}] {left} trials more, log {log}", flush=True)
+        if left <= 0:
+            curve.write(partial=False)
+            continue
+        options = ansor.TuningOptions(
+            num_measure_trials=left, runner=runner, verbose=0,
+            measure_callbacks=[ansor.RecordToFile(log), curve],
+        )  # fmt: skip
+        stask.tune(options, search_policy=policy)
         curve.write(partial=False)
 
 

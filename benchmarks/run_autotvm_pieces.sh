@@ -68,9 +68,9 @@ case $PHASE in
     wait
     ;;
   models)
-    # sample the records in MODEL_SHARDS pinned shards, then score (the scoring piece measures whatever a
-    # killed shard left out, on a shard's cores so that every record is timed with as many
-    # threads; calling this phase again finishes it)
+    # sample the records in MODEL_SHARDS pinned shards, then score (the scoring piece
+    # measures whatever a killed shard left out, on a shard's cores so that every record
+    # is timed with as many threads; calling this phase again finishes it)
     for s in $(seq 0 $((MODEL_SHARDS - 1))); do
       run_pieces "records-$s" --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
         --model-records "$MODEL_RECORDS" --model-shard "$s/$MODEL_SHARDS" --cores "$(cores $s)"
