@@ -338,14 +338,15 @@ def _load_records(path: str, task, n: int) -> list | None:
     return pairs[:n] if len(pairs) >= n else None
 
 
-def sample_records(named_tasks, n, option, seed, log_dir) -> dict:
+def sample_records(named_tasks, n, option, seed, log_dir, reuse: bool) -> dict:
     """``{name: [(input, result), ...]}`` of ``n`` random measured configurations each, kept
-    as an AutoTVM log per task in ``log_dir`` and reloaded from there when complete."""
+    as an AutoTVM log per task in ``log_dir`` and, with ``reuse``, reloaded from there when
+    complete."""
     data = {}
     for name, task in named_tasks:
         n_task = min(n, len(task.config_space))
         path = _records_path(log_dir, name)
-        got = _load_records(path, task, n_task)
+        got = _load_records(path, task, n_task) if reuse else None
         if got is None:
             if os.path.exists(path):
                 os.remove(path)
@@ -436,7 +437,7 @@ def run_cost_models(args, option) -> dict | None:
     shard, n_shards = args.model_shard
     mine = [k for k in range(len(tasks)) if k % n_shards == shard]
     by_name = sample_records([(names[k], tasks[k]) for k in mine], args.model_records, option,
-                             args.seed, args.log_dir)  # fmt: skip
+                             args.seed, args.log_dir, args.resume)  # fmt: skip
     if n_shards > 1:
         print(f"model records of {len(mine)} tasks in {args.log_dir}; score them with a piece "
               "without --model-shard")  # fmt: skip
