@@ -34,15 +34,17 @@ a subset of the tasks (``--task-ids 0,3,7``: indices into resnet-18's conv2d tas
 order ``--list-tasks`` prints), of the tuners (``--tuners xgb,ga``) and of the parts
 (``--skip tuners,ansor,transfer,models``). ``--model-shard I/N`` makes a piece measure
 only every N-th cost-model task (from the I-th) and stop before scoring; a last piece with
-the default ``0/1`` then loads all those records from ``--log-dir`` and scores the models.
+the default ``0/1`` and ``--resume`` then loads all those records from ``--log-dir`` and
+scores the models.
 
 Nothing finished is lost: the JSON is rewritten (atomically) after every measured batch, a
 tuner or task still running is marked ``"partial": true`` with its curve so far, and with
 ``--resume`` a piece re-run with the same command skips what its JSON already holds
-complete (a killed tuner run restarts from scratch; the cost-model records are kept as
-AutoTVM logs in ``--log-dir`` and reloaded). ``--summarize a.json b.json ...`` merges
-pieces, prints the summary and the markdown tables of RESULTS.md, and writes the merged JSON
-to ``--out``.
+complete: a killed tuner run restarts from scratch, a killed template-free search goes on
+from its log in ``--log-dir`` (``PreloadMeasuredStates``; its ``seconds`` then count the last
+run only), and the cost-model records are kept as AutoTVM logs there and reloaded.
+``--summarize a.json b.json ...`` merges pieces, prints the summary and the markdown tables
+of RESULTS.md, and writes the merged JSON to ``--out``.
 
 ``--cores 0-3`` pins a piece (``os.sched_setaffinity``; its build and measurement processes
 inherit it) and sets ``AUTOSCHED_NUM_THREADS`` and ``OMP_NUM_THREADS`` to that count, so
@@ -694,7 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model-shard",
         default="0/1",
-        help="I/N: measure only every N-th model task from the I-th, do not score",
+        help="I/N: measure only every N-th model task from the I-th, do not score "
+        "(then score with a --resume piece without --model-shard)",
     )
     p.add_argument("--number", type=int, default=4)
     p.add_argument("--repeat", type=int, default=3)
