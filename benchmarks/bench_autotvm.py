@@ -644,6 +644,40 @@ def markdown_tables(result: dict) -> str:
     return "\n".join(lines)
 
 
+def plot_curves(result: dict, path: str) -> None:
+    """The best-so-far curve of every tuner (and of the template-free search) per task, one
+    panel per task, to ``path`` (needs matplotlib: ``pip install matplotlib``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install matplotlib") from None
+    tuners, free = result.get("tuners", {}), result.get("template_free", {})
+    labels = sorted(set(tuners) | set(free), key=_task_order)
+    if not labels:
+        raise SystemExit("--plot: the pieces hold no tuner or template-free curve")
+    cols = min(len(labels), 2)
+    rows = math.ceil(len(labels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax, label in zip(axes.flat, labels, strict=False):
+        curves = dict(tuners.get(label, {}))
+        if label in free:
+            curves["ansor (template-free)"] = free[label]
+        for name, entry in curves.items():
+            mark = " (partial)" if entry.get("partial") else ""
+            ax.plot(range(1, len(entry["curve_gflops"]) + 1), entry["curve_gflops"],
+                    label=name + mark, drawstyle="steps-post")  # fmt: skip
+        ax.set(title=label, xlabel="trials", ylabel="best GFLOP/s")
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(labels) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def print_summary(result) -> None:
     budgets = [str(b) for b in result["trials"]]
 
@@ -724,6 +758,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PIECE_JSON",
         help="merge these pieces' JSONs into --out and print the tables; run nothing",
     )
+    p.add_argument(
+        "--plot",
+        default=None,
+        help="with --summarize: the best-so-far curves to this image (matplotlib)",
+    )
     p.add_argument("--markdown", default=None, help="also write the markdown tables to this file")
     return p  # fmt: skip
 
@@ -781,7 +820,10 @@ def summarize(args) -> int:
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n")
-    print(f"\nwrote {args.out}" + (f" and {args.markdown}" if args.markdown else ""))
+    if args.plot:
+        plot_curves(result, args.plot)
+    written = [args.out] + [f for f in (args.markdown, args.plot) if f]
+    print("\nwrote " + ", ".join(written))
     return 0
 
 

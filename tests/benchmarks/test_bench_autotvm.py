@@ -112,3 +112,13 @@ def test_bad_piece_options_fail_with_a_clear_message():
     with pytest.raises(SystemExit, match="--cores: cannot read 'x'"):
         bench.parse_args(["--cores", "0-1,x"])
     assert bench.parse_index_list("0-2,7,1", "--task-ids") == [0, 1, 2, 7]
+
+
+def test_summarize_plots_one_panel_per_task(tmp_path):
+    pytest.importorskip("matplotlib")
+    a = write(tmp_path, "a.json", {
+        "tuners": {T0: {"xgb": curve_entry([1, 2, 6, 8])}, T3: {"ga": curve_entry([1, 3])}},
+    })  # fmt: skip
+    png = tmp_path / "curves.png"
+    bench.main(["--summarize", a, "--out", str(tmp_path / "m.json"), "--plot", str(png)])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
