@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
 # Runs benchmarks/bench_autotvm.py as pinned parallel pieces, one batch per call (each call
-# well under 10 minutes: every piece is killed by `timeout` after $PIECE_S seconds and keeps
-# what it finished; call the same phase again to resume it).
+# stays under 10 minutes: every piece is stopped by `timeout` and keeps what it finished;
+# call the same phase again to resume it).
 #
 #   benchmarks/run_autotvm_pieces.sh OUT tune      # tuners + template-free, 1 task per piece
 #   benchmarks/run_autotvm_pieces.sh OUT models    # cost-model records (shards), then scores
 #   benchmarks/run_autotvm_pieces.sh OUT summary   # merge -> OUT/merged.json, OUT/tables.md
 #
 # Each phase prints the summary at its end: a "(partial)" or n/a figure means "call the phase
-# again". Environment (defaults for a 16-core machine):
-#   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks),
-#                       one piece each, run side by side
-#   CORES_PER_PIECE=4   cores pinned per piece (piece k gets cores k*4 .. k*4+3)
+# again" (`grep -c '"partial": true' OUT/*.json` counts what is unfinished). OUT/*.log hold
+# each piece's progress. Plan on a 16-core machine (estimates: about 1 s per trial per 4-core
+# piece, so about 12 min of tuners + 4-6 min of template-free search per task, and 5-7 min
+# for 16 x 64 cost-model records): `tune` three times, then `models` once or twice, then
+# `summary` (also fine on another machine with the OUT directory copied: it runs nothing).
+#
+# Environment (defaults for a 16-core machine):
+#   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks):
+#                       early 3x3 and 1x1, late 3x3 and 1x1 stride 2; one piece each,
+#                       all side by side
+#   CORES_PER_PIECE=4   cores pinned per piece (piece k gets cores k*4 .. k*4+3); every piece
+#                       builds 4 candidates at once and times kernels with 4 threads
 #   TRIALS=50,100,200   budgets; the tuners and the template-free search run max(TRIALS)
 #   MODEL_TASKS=8 MODEL_RECORDS=64   cost models: first 8 conv2d tasks of resnet-18 and of
-#                       mobilenet, 64 random configurations each; 4 held out (resnet-18 4-7)
+#                       mobilenet, 64 random configurations each; trained on resnet-18 0-3
+#                       and the mobilenet ones, tested on resnet-18 4-7
 #   MODEL_SHARDS=4      pinned pieces that measure the cost-model records
-#   PIECE_S=540         seconds before a piece is stopped; PYTHON=python
-#   EXTRA="..."         more bench_autotvm.py options for every piece (e.g. --timeout 5)
+#   PIECE_S=540         seconds a call may run the pieces; in `models`, SCORE_S=120 of them
+#                       are kept for the scoring piece
+#   PYTHON=python       EXTRA="..."  more bench_autotvm.py options for every piece
+#                       (e.g. EXTRA="--number 2 --repeat 2" if trials are too slow)
 set -u
 OUT=${1:?usage: run_autotvm_pieces.sh OUT_DIR tune|models|summary}
 PHASE=${2:?usage: run_autotvm_pieces.sh OUT_DIR tune|models|summary}
@@ -28,6 +39,7 @@ MODEL_TASKS=${MODEL_TASKS:-8}
 MODEL_RECORDS=${MODEL_RECORDS:-64}
 MODEL_SHARDS=${MODEL_SHARDS:-4}
 PIECE_S=${PIECE_S:-540}
+SCORE_S=${SCORE_S:-120}
 PYTHON=${PYTHON:-python}
 EXTRA=${EXTRA:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,11 +51,12 @@ cores() {  # cores of the k-th piece: "lo-hi"
   echo "$lo-$((lo + CORES_PER_PIECE - 1))"
 }
 
-run_pieces() {  # run_pieces NAME ARGS...: one background piece, stdout+stderr to OUT/NAME.log
-  local name=$1
-  shift
-  echo "$(date -u +%T) start $name: $*"
-  timeout -k 10 "$PIECE_S" $BENCH --out "$OUT/$name.json" "$@" >>"$OUT/$name.log" 2>&1 &
+run_pieces() {  # run_pieces SECONDS NAME ARGS...: one background piece, output to OUT/NAME.log
+  local seconds=$1 name=$2
+  shift 2
+  echo "$(date -u +%T) start $name (${seconds} s at most): $*"
+  # shellcheck disable=SC2086
+  timeout -k 10 "$seconds" $BENCH --out "$OUT/$name.json" "$@" >>"$OUT/$name.log" 2>&1 &
 }
 
 summary() {
@@ -62,7 +75,7 @@ case $PHASE in
   tune)
     k=0
     for t in $TASKS; do
-      run_pieces "tune-$t" --task-ids "$t" --skip transfer,models --cores "$(cores $k)"
+      run_pieces "$PIECE_S" "tune-$t" --task-ids "$t" --skip transfer,models --cores "$(cores $k)"
       k=$((k + 1))
     done
     wait
@@ -72,11 +85,12 @@ case $PHASE in
     # measures whatever a killed shard left out, on a shard's cores so that every record
     # is timed with as many threads; calling this phase again finishes it)
     for s in $(seq 0 $((MODEL_SHARDS - 1))); do
-      run_pieces "records-$s" --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
-        --model-records "$MODEL_RECORDS" --model-shard "$s/$MODEL_SHARDS" --cores "$(cores $s)"
+      run_pieces $((PIECE_S - SCORE_S)) "records-$s" --skip tuners,ansor,transfer \
+        --model-tasks "$MODEL_TASKS" --model-records "$MODEL_RECORDS" \
+        --model-shard "$s/$MODEL_SHARDS" --cores "$(cores $s)"
     done
     wait
-    run_pieces models --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
+    run_pieces "$SCORE_S" models --skip tuners,ansor,transfer --model-tasks "$MODEL_TASKS" \
       --model-records "$MODEL_RECORDS" --cores "$(cores 0)"
     wait
     ;;
