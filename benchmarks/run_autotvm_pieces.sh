@@ -43,6 +43,7 @@ SCORE_S=${SCORE_S:-120}
 PYTHON=${PYTHON:-python}
 EXTRA=${EXTRA:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
+export PYTHONPATH="$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's packages
 BENCH="$PYTHON $HERE/bench_autotvm.py --trials $TRIALS --log-dir $OUT/logs --resume $EXTRA"
 mkdir -p "$OUT/logs"
 
