@@ -9,10 +9,20 @@
 #
 # Each phase prints the summary at its end: a "(partial)" or n/a figure means "call the phase
 # again" (`grep -c '"partial": true' OUT/*.json` counts what is unfinished). OUT/*.log hold
-# each piece's progress. Plan on a 16-core machine (estimates: about 1 s per trial per 4-core
-# piece, so about 12 min of tuners + 4-6 min of template-free search per task, and 5-7 min
-# for 16 x 64 cost-model records): `tune` three times, then `models` once or twice, then
-# `summary` (also fine on another machine with the OUT directory copied: it runs nothing).
+# each piece's progress.
+#
+# Measured on a 16-core Intel Xeon (Python 3.12; 4 pieces side by side, 4 cores each, on
+# 2026-11-24 with the code of main): 200 trials took 154 s for XGB on task 1 (the early 3x3),
+# 117 s for XGB on task 10, 111-122 s for GA on tasks 10 and 11, 140-150 s for the
+# template-free search on tasks 1 and 11; random search on task 1 did 100 trials in 151 s
+# (1.5 s each: random configurations are slow ones), on task 2 0.93 s per trial. So a piece
+# needs about 14 minutes for task 1 and 8-10 for the others: call `tune` twice. The models
+# phase measures 16 x 64 random configurations in 4 shards (about 4-5 minutes): once.
+# `summary` runs nothing (fine anywhere the OUT directory is).
+#
+# On a machine without a package registry that has Python 3.12, numpy, llvmlite and
+# scikit-learn (the GPU machines), install lightgbm first from the checkout's .gpu-env
+# (`source .gpu-env/setup.sh`); XGBTuner, the template-free search and the models need it.
 #
 # Environment (defaults for a 16-core machine):
 #   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks):
@@ -27,7 +37,7 @@
 #   MODEL_SHARDS=4      pinned pieces that measure the cost-model records
 #   PIECE_S=540         seconds a call may run the pieces; in `models`, SCORE_S=120 of them
 #                       are kept for the scoring piece
-#   PYTHON=python       EXTRA="..."  more bench_autotvm.py options for every piece
+#   PYTHON=python3      EXTRA="..."  more bench_autotvm.py options for every piece
 #                       (e.g. EXTRA="--number 2 --repeat 2" if trials are too slow)
 set -u
 OUT=${1:?usage: run_autotvm_pieces.sh OUT_DIR tune|models|summary}
@@ -40,7 +50,7 @@ MODEL_RECORDS=${MODEL_RECORDS:-64}
 MODEL_SHARDS=${MODEL_SHARDS:-4}
 PIECE_S=${PIECE_S:-540}
 SCORE_S=${SCORE_S:-120}
-PYTHON=${PYTHON:-python}
+PYTHON=${PYTHON:-python3}
 EXTRA=${EXTRA:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export PYTHONPATH="$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's packages
