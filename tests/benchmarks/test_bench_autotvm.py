@@ -122,3 +122,57 @@ def test_summarize_plots_one_panel_per_task(tmp_path):
     png = tmp_path / "curves.png"
     bench.main(["--summarize", a, "--out", str(tmp_path / "m.json"), "--plot", str(png)])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class _Killed(Exception):
+    """Stands for the SIGTERM of `timeout` in the middle of a tuner run."""
+
+
+def _fake_task():
+    from types import SimpleNamespace
+
+    shapes = (("TENSOR", (1, 64, 56, 56), "float32"), ("TENSOR", (64, 64, 3, 3), "float32"))
+    return SimpleNamespace(args=(*shapes, (1, 1), (1, 1, 1, 1)), config_space=range(100))
+
+
+def test_a_killed_piece_keeps_its_finished_batches_and_resumes(tmp_path, monkeypatch):
+    runs = []
+
+    class FakeTuner:
+        """Measures batches of 2 with a rising best; dies after `kill_after` batches."""
+
+        kill_after = None
+
+        def __init__(self, task, seed):
+            self.trace, self.best_config = [], "cfg"
+
+        def tune(self, n_trial, measure_option, callbacks):
+            runs.append(n_trial)
+            for batch in range(n_trial // 2):
+                if batch == FakeTuner.kill_after:
+                    raise _Killed
+                self.trace += [(2 * batch + 1) * 1e9, (2 * batch + 2) * 1e9]
+                for callback in callbacks:
+                    callback(self, [], [])
+
+    monkeypatch.setitem(bench.TUNERS, "random", FakeTuner)
+    monkeypatch.setattr(bench.autotvm.callback, "progress_bar", lambda *a, **k: lambda *x: None)
+    out = str(tmp_path / "piece.json")
+    argv = ["--out", out, "--trials", "2,8", "--tuners", "random", "--resume"]
+    label = bench.task_label(1, _fake_task())
+
+    FakeTuner.kill_after = 2
+    args = bench.parse_args(argv)
+    with pytest.raises(_Killed):
+        bench.run_tuners([(1, _fake_task())], args, None, bench.start_piece(args))
+    kept = json.loads(pathlib.Path(out).read_text())["tuners"][label]["random"]
+    assert kept["partial"] and kept["curve_gflops"] == [1, 2, 3, 4]
+    assert kept["best_gflops"] == {"2": 2.0, "8": None}  # 8 trials were not reached
+
+    FakeTuner.kill_after = None
+    for _ in range(2):  # the second resumed run finds the tuner done and does not tune it
+        args = bench.parse_args(argv)
+        bench.run_tuners([(1, _fake_task())], args, None, bench.start_piece(args))
+    assert runs == [8, 8]
+    done = json.loads(pathlib.Path(out).read_text())["tuners"][label]["random"]
+    assert not done["partial"] and done["best_gflops"] == {"2": 2.0, "8": 8.0}
