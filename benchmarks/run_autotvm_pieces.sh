@@ -16,13 +16,18 @@
 # 117 s for XGB on task 10, 111-122 s for GA on tasks 10 and 11, 140-150 s for the
 # template-free search on tasks 1 and 11; random search on task 1 did 100 trials in 151 s
 # (1.5 s each: random configurations are slow ones), on task 2 0.93 s per trial. So a piece
-# needs about 14 minutes for task 1 and 8-10 for the others: call `tune` twice. The models
+# needs about 14 minutes for task 1 and 8-10 for the others: call `tune` twice (500 s each). The models
 # phase measures 16 x 64 random configurations in 4 shards (about 4-5 minutes): once.
 # `summary` runs nothing (fine anywhere the OUT directory is).
 #
 # On a machine without a package registry that has Python 3.12, numpy, llvmlite and
 # scikit-learn (the GPU machines), install lightgbm first from the checkout's .gpu-env
 # (`source .gpu-env/setup.sh`); XGBTuner, the template-free search and the models need it.
+# A machine that is handed back between calls keeps nothing: bring OUT back after every call
+# and send it again with the next one (its logs let the template-free search and the
+# cost-model records go on), e.g. from the repository root:
+#   source .gpu-env/setup.sh >/dev/null &&
+#     bash benchmarks/run_autotvm_pieces.sh bench-autotvm tune; cp -r bench-autotvm "$OUT"/
 #
 # Environment (defaults for a 16-core machine):
 #   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks):
@@ -35,7 +40,7 @@
 #                       mobilenet, 64 random configurations each; trained on resnet-18 0-3
 #                       and the mobilenet ones, tested on resnet-18 4-7
 #   MODEL_SHARDS=4      pinned pieces that measure the cost-model records
-#   PIECE_S=540         seconds a call may run the pieces; in `models`, SCORE_S=120 of them
+#   PIECE_S=500         seconds a call may run the pieces; in `models`, SCORE_S=120 of them
 #                       are kept for the scoring piece
 #   PYTHON=python3      EXTRA="..."  more bench_autotvm.py options for every piece
 #                       (e.g. EXTRA="--number 2 --repeat 2" if trials are too slow)
@@ -48,7 +53,7 @@ TRIALS=${TRIALS:-50,100,200}
 MODEL_TASKS=${MODEL_TASKS:-8}
 MODEL_RECORDS=${MODEL_RECORDS:-64}
 MODEL_SHARDS=${MODEL_SHARDS:-4}
-PIECE_S=${PIECE_S:-540}
+PIECE_S=${PIECE_S:-500}
 SCORE_S=${SCORE_S:-120}
 PYTHON=${PYTHON:-python3}
 EXTRA=${EXTRA:-}
