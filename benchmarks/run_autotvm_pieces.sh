@@ -16,8 +16,9 @@
 # 117 s for XGB on task 10, 111-122 s for GA on tasks 10 and 11, 140-150 s for the
 # template-free search on tasks 1 and 11; random search on task 1 did 100 trials in 151 s
 # (1.5 s each: random configurations are slow ones), on task 2 0.93 s per trial. So a piece
-# needs about 14 minutes for task 1 and 8-10 for the others: call `tune` twice (500 s each). The models
-# phase measures 16 x 64 random configurations in 4 shards (about 4-5 minutes): once.
+# needs about 14 minutes for task 1 and 8-10 for the others, plus the tuner run a stop cuts
+# off (it restarts): call `tune` three times (500 s each; the third only finishes task 1).
+# The models phase measures 16 x 64 random configurations in 4 shards (4-5 minutes): once.
 # `summary` runs nothing (fine anywhere the OUT directory is).
 #
 # On a machine without a package registry that has Python 3.12, numpy, llvmlite and
