@@ -3,7 +3,7 @@
 # stays under 10 minutes: every piece is stopped by `timeout` and keeps what it finished;
 # call the same phase again to resume it).
 #
-#   benchmarks/run_autotvm_pieces.sh OUT tune      # tuners + template-free, 1 task per piece
+#   benchmarks/run_autotvm_pieces.sh OUT tune      # tuners + template-free, pinned slots
 #   benchmarks/run_autotvm_pieces.sh OUT models    # cost-model records (shards), then scores
 #   benchmarks/run_autotvm_pieces.sh OUT summary   # merge -> OUT/merged.json, OUT/tables.md
 #
@@ -15,9 +15,10 @@
 # 2026-11-24 with the code of main): 200 trials took 154 s for XGB on task 1 (the early 3x3),
 # 117 s for XGB on task 10, 111-122 s for GA on tasks 10 and 11, 140-150 s for the
 # template-free search on tasks 1 and 11; random search on task 1 did 100 trials in 151 s
-# (1.5 s each: random configurations are slow ones), on task 2 0.93 s per trial. So a piece
-# needs about 14 minutes for task 1 and 8-10 for the others, plus the tuner run a stop cuts
-# off (it restarts): call `tune` three times (500 s each; the third only finishes task 1).
+# (1.5 s each: random configurations are slow ones), on task 2 0.93 s per trial. So the jobs
+# of task 1 take about 14 minutes and those of each other task 8-10, 45 slot-minutes in all
+# plus the runs a stop cuts off (they restart; the template-free search goes on from its
+# log): call `tune` twice (500 s each), a third time if the summary still shows gaps.
 # The models phase measures 16 x 64 random configurations in 4 shards (4-5 minutes): once.
 # `summary` runs nothing (fine anywhere the OUT directory is).
 #
@@ -32,9 +33,10 @@
 #
 # Environment (defaults for a 16-core machine):
 #   TASKS="1 2 10 11"   resnet-18 conv2d task indices (python bench_autotvm.py --list-tasks):
-#                       early 3x3 and 1x1, late 3x3 and 1x1 stride 2; one piece each,
-#                       all side by side
-#   CORES_PER_PIECE=4   cores pinned per piece (piece k gets cores k*4 .. k*4+3); every piece
+#                       early 3x3 and 1x1, late 3x3 and 1x1 stride 2
+#   SLOTS=4             pinned pieces side by side in `tune`, each running one (task, tuner)
+#                       job after the other: OUT/tune-TASK-TUNER.json and .log
+#   CORES_PER_PIECE=4   cores pinned per piece (slot k gets cores k*4 .. k*4+3); every piece
 #                       builds 4 candidates at once and times kernels with 4 threads
 #   TRIALS=50,100,200   budgets; the tuners and the template-free search run max(TRIALS)
 #   MODEL_TASKS=8 MODEL_RECORDS=64   cost models: first 8 conv2d tasks of resnet-18 and of
@@ -54,6 +56,7 @@ TRIALS=${TRIALS:-50,100,200}
 MODEL_TASKS=${MODEL_TASKS:-8}
 MODEL_RECORDS=${MODEL_RECORDS:-64}
 MODEL_SHARDS=${MODEL_SHARDS:-4}
+SLOTS=${SLOTS:-4}
 PIECE_S=${PIECE_S:-500}
 SCORE_S=${SCORE_S:-120}
 PYTHON=${PYTHON:-python3}
@@ -76,6 +79,13 @@ run_pieces() {  # run_pieces SECONDS NAME ARGS...: one background piece, output 
   timeout -k 10 "$seconds" $BENCH --out "$OUT/$name.json" "$@" >>"$OUT/$name.log" 2>&1 &
 }
 
+next_job() {  # pop the first line of the queue file $1 (several slots pop at once)
+  until mkdir "$1.lock" 2>/dev/null; do sleep 0.2; done
+  head -n 1 "$1"
+  sed -i 1d "$1"
+  rmdir "$1.lock"
+}
+
 summary() {
   local pieces
   pieces=$(ls "$OUT"/tune-*.json "$OUT"/models.json 2>/dev/null)
@@ -90,10 +100,28 @@ summary() {
 
 case $PHASE in
   tune)
-    k=0
-    for t in $TASKS; do
-      run_pieces "$PIECE_S" "tune-$t" --task-ids "$t" --skip transfer,models --cores "$(cores $k)"
-      k=$((k + 1))
+    # one job per (task, tuner), the template-free search last; SLOTS pinned workers take the
+    # next job as they become free, until PIECE_S is spent (finished jobs are skipped at once)
+    queue="$OUT/queue"
+    : >"$queue"
+    for tuner in xgb ga random grid ansor; do
+      for t in $TASKS; do echo "$t $tuner" >>"$queue"; done
+    done
+    deadline=$(($(date +%s) + PIECE_S))
+    for k in $(seq 0 $((SLOTS - 1))); do
+      (
+        while job=$(next_job "$queue") && [ -n "$job" ]; do
+          left=$((deadline - $(date +%s)))
+          [ "$left" -gt 20 ] || break
+          set -- $job
+          if [ "$2" = ansor ]; then part=(--skip tuners,transfer,models); else
+            part=(--tuners "$2" --skip ansor,transfer,models); fi
+          echo "$(date -u +%T) slot $k: task $1 $2 (${left} s at most)"
+          # shellcheck disable=SC2086
+          timeout -k 10 "$left" $BENCH --out "$OUT/tune-$1-$2.json" --task-ids "$1" \
+            "${part[@]}" --cores "$(cores "$k")" >>"$OUT/tune-$1-$2.log" 2>&1
+        done
+      ) &
     done
     wait
     ;;
