@@ -1,10 +1,10 @@
 """AutoTVM template tuning: the four tuners, template vs template-free search, cost models.
 
     python benchmarks/bench_autotvm.py                         # the full run (hours on a CPU)
-    python benchmarks/bench_autotvm.py --tasks 1 --trials 4,8 --model-tasks 3 \\
+    python benchmarks/bench_autotvm.py --task-ids 1 --trials 4,8 --model-tasks 3 \\
         --model-records 6 --out /tmp/autotvm.json              # a smoke run (a few minutes)
 
-Three parts, all on the conv2d tasks of resnet-18 (NCHW, ``extract_from_program``) for one
+Four parts, all on the conv2d tasks of resnet-18 (NCHW, ``extract_from_program``) for one
 target (``--target``, default llvm):
 
 1. **Tuners.** XGBTuner (LightGBM, itervar features, rank loss), GATuner, RandomTuner and
@@ -13,7 +13,7 @@ target (``--target``, default llvm):
 2. **Template vs template-free.** The auto-scheduler (``SearchTask.tune``) on the same
    ComputeDAG with the largest budget; its best GFLOP/s after each budget (in measurement
    order).
-3. **Transfer learning.** XGBTuner on a second task (with ``--tasks`` >= 2), cold and warm
+3. **Transfer learning.** XGBTuner on a second task (with two tasks or more), cold and warm
    started with ``load_history`` of the first task's records: best GFLOP/s after each budget
    and the trials each needed to reach 90% of the best found.
 4. **Cost-model quality** (the figure TenSet reports). Random configurations of resnet-18 and
@@ -27,17 +27,47 @@ target (``--target``, default llvm):
    Knob features only compare within one template, so that model trains on the records of
    the held-out tasks' template only (conv2d_nchw.x86 on llvm).
 
-Figures go to ``--out`` (JSON: every curve and score) and a summary table on stdout.
+Pieces: running the benchmark in parallel, resumably
+-----------------------------------------------------
+One invocation can run ONE piece of the benchmark and write its own JSON (``--out``):
+a subset of the tasks (``--task-ids 0,3,7``: indices into resnet-18's conv2d tasks, the
+order ``--list-tasks`` prints), of the tuners (``--tuners xgb,ga``) and of the parts
+(``--skip tuners,ansor,transfer,models``). ``--model-shard I/N`` makes a piece measure
+only every N-th cost-model task (from the I-th) and stop before scoring; a last piece with
+the default ``0/1`` and ``--resume`` then loads all those records from ``--log-dir`` and
+scores the models.
+
+Nothing finished is lost: the JSON is rewritten (atomically) after every measured batch, a
+tuner or task still running is marked ``"partial": true`` with its curve so far, and with
+``--resume`` a piece re-run with the same command skips what its JSON already holds
+complete: a killed tuner run restarts from scratch, a killed template-free search goes on
+from its log in ``--log-dir`` (``PreloadMeasuredStates``; its ``seconds`` then count the last
+run only), and the cost-model records are kept as AutoTVM logs there and reloaded.
+``--summarize a.json b.json ...`` merges pieces, prints the summary and the markdown tables
+of RESULTS.md, and writes the merged JSON to ``--out``.
+
+``--cores 0-3`` pins a piece (``os.sched_setaffinity``; its build and measurement processes
+inherit it) and sets ``AUTOSCHED_NUM_THREADS`` and ``OMP_NUM_THREADS`` to that count, so
+the builder runs that many builds at once and every kernel is timed with that many threads.
+Four pieces side by side on a 16-core machine, four cores each, measure comparably: every
+tuner gets the same share of the machine (keep the pieces on disjoint cores, and compare
+figures only between pieces with the same core count). benchmarks/run_autotvm_pieces.sh
+launches such batches.
+
+The script needs numpy, llvmlite, lightgbm and scikit-learn (the models part); not onnx,
+onnxruntime, dask or pandas.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import sys
-import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -54,12 +84,20 @@ TUNERS = {
     "random": lambda t, seed: RandomTuner(t, seed=seed),
     "grid": lambda t, seed: GridSearchTuner(t, seed=seed),
 }
+PARTS = ("tuners", "ansor", "transfer", "models")
 
 
-def conv2d_tasks(network: str, target: str, limit: int | None):
+def conv2d_tasks(network: str, target: str, limit: int | None = None):
     mod, params, _, _ = networks.get_network(network, layout="NCHW")
     tasks = autotvm.task.extract_from_program(mod, params, ops=("nn.conv2d",), target=target)
     return tasks[:limit] if limit else tasks
+
+
+def task_label(index: int, task) -> str:
+    """``#3 c64 56x56 k128 3x3 s2``: the task's index among resnet-18's conv2d tasks (so the
+    labels of pieces run with different ``--task-ids`` agree) and its shape."""
+    (_, (_, c, h, w), _), (_, (k, _, kh, kw), _) = task.args[0], task.args[1]
+    return f"#{index} c{c} {h}x{w} k{k} {kh}x{kw} s{task.args[2][0]}"
 
 
 def measure_option(args):
@@ -69,62 +107,179 @@ def measure_option(args):
     )
 
 
-def at_budgets(curve: list[float], budgets: list[int]) -> dict:
-    """Best GFLOP/s after each budget (the last value when the run stopped earlier)."""
-    return {str(b): (curve[min(b, len(curve)) - 1] / 1e9 if curve else 0.0) for b in budgets}
+def at_budgets(curve: list[float], budgets: list[int], complete: bool = True) -> dict:
+    """Best GFLOP/s after each budget. A complete run that stopped earlier (a space smaller
+    than the budget, early stopping) gives its last value; a partial one None."""
+    out = {}
+    for b in budgets:
+        if not curve or (not complete and len(curve) < b):
+            out[str(b)] = None if curve or not complete else 0.0
+        else:
+            out[str(b)] = curve[min(b, len(curve)) - 1] / 1e9
+    return out
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def parse_index_list(text: str, option: str) -> list[int]:
+    """``"0,3,7"`` or ``"0-3,8"`` as sorted distinct ints."""
+    out: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        lo, sep, hi = part.partition("-")
+        try:
+            out.update(range(int(lo), int(hi) + 1) if sep else [int(part)])
+        except ValueError:
+            raise SystemExit(f"{option}: cannot read {part!r}; write e.g. 0,3,7 or 0-3") from None
+    return sorted(out)
+
+
+def pin_cores(cores: list[int]) -> None:
+    """Run this process and its children on ``cores`` with that many threads per kernel."""
+    try:
+        os.sched_setaffinity(0, cores)
+    except (AttributeError, OSError) as exc:
+        raise SystemExit(f"--cores {cores}: cannot pin this process ({exc})") from None
+    os.environ["AUTOSCHED_NUM_THREADS"] = str(len(cores))
+    os.environ["OMP_NUM_THREADS"] = str(len(cores))
+
+
+class Piece:
+    """This invocation's result dict and the JSON it is saved to after every step."""
+
+    def __init__(self, path: str, result: dict):
+        self.path, self.result = path, result
+
+    def save(self) -> None:
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(self.result, f, indent=1)
+        os.replace(tmp, self.path)  # a kill mid-write leaves the previous JSON whole
+
+
+def start_piece(args) -> Piece:
+    result = {"target": args.target, "trials": args.trials, "argv": sys.argv[1:]}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        if old.get("target") != args.target or old.get("trials") != args.trials:
+            raise SystemExit(
+                f"--resume: {args.out} holds target {old.get('target')!r} trials "
+                f"{old.get('trials')}, not {args.target!r} {args.trials}; use another --out"
+            )
+        result = {**old, "argv": sys.argv[1:]}
+    return Piece(args.out, result)
+
+
+def done(entry: dict | None) -> bool:
+    return entry is not None and not entry.get("partial", False)
 
 
 # --------------------------------------------------------------------------- 1. tuners
 
 
-def run_tuners(tasks, args, option) -> dict:
+def run_tuners(tasks, args, option, piece: Piece) -> None:
     budgets = args.trials
-    out = {}
-    for k, task in enumerate(tasks):
-        label = f"T{k + 1} {task.args[0][1]}x{task.args[1][1]} s{task.args[2][0]}"
-        out[label] = {}
+    out = piece.result.setdefault("tuners", {})
+    for k, (index, task) in enumerate(tasks):
+        label = task_label(index, task)
+        by_tuner = out.setdefault(label, {})
         for name in args.tuners:
+            if done(by_tuner.get(name)):
+                print(f"[{name:6s} {label}] already in {piece.path}")
+                continue
             n_trial = min(max(budgets), len(task.config_space))
             tuner = TUNERS[name](task, args.seed)
-            prefix = f"[{name:6s} {k + 1:2d}/{len(tasks):2d}] "
             t0 = time.time()
+
+            def record(
+                tuner,
+                _inputs=None,
+                _results=None,
+                partial=True,
+                name=name,
+                t0=t0,
+                by_tuner=by_tuner,
+            ):
+                by_tuner[name] = {
+                    "best_gflops": at_budgets(tuner.trace, budgets, not partial),
+                    "curve_gflops": [round(v / 1e9, 4) for v in tuner.trace],
+                    "seconds": round(time.time() - t0, 1),
+                    "best_config": str(tuner.best_config),
+                    "partial": partial,
+                }
+                piece.save()
+
+            prefix = f"[{name:6s} {k + 1:2d}/{len(tasks):2d}] "
             bar = autotvm.callback.progress_bar(n_trial, prefix=prefix)
-            tuner.tune(n_trial, measure_option=option, callbacks=[bar])
-            out[label][name] = {
-                "best_gflops": at_budgets(tuner.trace, budgets),
-                "curve_gflops": [round(v / 1e9, 4) for v in tuner.trace],
-                "seconds": round(time.time() - t0, 1),
-                "best_config": str(tuner.best_config),
-            }
-    return out
+            tuner.tune(n_trial, measure_option=option, callbacks=[bar, record])
+            record(tuner, partial=False)
 
 
 # --------------------------------------------------------------------------- 2. vs template-free
 
 
-def run_template_free(tasks, args) -> dict:
-    budgets = args.trials
-    out = {}
-    for k, task in enumerate(tasks):
-        label = f"T{k + 1} {task.args[0][1]}x{task.args[1][1]} s{task.args[2][0]}"
-        stask = ansor.SearchTask(compute_dag=task.compute_dag, target=task.target)
-        log = os.path.join(tempfile.mkdtemp(prefix="bench_autotvm_"), "ansor.json")
-        runner = ansor.LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout)
-        t0 = time.time()
-        stask.tune(ansor.TuningOptions(num_measure_trials=max(budgets), runner=runner,
-                                       measure_callbacks=[ansor.RecordToFile(log)],
-                                       verbose=0))  # fmt: skip
+class _CurveToPiece:
+    """Measure callback (after ``RecordToFile``): the template-free search's best-so-far curve
+    read back from its log, in measurement order, saved into the piece after every batch."""
+
+    def __init__(self, task, log: str, budgets: list[int], label: str, piece: Piece):
+        self.task, self.log, self.budgets, self.label, self.piece = task, log, budgets, label, piece
+        self.t0 = time.time()
+
+    def callback(self, inputs=None, results=None) -> None:
+        self.write(partial=True)
+
+    def write(self, partial: bool) -> None:
         curve, best = [], 0.0
-        for _, res in ansor.load_records(log):
-            if res.error_no == 0:
-                best = max(best, task.flop / res.mean_cost)
-            curve.append(best)
-        out[label] = {
-            "best_gflops": at_budgets(curve, budgets),
+        if os.path.exists(self.log):
+            for _, res in ansor.load_records(self.log):
+                if res.error_no == 0:
+                    best = max(best, self.task.flop / res.mean_cost)
+                curve.append(best)
+        self.piece.result["template_free"][self.label] = {
+            "best_gflops": at_budgets(curve, self.budgets, not partial),
             "curve_gflops": [round(v / 1e9, 4) for v in curve],
-            "seconds": round(time.time() - t0, 1),
+            "seconds": round(time.time() - self.t0, 1),
+            "partial": partial,
         }
-    return out
+        self.piece.save()
+
+
+def run_template_free(tasks, args, piece: Piece) -> None:
+    """The auto-scheduler on each task's DAG, logged to ``--log-dir``; a killed search goes on
+    from its log (``PreloadMeasuredStates``) when the piece is run again."""
+    out = piece.result.setdefault("template_free", {})
+    for index, task in tasks:
+        label = task_label(index, task)
+        if done(out.get(label)):
+            print(f"[ansor  {label}] already in {piece.path}")
+            continue
+        log = os.path.join(args.log_dir, f"ansor-task{index}.json")
+        if not args.resume and os.path.exists(log):
+            os.remove(log)  # an earlier run's records would count as this run's trials
+        stask = ansor.SearchTask(compute_dag=task.compute_dag, target=task.target)
+        policy = ansor.SketchPolicy(
+            stask, ansor.LGBModel(seed=args.seed), seed=args.seed, verbose=0,
+            init_search_callbacks=[ansor.PreloadMeasuredStates(log)],
+        )  # fmt: skip
+        runner = ansor.LocalRunner(
+            number=args.number, repeat=args.repeat, timeout=args.timeout,
+            num_threads=args.threads,
+        )  # fmt: skip
+        curve = _CurveToPiece(task, log, args.trials, label, piece)
+        logged = sum(1 for _ in ansor.load_records(log)) if os.path.exists(log) else 0
+        left = max(args.trials) - logged
+        print(f"[ansor  {label}] {left} trials more, log {log}", flush=True)
+        if left <= 0:
+            curve.write(partial=False)
+            continue
+        options = ansor.TuningOptions(
+            num_measure_trials=left, runner=runner, verbose=0,
+            measure_callbacks=[ansor.RecordToFile(log), curve],
+        )  # fmt: skip
+        stask.tune(options, search_policy=policy)
+        curve.write(partial=False)
 
 
 # --------------------------------------------------------------------------- 3. transfer
@@ -136,7 +291,9 @@ def run_transfer(tasks, args, option) -> dict:
     either run found."""
     first, second = tasks[0], tasks[1]
     n_trial = max(args.trials)
-    log = os.path.join(tempfile.mkdtemp(prefix="bench_autotvm_"), "first.log")
+    log = os.path.join(args.log_dir, "transfer-first.log")
+    if os.path.exists(log):
+        os.remove(log)  # a killed run's records; this part is not resumed
     XGBTuner(first, seed=args.seed).tune(
         min(n_trial, len(first.config_space)), measure_option=option,
         callbacks=[autotvm.callback.log_to_file(log)],
@@ -164,18 +321,48 @@ def run_transfer(tasks, args, option) -> dict:
 # --------------------------------------------------------------------------- 4. cost models
 
 
-def sample_records(tasks, n, option, seed) -> dict:
-    """``{task index: (inputs, results)}`` of ``n`` random measured configurations each."""
+def _records_path(log_dir: str, name: str) -> str:
+    return os.path.join(log_dir, f"model-records-{name}.log")
+
+
+def _load_records(path: str, task, n: int) -> list | None:
+    """The first ``n`` records of ``path`` bound to ``task`` (states rebuilt), or None when
+    the file is missing or holds fewer (a killed sampling run: measured again)."""
+    if not os.path.exists(path):
+        return None
+    pairs = []
+    for inp, res in autotvm.record.load_from_file(path):
+        state = None
+        if inp.record_state is not None:
+            state = inp.record_state.to_state(task.compute_dag)
+        config = task.config_space.get(inp.config.index)
+        pairs.append((dataclasses.replace(inp, task=task, config=config, state=state), res))
+    return pairs[:n] if len(pairs) >= n else None
+
+
+def sample_records(named_tasks, n, option, seed, log_dir, reuse: bool) -> dict:
+    """``{name: [(input, result), ...]}`` of ``n`` random measured configurations each, kept
+    as an AutoTVM log per task in ``log_dir`` and, with ``reuse``, reloaded from there when
+    complete."""
     data = {}
-    for k, task in enumerate(tasks):
-        got: list = []
+    for name, task in named_tasks:
+        n_task = min(n, len(task.config_space))
+        path = _records_path(log_dir, name)
+        got = _load_records(path, task, n_task) if reuse else None
+        if got is None:
+            if os.path.exists(path):
+                os.remove(path)
+            got = []
 
-        def keep(_tuner, inputs, results, got=got):
-            got.extend(zip(inputs, results, strict=True))
+            def keep(_tuner, inputs, results, got=got):
+                got.extend(zip(inputs, results, strict=True))
 
-        RandomTuner(task, seed=seed).tune(min(n, len(task.config_space)), measure_option=option,
-                                          callbacks=[keep])  # fmt: skip
-        data[k] = got
+            bar = autotvm.callback.progress_bar(n_task, prefix=f"[records {name}] ")
+            RandomTuner(task, seed=seed).tune(
+                n_task, measure_option=option,
+                callbacks=[bar, keep, autotvm.callback.log_to_file(path)],
+            )  # fmt: skip
+        data[name] = got
     return data
 
 
@@ -242,11 +429,22 @@ def _predict_autotvm(train, test, tasks, feature, seed) -> dict:
     return preds
 
 
-def run_cost_models(args, option) -> dict:
+def run_cost_models(args, option) -> dict | None:
+    """Sample (this shard's share of) the records; score the models unless sharded."""
     resnet = conv2d_tasks("resnet-18", args.target, args.model_tasks)
     mobilenet = conv2d_tasks("mobilenet", args.target, args.model_tasks)
     tasks = resnet + mobilenet
-    data = sample_records(tasks, args.model_records, option, args.seed)
+    names = [f"resnet-18-{i}" for i in range(len(resnet))]
+    names += [f"mobilenet-{i}" for i in range(len(mobilenet))]
+    shard, n_shards = args.model_shard
+    mine = [k for k in range(len(tasks)) if k % n_shards == shard]
+    by_name = sample_records([(names[k], tasks[k]) for k in mine], args.model_records, option,
+                             args.seed, args.log_dir, args.resume)  # fmt: skip
+    if n_shards > 1:
+        print(f"model records of {len(mine)} tasks in {args.log_dir}; score them with a piece "
+              "without --model-shard")  # fmt: skip
+        return None
+    data = {k: by_name[names[k]] for k in range(len(tasks))}
     half = max(1, len(resnet) // 2)
     train_ids = list(range(half)) + list(range(len(resnet), len(tasks)))
     test_ids = [k for k in range(half, len(resnet)) if _throughputs(tasks[k], data[k]).max() > 0]
@@ -262,7 +460,12 @@ def run_cost_models(args, option) -> dict:
         "lgb+curve": lambda: _predict_autotvm(train, test, tasks, "curve", args.seed),
         "random": lambda: {k: rng.random(len(v)) for k, v in test.items()},
     }
-    out = {"train_tasks": len(train), "test_tasks": len(test), "models": {}}
+    out = {
+        "train_tasks": len(train),
+        "test_tasks": len(test),
+        "records_per_task": args.model_records,
+        "models": {},
+    }
     for name, predict in models.items():
         t0 = time.time()
         preds = predict()
@@ -274,68 +477,229 @@ def run_cost_models(args, option) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- main
+# --------------------------------------------------------------------------- merging pieces
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--target", default="llvm")
-    p.add_argument("--tasks", type=int, default=None, help="first N resnet-18 conv2d tasks")
-    p.add_argument("--trials", default="50,100,200", help="budgets, comma separated")
-    p.add_argument("--tuners", default="xgb,ga,random,grid")
-    p.add_argument("--skip", default="", help="parts to skip: tuners,ansor,transfer,models")
-    p.add_argument("--model-tasks", type=int, default=None, help="tasks per network (models)")
-    p.add_argument("--model-records", type=int, default=200)
-    p.add_argument("--number", type=int, default=4)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--timeout", type=float, default=10)
-    p.add_argument("--build-timeout", type=float, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="bench_autotvm.json")
-    args = p.parse_args(argv)
-    args.trials = sorted(int(x) for x in args.trials.split(","))
-    args.tuners = [t for t in args.tuners.split(",") if t]
-    unknown = set(args.tuners) - set(TUNERS)
-    if unknown:
-        p.error(f"unknown tuners {sorted(unknown)}; choose from {list(TUNERS)}")
-    skip = set(args.skip.split(",")) - {""}
-    option = measure_option(args)
-    result = {"target": args.target, "trials": args.trials, "argv": sys.argv[1:]}
-    tasks = conv2d_tasks("resnet-18", args.target, args.tasks)
-    if "tuners" not in skip:
-        result["tuners"] = run_tuners(tasks, args, option)
-    if "ansor" not in skip:
-        result["template_free"] = run_template_free(tasks, args)
-    if "transfer" not in skip and len(tasks) >= 2:
-        result["transfer"] = run_transfer(tasks[1:] if len(tasks) > 2 else tasks, args, option)
-    if "models" not in skip:
-        result["cost_models"] = run_cost_models(args, option)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print_summary(result)
-    print(f"\nwrote {args.out}")
-    return 0
+def _pick(old: dict | None, new: dict, where: str) -> dict:
+    """Of two results of the same tuner and task, the complete one, else the longer curve."""
+    if old is None:
+        return new
+    if done(old) and done(new):
+        warnings.warn(f"{where} is complete in two pieces; keeping the first", stacklevel=3)
+        return old
+    if done(old) != done(new):
+        return old if done(old) else new
+    return old if len(old["curve_gflops"]) >= len(new["curve_gflops"]) else new
+
+
+def merge_pieces(pieces: list[tuple[str, dict]]) -> dict:
+    """One result of the pieces' JSONs ``[(path, result), ...]`` (same target and budgets)."""
+    if not pieces:
+        raise ValueError("--summarize needs at least one piece JSON")
+    first_path, first = pieces[0]
+    merged: dict = {"target": first["target"], "trials": first["trials"], "pieces": []}
+    for path, piece in pieces:
+        for key in ("target", "trials"):
+            if piece.get(key) != first.get(key):
+                raise ValueError(
+                    f"--summarize: {path} has {key} {piece.get(key)!r} but {first_path} has "
+                    f"{first.get(key)!r}; merge only pieces of one configuration"
+                )
+        merged["pieces"].append({"file": path, "argv": piece.get("argv")})
+        for label, by_tuner in piece.get("tuners", {}).items():
+            into = merged.setdefault("tuners", {}).setdefault(label, {})
+            for name, entry in by_tuner.items():
+                into[name] = _pick(into.get(name), entry, f"tuner {name} on {label}")
+        for label, entry in piece.get("template_free", {}).items():
+            into = merged.setdefault("template_free", {})
+            into[label] = _pick(into.get(label), entry, f"the template-free search on {label}")
+        for part in ("transfer", "cost_models"):
+            if part in piece:
+                if part in merged:
+                    warnings.warn(f"{part} is in several pieces; keeping {path}'s", stacklevel=2)
+                merged[part] = piece[part]
+    return merged
+
+
+def load_pieces(paths: list[str]) -> list[tuple[str, dict]]:
+    out = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                out.append((path, json.load(f)))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SystemExit(f"--summarize: cannot read piece {path}: {exc}") from None
+    return out
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def geomean(values) -> float | None:
+    """Geometric mean of the positive values; None when one is missing or not positive (a
+    task not measured, or no working configuration) so a mean never hides a hole."""
+    values = list(values)
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _cell(value, mark: str = "") -> str:
+    return "n/a" if value is None else f"{value:.2f}{mark}"
+
+
+def _task_order(label: str) -> int:
+    return int(label[1:].split()[0]) if label.startswith("#") else 0
+
+
+def curve_points(budgets: list[int]) -> list[int]:
+    """Trial counts at which the markdown curve table samples the best-so-far curves."""
+    top = max(budgets)
+    points = {max(1, round(top * f)) for f in (0.05, 0.1, 0.25)} | set(budgets)
+    return sorted(p for p in points if p <= top)
+
+
+def _value_at(entry: dict, n: int) -> float | None:
+    curve = entry["curve_gflops"]
+    if not curve or (entry.get("partial") and len(curve) < n):
+        return None
+    return curve[min(n, len(curve)) - 1]
+
+
+def markdown_tables(result: dict) -> str:
+    """The merged figures as the markdown tables of benchmarks/RESULTS.md.
+
+    Values marked * come from a partial run (killed before its last trial); n/a means not
+    measured (or, in a geomean, some task not measured)."""
+    budgets = [str(b) for b in result["trials"]]
+    lines: list[str] = []
+    tuners = result.get("tuners", {})
+    free = result.get("template_free", {})
+    labels = sorted(set(tuners) | set(free), key=_task_order)
+    names = [n for n in TUNERS if any(n in tuners.get(lb, {}) for lb in labels)]
+    rows = [(n, {lb: tuners[lb].get(n) for lb in labels if lb in tuners}) for n in names]
+    if free:
+        rows.append(("ansor (template-free)", free))
+    if rows:
+        lines += [
+            f"Best GFLOP/s after N trials ({result['target']}; resnet-18 conv2d tasks, "
+            "NCHW; * = partial run)",
+            "",
+            "| tuner | trials | " + " | ".join(labels) + " | geomean |",
+            "|---|---:|" + "---:|" * (len(labels) + 1),
+        ]
+        for name, entries in rows:
+            for b in budgets:
+                vals = [(entries.get(lb) or {}).get("best_gflops", {}).get(b) for lb in labels]
+                marks = ["*" if (entries.get(lb) or {}).get("partial") else "" for lb in labels]
+                cells = [_cell(v, m) for v, m in zip(vals, marks, strict=True)]
+                lines.append(f"| {name} | {b} | " + " | ".join(cells) + f" | "
+                             f"{_cell(geomean(vals))} |")  # fmt: skip
+        points = curve_points(result["trials"])
+        lines += [
+            "",
+            "Best-so-far curve: geomean over the tasks of the best GFLOP/s after N trials",
+            "",
+            "| tuner | " + " | ".join(str(p) for p in points) + " |",
+            "|---|" + "---:|" * len(points),
+        ]
+        for name, entries in rows:
+            cells = [
+                _cell(geomean(_value_at(entries[lb], p) if lb in entries and entries[lb] else None
+                              for lb in labels))
+                for p in points
+            ]  # fmt: skip
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if tuners and free:
+        top = budgets[-1]
+        lines += [
+            "",
+            f"Template (best of the AutoTVM tuners) vs template-free, best GFLOP/s after {top} "
+            "trials",
+            "",
+            "| task | best template tuner | template | template-free | template-free / template |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for lb in labels:
+            found = [(e["best_gflops"].get(top), n) for n, e in tuners.get(lb, {}).items()]
+            found = [(v, n) for v, n in found if v is not None]
+            best, name = max(found) if found else (None, "n/a")
+            other = (free.get(lb) or {}).get("best_gflops", {}).get(top)
+            ratio = other / best if best and other is not None else None
+            lines.append(f"| {lb} | {name} | {_cell(best)} | {_cell(other)} | "
+                         f"{'n/a' if ratio is None else f'{ratio:.2f}x'} |")  # fmt: skip
+    if "cost_models" in result:
+        cm = result["cost_models"]
+        lines += [
+            "",
+            f"Cost-model quality on {cm['test_tasks']} held-out resnet-18 tasks (trained on "
+            f"{cm['train_tasks']} tasks, {cm.get('records_per_task', '?')} random "
+            "configurations each)",
+            "",
+            "| model | top-1 | top-5 | NDCG |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, m in cm["models"].items():
+            lines.append(f"| {name} | {m['top1']:.3f} | {m['top5']:.3f} | {m['ndcg']:.3f} |")
+    return "\n".join(lines)
+
+
+def plot_curves(result: dict, path: str) -> None:
+    """The best-so-far curve of every tuner (and of the template-free search) per task, one
+    panel per task, to ``path`` (needs matplotlib: ``pip install matplotlib``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install matplotlib") from None
+    tuners, free = result.get("tuners", {}), result.get("template_free", {})
+    labels = sorted(set(tuners) | set(free), key=_task_order)
+    if not labels:
+        raise SystemExit("--plot: the pieces hold no tuner or template-free curve")
+    cols = min(len(labels), 2)
+    rows = math.ceil(len(labels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax, label in zip(axes.flat, labels, strict=False):
+        curves = dict(tuners.get(label, {}))
+        if label in free:
+            curves["ansor (template-free)"] = free[label]
+        for name, entry in curves.items():
+            mark = " (partial)" if entry.get("partial") else ""
+            ax.plot(range(1, len(entry["curve_gflops"]) + 1), entry["curve_gflops"],
+                    label=name + mark, drawstyle="steps-post")  # fmt: skip
+        ax.set(title=label, xlabel="trials", ylabel="best GFLOP/s")
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(labels) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def print_summary(result) -> None:
     budgets = [str(b) for b in result["trials"]]
+
+    def figs(r):
+        mark = " (partial)" if r.get("partial") else ""
+        return " / ".join(f"{_cell(r['best_gflops'][b]):>7s}" for b in budgets) + mark
+
     if "tuners" in result:
         print("\nbest GFLOP/s after " + "/".join(budgets) + " trials")
-        for label, by_tuner in result["tuners"].items():
-            for name, r in by_tuner.items():
-                figs = " / ".join(f"{r['best_gflops'][b]:7.2f}" for b in budgets)
-                print(f"  {label:32s} {name:8s} {figs}   ({r['seconds']} s)")
+        for label in sorted(result["tuners"], key=_task_order):
+            for name, r in result["tuners"][label].items():
+                print(f"  {label:28s} {name:8s} {figs(r)}   ({r['seconds']} s)")
     if "template_free" in result:
         print("\ntemplate-free search (auto-scheduler), best GFLOP/s after " + "/".join(budgets))
-        for label, r in result["template_free"].items():
-            figs = " / ".join(f"{r['best_gflops'][b]:7.2f}" for b in budgets)
-            print(f"  {label:32s} {'ansor':8s} {figs}   ({r['seconds']} s)")
+        for label in sorted(result["template_free"], key=_task_order):
+            r = result["template_free"][label]
+            print(f"  {label:28s} {'ansor':8s} {figs(r)}   ({r['seconds']} s)")
     if "transfer" in result:
         print("\ntransfer learning (XGBTuner on a second task, cold vs load_history of the first)")
         for mode, r in result["transfer"].items():
-            figs = " / ".join(f"{r['best_gflops'][b]:7.2f}" for b in budgets)
             reached = r["trials_to_90pct"] or "not reached"
-            print(f"  {mode:6s} {figs}   trials to 90% of the best: {reached}")
+            print(f"  {mode:6s} {figs(r)}   trials to 90% of the best: {reached}")
     if "cost_models" in result:
         cm = result["cost_models"]
         print(f"\ncost models: trained on {cm['train_tasks']} tasks, tested on "
@@ -343,6 +707,159 @@ def print_summary(result) -> None:
         print(f"  {'model':22s} {'top-1':>6s} {'top-5':>6s} {'NDCG':>6s}")
         for name, m in cm["models"].items():
             print(f"  {name:22s} {m['top1']:6.3f} {m['top5']:6.3f} {m['ndcg']:6.3f}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default="llvm")
+    p.add_argument("--tasks", type=int, default=None, help="first N resnet-18 conv2d tasks")
+    p.add_argument(
+        "--task-ids",
+        default=None,
+        help="resnet-18 conv2d tasks by index (0,3,7 or 0-3); see --list-tasks",
+    )
+    p.add_argument("--list-tasks", action="store_true", help="print the tasks and exit")
+    p.add_argument("--trials", default="50,100,200", help="budgets, comma separated")
+    p.add_argument("--tuners", default="xgb,ga,random,grid")
+    p.add_argument("--skip", default="", help="parts to skip: " + ",".join(PARTS))
+    p.add_argument("--model-tasks", type=int, default=None, help="tasks per network (models)")
+    p.add_argument("--model-records", type=int, default=200)
+    p.add_argument(
+        "--model-shard",
+        default="0/1",
+        help="I/N: measure only every N-th model task from the I-th, do not score "
+        "(then score with a --resume piece without --model-shard)",
+    )
+    p.add_argument("--number", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--timeout", type=float, default=10)
+    p.add_argument("--build-timeout", type=float, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--cores",
+        default=None,
+        help="pin to these CPUs (0-3 or 0,1,2,3); that many threads per kernel",
+    )
+    p.add_argument("--out", default="bench_autotvm.json")
+    p.add_argument(
+        "--log-dir", default=None, help="records kept between runs (default: next to --out)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep what --out already holds complete and run only the rest",
+    )
+    p.add_argument(
+        "--summarize",
+        nargs="+",
+        metavar="PIECE_JSON",
+        help="merge these pieces' JSONs into --out and print the tables; run nothing",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        help="with --summarize: the best-so-far curves to this image (matplotlib)",
+    )
+    p.add_argument("--markdown", default=None, help="also write the markdown tables to this file")
+    return p  # fmt: skip
+
+
+def parse_args(argv=None):
+    p = build_parser()
+    args = p.parse_args(argv)
+    try:
+        args.trials = sorted({int(x) for x in args.trials.split(",") if x.strip()})
+    except ValueError:
+        p.error(f"--trials {args.trials!r}: write budgets as comma-separated ints, e.g. 50,100")
+    if not args.trials or args.trials[0] < 1:
+        p.error(f"--trials {args.trials}: budgets must be positive")
+    args.tuners = [t for t in args.tuners.split(",") if t]
+    unknown = set(args.tuners) - set(TUNERS)
+    if unknown:
+        p.error(f"unknown tuners {sorted(unknown)}; choose from {list(TUNERS)}")
+    args.skip = set(args.skip.split(",")) - {""}
+    if args.skip - set(PARTS):
+        p.error(f"--skip: unknown parts {sorted(args.skip - set(PARTS))}; choose from {PARTS}")
+    shard, _, n = args.model_shard.partition("/")
+    if not (shard.isdigit() and n.isdigit() and int(shard) < int(n)):
+        p.error(f"--model-shard {args.model_shard!r}: write I/N with 0 <= I < N, e.g. 1/4")
+    args.model_shard = (int(shard), int(n))
+    if args.task_ids is not None and args.tasks is not None:
+        p.error("give --tasks (the first N) or --task-ids, not both")
+    args.cores = parse_index_list(args.cores, "--cores") if args.cores else None
+    args.threads = len(args.cores) if args.cores else None
+    if args.log_dir is None:
+        args.log_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "logs")
+    return args
+
+
+def select_tasks(args) -> list:
+    """``[(index, task), ...]`` of resnet-18's conv2d tasks this piece runs."""
+    tasks = conv2d_tasks("resnet-18", args.target)
+    if args.task_ids is None:
+        return list(enumerate(tasks))[: args.tasks or None]
+    ids = parse_index_list(args.task_ids, "--task-ids")
+    if ids[-1] >= len(tasks):
+        raise SystemExit(
+            f"--task-ids {args.task_ids}: resnet-18 has {len(tasks)} conv2d tasks "
+            f"(0-{len(tasks) - 1}); see --list-tasks"
+        )
+    return [(i, tasks[i]) for i in ids]
+
+
+def summarize(args) -> int:
+    result = merge_pieces(load_pieces(args.summarize))
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print_summary(result)
+    table = markdown_tables(result)
+    print("\n" + table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    if args.plot:
+        plot_curves(result, args.plot)
+    written = [args.out] + [f for f in (args.markdown, args.plot) if f]
+    print("\nwrote " + ", ".join(written))
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.summarize:
+        return summarize(args)
+    if args.cores:
+        pin_cores(args.cores)  # before any build or measurement process starts
+    if args.list_tasks:
+        for index, task in select_tasks(args):
+            print(f"{task_label(index, task):28s} {task.flop / 1e6:8.1f} MFLOP  "
+                  f"{len(task.config_space)} configurations")  # fmt: skip
+        return 0
+    os.makedirs(args.log_dir, exist_ok=True)
+    option = measure_option(args)
+    piece = start_piece(args)
+    piece.save()
+    tasks = select_tasks(args)
+    if "tuners" not in args.skip:
+        run_tuners(tasks, args, option, piece)
+    if "ansor" not in args.skip:
+        run_template_free(tasks, args, piece)
+    if "transfer" not in args.skip and len(tasks) >= 2 and "transfer" not in piece.result:
+        picked = [t for _, t in tasks]
+        piece.result["transfer"] = run_transfer(picked[1:] if len(picked) > 2 else picked,
+                                                args, option)  # fmt: skip
+        piece.save()
+    if "models" not in args.skip and "cost_models" not in piece.result:
+        scores = run_cost_models(args, option)
+        if scores is not None:
+            piece.result["cost_models"] = scores
+            piece.save()
+    print_summary(piece.result)
+    print(f"\nwrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
