@@ -325,9 +325,10 @@ def _records_path(log_dir: str, name: str) -> str:
     return os.path.join(log_dir, f"model-records-{name}.log")
 
 
-def _load_records(path: str, task, n: int) -> list | None:
+def _load_records(path: str, task, n: int, partial_ok: bool = False) -> list | None:
     """The first ``n`` records of ``path`` bound to ``task`` (states rebuilt), or None when
-    the file is missing or holds fewer (a killed sampling run: measured again)."""
+    the file is missing or holds fewer (a killed sampling run: measured again) unless
+    ``partial_ok``."""
     if not os.path.exists(path):
         return None
     pairs = []
@@ -337,18 +338,22 @@ def _load_records(path: str, task, n: int) -> list | None:
             state = inp.record_state.to_state(task.compute_dag)
         config = task.config_space.get(inp.config.index)
         pairs.append((dataclasses.replace(inp, task=task, config=config, state=state), res))
-    return pairs[:n] if len(pairs) >= n else None
+    return pairs[:n] if len(pairs) >= n or (partial_ok and pairs) else None
 
 
-def sample_records(named_tasks, n, option, seed, log_dir, reuse: bool) -> dict:
+def sample_records(named_tasks, n, option, seed, log_dir, reuse: bool, measure=True) -> dict:
     """``{name: [(input, result), ...]}`` of ``n`` random measured configurations each, kept
     as an AutoTVM log per task in ``log_dir`` and, with ``reuse``, reloaded from there when
-    complete."""
+    complete. Without ``measure``, only what the logs hold (a task without records is left
+    out)."""
     data = {}
     for name, task in named_tasks:
         n_task = min(n, len(task.config_space))
         path = _records_path(log_dir, name)
-        got = _load_records(path, task, n_task) if reuse else None
+        got = _load_records(path, task, n_task, partial_ok=not measure) if reuse else None
+        if got is None and not measure:
+            print(f"[records {name}] no records in {path}: left out")
+            continue
         if got is None:
             if os.path.exists(path):
                 os.remove(path)
@@ -439,15 +444,19 @@ def run_cost_models(args, option) -> dict | None:
     shard, n_shards = args.model_shard
     mine = [k for k in range(len(tasks)) if k % n_shards == shard]
     by_name = sample_records([(names[k], tasks[k]) for k in mine], args.model_records, option,
-                             args.seed, args.log_dir, args.resume)  # fmt: skip
+                             args.seed, args.log_dir, args.resume,
+                             measure=not args.score_only)  # fmt: skip
     if n_shards > 1:
         print(f"model records of {len(mine)} tasks in {args.log_dir}; score them with a piece "
               "without --model-shard")  # fmt: skip
         return None
-    data = {k: by_name[names[k]] for k in range(len(tasks))}
+    data = {k: by_name[names[k]] for k in range(len(tasks)) if names[k] in by_name}
     half = max(1, len(resnet) // 2)
-    train_ids = list(range(half)) + list(range(len(resnet), len(tasks)))
-    test_ids = [k for k in range(half, len(resnet)) if _throughputs(tasks[k], data[k]).max() > 0]
+    train_ids = [k for k in list(range(half)) + list(range(len(resnet), len(tasks))) if k in data]
+    test_ids = [
+        k for k in range(half, len(resnet))
+        if k in data and _throughputs(tasks[k], data[k]).max() > 0
+    ]  # fmt: skip
     if not test_ids:
         raise SystemExit("no held-out task has a successful measurement; raise --model-records")
     train = {k: data[k] for k in train_ids}
@@ -464,6 +473,7 @@ def run_cost_models(args, option) -> dict | None:
         "train_tasks": len(train),
         "test_tasks": len(test),
         "records_per_task": args.model_records,
+        "records": {names[k]: len(v) for k, v in data.items()},
         "models": {},
     }
     for name, predict in models.items():
@@ -727,6 +737,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", default="", help="parts to skip: " + ",".join(PARTS))
     p.add_argument("--model-tasks", type=int, default=None, help="tasks per network (models)")
     p.add_argument("--model-records", type=int, default=200)
+    p.add_argument(
+        "--score-only",
+        action="store_true",
+        help="score the cost models on the records --log-dir holds (with --resume), measuring "
+        "nothing; a task with fewer than --model-records records takes part with what it has",
+    )
     p.add_argument(
         "--model-shard",
         default="0/1",
