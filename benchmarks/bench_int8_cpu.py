@@ -26,9 +26,10 @@ Per kernel (``--tasks``): the int8 network's tasks of those indices (``extract_t
 resnet-18: 2 is the 3x3 64-channel conv, 14 a 3x3 256-channel one, 3 the 1x1 64-channel one),
 each tuned for ``--trials`` measurements with the int8 tiling for vpdpbusd
 (``SearchParams.cpu_int8_dot_product_tiling``, "vnni") and without it ("plain", the search as
-it was before), plus the fp32 network's task of the same convolution; then the best kernel of
-each is re-timed in this process, in alternating rounds, with the weights in the layout the
-network stores them in:
+it was before), plus the fp32 network's task of the same layer (a direct conv of the same
+shapes, else the task at the same index if it has the same input and output shapes: fp32 runs
+some 3x3 layers as winograd); then the best kernel of each is re-timed in this process, in
+alternating rounds, with the weights in the layout the network stores them in:
 
     python benchmarks/bench_int8_cpu.py --tasks 2,14,3 --trials 100 --rounds 5 --work-dir W
 """
@@ -147,6 +148,12 @@ def conv_shapes(dag) -> tuple | None:
     return tuple(tuple(t.shape) for t in stage.input_tensors) + (stage.shape,)
 
 
+def io_shapes(task) -> tuple:
+    """The shapes of a task's first input and its outputs (the layer, however computed)."""
+    dag = task.compute_dag
+    return tuple(dag.tensors[0].shape), tuple(tuple(t.shape) for t in dag.output_tensors)
+
+
 def tune_kernel(task, log: Path, trials: int, params) -> object:
     """The best state of ``task`` after ``trials`` measurements (the log resumes)."""
     done = sum('"r"' in line for line in log.read_text().splitlines()) if log.exists() else 0
@@ -198,6 +205,8 @@ def bench_kernels(args, qmod, mod, params, work: Path, tag: str) -> None:
         twin = next(
             (t for t in fp32_tasks if shapes and conv_shapes(t.compute_dag) == shapes), None
         )
+        if twin is None and i < len(fp32_tasks) and io_shapes(fp32_tasks[i]) == io_shapes(task):
+            twin = fp32_tasks[i]  # the same layer computed otherwise (fp32 winograd)
         variants = [("vnni", task, on), ("plain", task, off)]
         if twin is not None:
             variants.append(("fp32", twin, on))
