@@ -216,7 +216,8 @@ def bench_kernels(args, qmod, mod, params, work: Path, tag: str) -> None:
             fn, dots = kernel_timer(state)
             name = f"task{i}-{variant}"
             timers[name] = fn
-            rows.append({"name": name, "shapes": shapes, "vpdpbusd": dots,
+            own = conv_shapes(t.compute_dag) or "(no direct conv: winograd)"
+            rows.append({"name": name, "shapes": own, "vpdpbusd": dots,
                          "tune_s": time.perf_counter() - t0})  # fmt: skip
             print(f"[{name}] tuned, {dots} vpdpbusd in its code", flush=True)
     samples: dict[str, list[float]] = {k: [] for k in timers}
