@@ -21,6 +21,17 @@ What runs:
 The four are timed in alternating rounds (this machine's speed drifts) and the medians
 reported, plus the top-1 agreement of each int8 network with the fp32 one on ``--agree``
 inputs.
+
+Per kernel (``--tasks``): the int8 network's tasks of those indices (``extract_tasks`` order;
+resnet-18: 2 is the 3x3 64-channel conv, 14 a 3x3 256-channel one, 3 the 1x1 64-channel one),
+each tuned for ``--trials`` measurements with the int8 tiling for vpdpbusd
+(``SearchParams.cpu_int8_dot_product_tiling``, "vnni") and without it ("plain", the search as
+it was before), plus the fp32 network's task of the same layer (a direct conv of the same
+shapes, else the task at the same index if it has the same input and output shapes: fp32 runs
+some 3x3 layers as winograd); then the best kernel of each is re-timed in this process, in
+alternating rounds, with the weights in the layout the network stores them in:
+
+    python benchmarks/bench_int8_cpu.py --tasks 2,14,3 --trials 100 --rounds 5 --work-dir W
 """
 
 from __future__ import annotations
@@ -128,6 +139,106 @@ def ort_sessions(mod_nchw, params_nchw, calib: list[np.ndarray]):
         return make(fp32_path), make(int8_path), ort.__version__
 
 
+def conv_shapes(dag) -> tuple | None:
+    """(data shape, weight shape, output shape) of a task's convolution, to pair an int8 task
+    with the fp32 one of the same layer."""
+    stage = next((op for op in dag.ops if op.name == "Conv2dOutput"), None)
+    if stage is None:
+        return None
+    return tuple(tuple(t.shape) for t in stage.input_tensors) + (stage.shape,)
+
+
+def io_shapes(task) -> tuple:
+    """The shapes of a task's first input and its outputs (the layer, however computed)."""
+    dag = task.compute_dag
+    return tuple(dag.tensors[0].shape), tuple(tuple(t.shape) for t in dag.output_tensors)
+
+
+def tune_kernel(task, log: Path, trials: int, params) -> object:
+    """The best state of ``task`` after ``trials`` measurements (the log resumes)."""
+    done = sum('"r"' in line for line in log.read_text().splitlines()) if log.exists() else 0
+    if trials > done:
+        policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params, verbose=0)
+        task.tune(
+            ansor.TuningOptions(
+                num_measure_trials=trials - done, verbose=0,
+                measure_callbacks=[ansor.RecordToFile(str(log))],
+            ),
+            search_policy=policy,
+        )  # fmt: skip
+    return task.apply_best(str(log))
+
+
+def kernel_timer(state):
+    """A call of ``state``'s kernel as the network runs it (weights in the rewritten layout),
+    on random inputs, and how many vpdpbusd its code has."""
+    import re
+
+    import runtime
+    from autosched.kernel import generate_source
+    from runtime.cpu import compile_assembly
+
+    src = generate_source(state, "llvm", layout_rewrite=True)
+    module = runtime.load_module(**src.as_dict(), device=runtime.device("cpu"))
+    rng = np.random.default_rng(0)
+    args = []
+    for spec in src.params:
+        info = np.iinfo(spec.dtype) if np.dtype(spec.dtype).kind in "iu" else None
+        lo, hi = (0, 1) if info is None else (max(info.min, -128), min(info.max, 127))
+        args.append(rng.uniform(lo, hi, spec.size).astype(spec.dtype))
+    dots = len(re.findall(r"\bvpdpbusd\b", compile_assembly(src.code)))
+    return (lambda: module(*args)), dots
+
+
+def bench_kernels(args, qmod, mod, params, work: Path, tag: str) -> None:
+    """The per-kernel comparison of ``--tasks`` (module docstring)."""
+    from dataclasses import replace
+
+    int8_tasks, _ = ansor.extract_tasks(qmod, {}, "llvm")
+    fp32_tasks, _ = ansor.extract_tasks(mod, params, "llvm")
+    on = ansor.SearchParams()
+    off = replace(on, cpu_int8_dot_product_tiling=False)
+    timers, rows = {}, []
+    for i in map(int, args.tasks.split(",")):
+        task = int8_tasks[i]
+        shapes = conv_shapes(task.compute_dag)
+        twin = next(
+            (t for t in fp32_tasks if shapes and conv_shapes(t.compute_dag) == shapes), None
+        )
+        if twin is None and i < len(fp32_tasks) and io_shapes(fp32_tasks[i]) == io_shapes(task):
+            twin = fp32_tasks[i]  # the same layer computed otherwise (fp32 winograd)
+        variants = [("vnni", task, on), ("plain", task, off)]
+        if twin is not None:
+            variants.append(("fp32", twin, on))
+        for variant, t, p in variants:
+            t0 = time.perf_counter()
+            state = tune_kernel(t, work / f"{tag}-task{i}-{variant}.json", args.trials, p)
+            fn, dots = kernel_timer(state)
+            name = f"task{i}-{variant}"
+            timers[name] = fn
+            own = conv_shapes(t.compute_dag) or "(no direct conv: winograd)"
+            rows.append({"name": name, "shapes": own, "vpdpbusd": dots,
+                         "tune_s": time.perf_counter() - t0})  # fmt: skip
+            print(f"[{name}] tuned, {dots} vpdpbusd in its code", flush=True)
+    samples: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(args.rounds):
+        for name, fn in timers.items():
+            samples[name].append(median_ms(fn, args.min_s))
+    print(f"\n{'kernel':<16} {'ms':>8} {'vpdpbusd':>9}  shapes (data, weight, out)")
+    for row in rows:
+        row["ms"] = float(np.median(samples[row["name"]]))
+        print(f"{row['name']:<16} {row['ms']:8.3f} {row['vpdpbusd']:9d}  {row['shapes']}")
+    by = {r["name"]: r["ms"] for r in rows}
+    for i in map(int, args.tasks.split(",")):
+        vnni, plain, fp32 = (by.get(f"task{i}-{v}") for v in ("vnni", "plain", "fp32"))
+        line = f"task {i}: vnni {plain / vnni:.2f}x faster than plain int8"
+        if fp32:
+            line += f", {fp32 / vnni:.2f}x faster than fp32"
+        print(line)
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1, default=float))
+
+
 def median_ms(fn, min_s: float) -> float:
     fn()
     times, end = [], time.perf_counter() + min_s
@@ -154,6 +265,9 @@ def main() -> None:
     p.add_argument("--agree", type=int, default=20, help="inputs for the top-1 agreement")
     p.add_argument("--work-dir", default="bench-int8-cpu")
     p.add_argument("--out", help="write the figures as JSON here")
+    p.add_argument(
+        "--tasks", help="compare these int8 tasks' kernels instead (indices, e.g. 2,14,3)"
+    )
     args = p.parse_args()
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -162,6 +276,9 @@ def main() -> None:
     mod, params, shape = load_network(args.network, args.image_size, "NHWC")
     with aq.qconfig(global_scale=8.0, skip_conv_layers=[0]):
         qmod = aq.quantize(mod, params)
+    if args.tasks:
+        bench_kernels(args, qmod, mod, params, work, tag)
+        return
     ours_int8, n_int8, tune_int8 = tune_and_build(
         qmod, {}, work / f"{tag}-int8-llvm.json", args.trials, "int8"
     )

@@ -13,6 +13,8 @@ How loop kinds are emitted:
 - vectorized: explicit vector code when :func:`codegen.llvm_vector.vectorizable` accepts the
   body (contiguous loads/stores become vector loads/stores, uniform values are splatted, other
   loads are gathered lane by lane), else a scalar loop with ``llvm.loop.vectorize.enable``;
+  with VNNI, a vectorized loop of int32 outputs around a uint8 x int8 reduction of 4 runs as
+  one ``vpdpbusd`` per 4 reduction steps (the vertical form of :mod:`codegen.llvm_dot`);
 - parallel (outermost only; nested ones run serially): the body becomes
   ``void <entry>_parallel_<n>(ptr closure, i64 begin, i64 end)`` which runs iterations
   ``[begin, end)``; the closure holds the captured buffer pointers and loop variables;
@@ -28,12 +30,21 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from tensorir.dtype import itemsize
-from tensorir.expr import Var
-from tensorir.loops import Allocate, Barrier, For, If, Program, Seq, Stmt, Store, walk_stmts
+from tensorir.expr import Const, Expr, IfThenElse, Var
+from tensorir.loops import Allocate, Barrier, For, If, Load, Program, Seq, Stmt, Store, walk_stmts
 
-from .llvm_dot import DOT_WIDTHS, REQUIRES_HEADER, Int8Dot, dot_product_features, match_int8_dot
+from .llvm_dot import (
+    DOT_GROUP,
+    DOT_WIDTHS,
+    REQUIRES_HEADER,
+    Int8Dot,
+    Int8LaneDot,
+    dot_product_features,
+    match_int8_dot,
+    match_int8_lane_dot,
+)
 from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
-from .llvm_vector import emitted_size, referenced, stride, vectorizable
+from .llvm_vector import depends_on, emitted_size, referenced, stride, vectorizable
 from .source import BufferSpec, Launch, Source
 
 PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
@@ -323,7 +334,13 @@ class _Generator(ExprEmitter):
             else:
                 self.serial(s, [("llvm.loop.unroll.full",)])
         elif s.kind == "vectorized":
-            if self.fn.vec_var is None and vectorizable(s.body, s.var):
+            if (
+                self.dot_width
+                and self.fn.vec_var is None
+                and (dot := match_int8_lane_dot(s, self.dot_width // 32))
+            ):
+                self.int8_lane_dot(dot)
+            elif self.fn.vec_var is None and vectorizable(s.body, s.var):
                 self.vectorized(s)
             else:
                 on = ir.Constant(ir.IntType(1), 1)
@@ -374,6 +391,87 @@ class _Generator(ExprEmitter):
                 restore()
 
             self.loop(full * step, s.extent, tail, hint="dot_tail")
+
+    def int8_lane_dot(self, dot: Int8LaneDot) -> None:
+        """The vertical form (:mod:`codegen.llvm_dot`): per ``lanes`` outputs, load the int32
+        accumulators once, one vpdpbusd per 4 reduction steps, store them once."""
+        self.used_dot_product = True
+        lanes = self.dot_width // 32
+        vec_i32 = ir.VectorType(I32, lanes)
+        vpdpbusd = self.intrinsic(DOT_WIDTHS[self.dot_width], vec_i32, [vec_i32] * 3)
+        saved = (self.fn.vec_var, self.fn.lanes)
+        for chunk in range(dot.lane_extent // lanes):
+            restore = self.bind(dot.lane, VecVar(ir.Constant(I64, chunk * lanes), lanes))
+            self.fn.vec_var, self.fn.lanes = dot.lane, lanes
+            where = self.address(dot.acc, self.lane0_index(dot.acc_index))
+            acc = self.b.load(where, typ=vec_i32, align=4)
+            for k0 in range(0, dot.k_extent, DOT_GROUP):
+                u = self.dot_operand(dot.unsigned, dot, k0)
+                sg = self.dot_operand(dot.signed, dot, k0)
+                acc = self.b.call(vpdpbusd, [acc, u, sg])
+            self.b.store(acc, where, align=4)
+            self.fn.vec_var, self.fn.lanes = saved
+            restore()
+
+    def dot_operand(self, e: Expr, dot: Int8LaneDot, k0: int) -> ir.Value:
+        """Bytes ``e`` at reduction steps ``k0 .. k0+3`` of every lane as ``<lanes x i32>``
+        (lane ``o`` holds ``e(o, k0)`` in its lowest byte ... ``e(o, k0+3)`` in its highest)."""
+        lanes = self.fn.lanes
+        if not depends_on(e, dot.lane):  # the same 4 bytes for every output: broadcast
+            vec_var, self.fn.vec_var = self.fn.vec_var, None
+            packed = self.packed_bytes(e, dot.k, k0)
+            self.fn.vec_var = vec_var
+            return self.splat(packed, lanes)
+        vec_i32 = ir.VectorType(I32, lanes)
+        if stride(e.index, dot.k) == 1 and stride(e.index, dot.lane) == DOT_GROUP:
+            # [lane][4] contiguous (a weight after the layout rewrite): one vector load
+            restore = self.bind(dot.k, ir.Constant(I64, k0))
+            ptr = self.address(e.buffer, self.lane0_index(e.index))
+            restore()
+            return self.b.load(ptr, typ=vec_i32, align=1)
+        rows = []  # per reduction step, the lanes' bytes (contiguous, strided or gathered)
+        for t in range(DOT_GROUP):
+            restore = self.bind(dot.k, ir.Constant(I64, k0 + t))
+            rows.append(self.expr(e))
+            restore()
+        pairs = [self.b.shuffle_vector(rows[i], rows[i + 1], _iota(2 * lanes)) for i in (0, 2)]
+        # the 4 rows side by side -> lane-major: lane o takes byte o of each row in turn
+        mask = [t * lanes + o for o in range(lanes) for t in range(DOT_GROUP)]
+        both = self.b.shuffle_vector(pairs[0], pairs[1], _mask(mask))
+        return self.b.bitcast(both, vec_i32)
+
+    def packed_bytes(self, e: Expr, k, k0: int) -> ir.Value:
+        """Scalar i32 of the bytes ``e(k0) .. e(k0+3)`` (lowest first)."""
+        if isinstance(e, Load) and stride(e.index, k) == 1:
+            restore = self.bind(k, ir.Constant(I64, k0))
+            ptr = self.address(e.buffer, self.expr(e.index, True))
+            restore()
+            return self.b.load(ptr, typ=I32, align=1)
+        if isinstance(e, Const):
+            return ir.Constant(I32, (int(e.value) & 0xFF) * 0x01010101)
+        if isinstance(e, IfThenElse) and not depends_on(e.cond, k):
+            # padding: one test for the 4 bytes, the load only where it is in bounds
+            cond = self.expr(e.cond)
+            then_bb, else_bb = self.block("dot_then"), self.block("dot_else")
+            end_bb = self.block("dot_end")
+            self.b.cbranch(cond, then_bb, else_bb)
+            values = []
+            for bb, branch in ((then_bb, e.t), (else_bb, e.f)):
+                self.b.position_at_end(bb)
+                values.append((self.packed_bytes(branch, k, k0), self.b.block))
+                self.b.branch(end_bb)
+            self.b.position_at_end(end_bb)
+            phi = self.b.phi(I32)
+            for v, bb in values:
+                phi.add_incoming(v, bb)
+            return phi
+        out = ir.Constant(I32, 0)
+        for t in range(DOT_GROUP):
+            restore = self.bind(k, ir.Constant(I64, k0 + t))
+            byte = self.b.zext(self.expr(e), I32)
+            restore()
+            out = self.b.or_(out, self.b.shl(byte, ir.Constant(I32, 8 * t)) if t else byte)
+        return out
 
     def serial(self, s: For, metadata=None) -> None:
         def body(i):
@@ -472,3 +570,11 @@ class _Generator(ExprEmitter):
             restore()
 
         self.loop(begin, end, body, hint=re.sub(r"\W", "_", s.var.name))
+
+
+def _mask(indices) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, len(indices)), [ir.Constant(I32, i) for i in indices])
+
+
+def _iota(n: int) -> ir.Constant:
+    return _mask(range(n))

@@ -33,25 +33,40 @@ __all__ = [
 
 
 def init_fill_tile_size(ctx, state, rng):
-    """Give every undefined split a uniformly chosen exact factorization, then replay."""
+    """Give every undefined split a uniformly chosen exact factorization, then replay.
+
+    Lengths the sketch fixed (ints among the Nones, e.g. the vpdpbusd tiles) are kept; the
+    undefined ones factorize what they leave of the extent."""
     steps = list(state.steps)
     first = None
     for k, step in enumerate(steps):
         if isinstance(step, st.SplitStep) and None in step.lengths:
             if not step.extent:
                 raise ScheduleError(f"split step {k} has no known extent to factorize")
-            cands = factorization_schemes(
-                step.extent, len(step.lengths), ctx.params.max_innermost_split_factor
-            )
-            if not cands:
-                raise ScheduleError(f"split step {k}: no factorization of {step.extent}")
-            lengths = cands[rng.randrange(len(cands))]
+            lengths = _fill_lengths(ctx, step, k, rng)
             steps[k] = st.SplitStep(step.stage_id, step.iter_id, step.extent, lengths,
                                     step.inner_to_outer)  # fmt: skip
             first = k if first is None else first
     if first is None:
         return state
     return su.replay_steps(ctx.dag, steps)
+
+
+def _fill_lengths(ctx, step, k: int, rng) -> tuple[int, ...]:
+    fixed = [x for x in step.lengths if x is not None]
+    n_open = len(step.lengths) - len(fixed)
+    extent = step.extent
+    for x in fixed:
+        if extent % x:
+            raise ScheduleError(f"split step {k}: fixed length {x} does not divide {step.extent}")
+        extent //= x
+    # the innermost-length bound is for the innermost loop: a fixed one is not sampled
+    max_inner = ctx.params.max_innermost_split_factor if step.lengths[-1] is None else extent
+    cands = factorization_schemes(extent, n_open, max_inner)
+    if not cands:
+        raise ScheduleError(f"split step {k}: no factorization of {step.extent}")
+    drawn = iter(cands[rng.randrange(len(cands))])
+    return tuple(next(drawn) if x is None else x for x in step.lengths)
 
 
 def init_change_compute_location(ctx, state, rng):

@@ -32,7 +32,8 @@ _STAGE_CHANGING = (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep)
 
 def mutate_tile_size(ctx, state, rng):
     """Move a random divisor from one tile length of a split to another (innermost stays
-    ``<= max_innermost_split_factor``)."""
+    ``<= max_innermost_split_factor``; an innermost length the sketch fixed, the vpdpbusd
+    tiles of :func:`state_utils.has_fixed_innermost`, stays as it is)."""
     max_inner = ctx.params.max_innermost_split_factor
     steps = state.steps
     ids = [
@@ -53,7 +54,10 @@ def mutate_tile_size(ctx, state, rng):
     for x in ps.lengths:
         inner *= x
     lengths[0] = ps.extent // inner
-    perm = list(range(len(lengths)))
+    movable = len(lengths) - 1 if su.has_fixed_innermost(state, step_id) else len(lengths)
+    if movable < 2:
+        return None
+    perm = list(range(movable))
     rng.shuffle(perm)
     for i, src in enumerate(perm):
         if lengths[src] <= 1:

@@ -50,6 +50,11 @@ class SearchParams:
         CPU mutation-rule weights (selection probability = weight / sum of weights).
     mutate_auto_unroll_weight_gpu : float
         GPU weight of the auto-unroll mutation (GPU uses it and ``mutate_tile_size_weight``).
+    cpu_int8_dot_product_tiling : bool
+        On a CPU with VNNI, tile uint8 x int8 -> int32 reductions (quantized conv2d / dense)
+        so that their two innermost loops are the output channels split by the vector's
+        lanes (vectorized) and the reduction split by 4, which the code generator runs on
+        ``vpdpbusd`` (:mod:`autosched.search.dot_product`). Not in TVM's auto_scheduler.
     scale_population_to_batch : bool
         With an explicit population: in a round that measures fewer states than
         ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
@@ -79,6 +84,7 @@ class SearchParams:
     mutate_parallel_weight: float = 0.01
     mutate_auto_unroll_weight_gpu: float = 0.10
     scale_population_to_batch: bool = True
+    cpu_int8_dot_product_tiling: bool = True
 
     def for_round(self, num_measure: int) -> SearchParams:
         """These parameters with the automatic population / generations (those left None)

@@ -55,7 +55,11 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
         )
     else:
         rules = cpu_rules() if rules is None else list(rules)
-        ctx = SketchContext(num_cores=hw.num_cores or 1, params=params)
+        from .dot_product import dot_lanes
+
+        ctx = SketchContext(
+            num_cores=hw.num_cores or 1, params=params, dot_lanes=dot_lanes(task.target)
+        )
     dag = task.compute_dag
     now = [(dag.get_init_state(), len(dag.ops) - 1)]
     out = []

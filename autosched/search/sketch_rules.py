@@ -9,11 +9,12 @@ cheap). :class:`CustomSketchRule` wraps two user functions (TVM PreloadCustomSke
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tensorir.dag import SIMPLIFY_CONST_TENSOR_INDICES
 
 from . import state_utils as su
+from .dot_product import DOT_GROUP, int8_dot_axes
 
 __all__ = [
     "APPLY",
@@ -30,6 +31,7 @@ __all__ = [
     "SkipStage",
     "cpu_rules",
     "do_multi_level_tiling",
+    "dot_product_inner_tiles",
     "follow_tiling",
 ]
 
@@ -38,10 +40,14 @@ SKIP, APPLY, APPLY_AND_SKIP_REST = 0, 1, 2
 
 @dataclass(frozen=True)
 class SketchContext:
-    """What rules may read besides the state: the task's hardware and the search params."""
+    """What rules may read besides the state: the task's hardware and the search params.
+
+    ``dot_lanes`` is the int32 lanes of the target's ``vpdpbusd`` (16, 8) or None
+    (:func:`autosched.search.dot_product.dot_lanes`)."""
 
     num_cores: int
     params: object  # SearchParams
+    dot_lanes: int | None = field(default=None, kw_only=True)
 
     @property
     def tiling_structure(self) -> str:
@@ -51,25 +57,35 @@ class SketchContext:
 # ----------------------------------------------------------------------------- helpers
 
 
-def do_multi_level_tiling(state, sid: int, structure: str):
+def do_multi_level_tiling(state, sid: int, structure: str, inner_tiles=None):
     """Split every spatial loop into ``#S`` and every reduce loop into ``#R`` parts with
     undefined (None) lengths and order them level by level as ``structure`` says.
+
+    ``inner_tiles`` (iterator name -> length, in the order wanted) gives those iterators one
+    more part, of that fixed length, placed innermost after all levels (the vpdpbusd tiles of
+    :func:`dot_product_inner_tiles`); sampling and mutation keep fixed lengths.
 
     Returns ``(new_state, spatial_split_step_ids)``; the step ids are in loop order (follow
     tiling relies on it).
     """
     s = state.copy()
+    inner_tiles = dict(inner_tiles or {})
     n_space = sum(c in "sS" for c in structure)
     n_reduce = sum(c in "rR" for c in structure)
     space = [[] for _ in range(n_space)]
     reduce = [[] for _ in range(n_reduce)]
+    innermost = {}
     split_ids = []
     for it in state.stages[sid].iters:
         n, levels = (n_space, space) if it.kind == "spatial" else (n_reduce, reduce)
-        if n == 1:
+        fixed = inner_tiles.get(it.name)
+        if n == 1 and fixed is None:
             levels[0].append(it.name)
             continue
-        parts = s.split(sid, it.name, [None] * (n - 1))
+        lengths = [None] * (n - 1) + ([] if fixed is None else [fixed])
+        parts = s.split(sid, it.name, lengths)
+        if fixed is not None:
+            innermost[it.name] = parts.pop().name
         for lv, p in zip(levels, parts):
             lv.append(p.name)
         if it.kind == "spatial":
@@ -82,7 +98,33 @@ def do_multi_level_tiling(state, sid: int, structure: str):
         else:
             order += reduce[ri]
             ri += 1
-    s.reorder(sid, order)
+    s.reorder(sid, order + [innermost[name] for name in inner_tiles if name in innermost])
+    return s, split_ids
+
+
+def dot_product_inner_tiles(ctx, state, sid: int) -> dict[str, int] | None:
+    """``{output axis: lanes, reduce axis: 4}`` when the stage is a uint8 x int8 reduction
+    that the target's vpdpbusd runs in the vertical form (:mod:`autosched.search.dot_product`),
+    else None (no VNNI, not int8, or ``SearchParams.cpu_int8_dot_product_tiling`` off)."""
+    if not ctx.dot_lanes or not getattr(ctx.params, "cpu_int8_dot_product_tiling", True):
+        return None
+    stage = state.stages[sid]
+    axes = int8_dot_axes(stage.op, ctx.dot_lanes)
+    if axes is None:
+        return None
+    names = {it.name for it in stage.iters}
+    if not set(axes) <= names or su.is_tiled(stage):
+        return None
+    return {axes[0]: ctx.dot_lanes, axes[1]: DOT_GROUP}
+
+
+def _tile(ctx, state, sid: int):
+    """Multi-level tiling of stage ``sid``, for vpdpbusd where it applies: then the output
+    lanes loop (the second to last) is vectorized in the sketch."""
+    inner = dot_product_inner_tiles(ctx, state, sid)
+    s, split_ids = do_multi_level_tiling(state, sid, ctx.tiling_structure, inner)
+    if inner:
+        s.vectorize(sid, len(s.stages[sid].iters) - 2)
     return s, split_ids
 
 
@@ -239,7 +281,7 @@ class MultiLevelTilingWithFusion(SketchRule):
     def apply(self, ctx, state, sid):
         tid = su.has_single_elementwise_consumer(state, sid)
         structure = ctx.tiling_structure
-        base, split_ids = do_multi_level_tiling(state, sid, structure)
+        base, split_ids = _tile(ctx, state, sid)
         out = []
         for level in (1, 2):
             if structure[level - 1] not in "sS":
@@ -252,7 +294,8 @@ class MultiLevelTilingWithFusion(SketchRule):
 
 
 class MultiLevelTiling(SketchRule):
-    """Plain ``SSRSRS`` tiling of a data-reuse stage."""
+    """Plain ``SSRSRS`` tiling of a data-reuse stage (with the vpdpbusd inner tiles where
+    they apply, as in :class:`MultiLevelTilingWithFusion`)."""
 
     name = "MultiLevelTiling"
 
@@ -260,7 +303,7 @@ class MultiLevelTiling(SketchRule):
         return APPLY_AND_SKIP_REST if su.needs_multi_level_tiling(state, sid) else SKIP
 
     def apply(self, ctx, state, sid):
-        s, _ = do_multi_level_tiling(state, sid, ctx.tiling_structure)
+        s, _ = _tile(ctx, state, sid)
         return [(s, sid - 1)]
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
+from tensorir.stage import SplitRel
 
 __all__ = [
     "attached_map",
     "consumer_ids",
     "current_dag",
+    "dot_product_tail",
     "get_compute_location_candidates",
     "has_cache_write_stage",
+    "has_fixed_innermost",
     "has_reduce_iter",
     "has_single_elementwise_consumer",
     "is_output",
@@ -239,3 +242,37 @@ def bound_extents(state) -> list[dict[str, int]]:
     from tensorir.bounds import infer_bound
 
     return [{it.name: it.extent for it in s.iters} for s in infer_bound(state)]
+
+
+def dot_product_tail(stage) -> tuple[str, str] | None:
+    """Names of the two innermost loops when they are the vpdpbusd nest of the int8 sketches
+    (a vectorized spatial loop around a reduce loop: :func:`sketch_rules.dot_product_inner_tiles`),
+    else None. Other sketches never vectorize a loop with a reduction inside."""
+    if len(stage.iters) < 2:
+        return None
+    lane, k = stage.iters[-2:]
+    if lane.kind == "spatial" and lane.annotation == "vectorize" and k.kind == "reduce":
+        return lane.name, k.name
+    return None
+
+
+def has_fixed_innermost(state, step_id: int) -> bool:
+    """Whether SplitStep ``steps[step_id]`` made a loop of its stage's dot-product tail: its
+    innermost length was fixed by the sketch (the vector lanes, or 4), so mutation keeps it.
+
+    The split is found among the stage's split relations by its parent's extent and its
+    lengths (a split of another axis with the very same extent and lengths would count too:
+    it then keeps its innermost length, which only narrows the mutation)."""
+    step = state.steps[step_id]
+    stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
+    tail = dot_product_tail(stage)
+    if tail is None:
+        return False
+    roots = {it.name: it.extent for it in stage.root_iters}
+    return any(
+        isinstance(rel, SplitRel)
+        and rel.children[-1] in tail
+        and tuple(rel.lengths) == tuple(step.lengths)
+        and roots.get(rel.parent) == step.extent
+        for rel in stage.relations
+    )

@@ -7,7 +7,7 @@ import pytest
 import autosched as ansor
 import runtime
 from codegen.llvm import build_llvm
-from codegen.llvm_dot import dot_product_width
+from codegen.llvm_dot import REQUIRES_HEADER, dot_product_width
 from runtime.cpu import compile_assembly, host_cpu_features
 from tensorir import te
 from tensorir.dag import ComputeDAG
@@ -124,3 +124,99 @@ def test_code_names_the_features_it_needs_and_a_host_without_them_refuses_it():
     )
     with pytest.raises(CompileError, match=r"made-up-feature.*this host lacks.*rebuild it here"):
         runtime.load_module(**alien.as_dict(), device=runtime.device("cpu"))
+
+
+# --- the vertical form: a vectorized loop of outputs around a reduction loop of 4 ----------
+
+
+def conv_dag(ci: int = 32, co: int = 32, data_dtype: str = "uint8", layout_free=()):
+    from tensorir.ops.quantized import conv2d_int8
+
+    d = te.placeholder((1, 6, 6, ci), data_dtype, name="data")
+    w = te.placeholder((3, 3, ci, co), "int8", name="weight")
+    out = conv2d_int8(d, w, (1, 1), (1, 1, 1, 1), data_layout="NHWC")
+    return ComputeDAG([d, w, out], layout_free_placeholders=layout_free)
+
+
+def vertical_state(dag, lanes: int, k_inner: int = 4):
+    """Padding inlined (a guarded read), ``ff`` split by ``lanes`` and ``rc`` by ``k_inner``,
+    both innermost in that order, the output-channel loop vectorized."""
+    s = dag.get_init_state()
+    conv = s.stage_id("Conv2dOutput")
+    s.compute_inline(s.stage_id("PaddedInput"))
+    _, lane = s.split(conv, "ff", [lanes])
+    _, k = s.split(conv, "rc", [k_inner])
+    rest = [it.name for it in s.stages[conv].iters if it.name not in (lane.name, k.name)]
+    s.reorder(conv, [*rest, lane.name, k.name])
+    s.vectorize(conv, lane.name)
+    return s
+
+
+def conv_inputs(ci: int = 32, co: int = 32, data_dtype: str = "uint8"):
+    rng = np.random.default_rng(ci + co)
+    lo = 0 if data_dtype == "uint8" else -128
+    return (
+        rng.integers(lo, lo + 256, (1, 6, 6, ci)).astype(data_dtype),
+        rng.integers(-128, 128, (3, 3, ci, co)).astype("int8"),
+    )
+
+
+def run_conv(src, data, weight, layouts=()):
+    for lay in layouts:
+        weight = lay.transform(weight)
+    out = np.full((1, 6, 6, 32), 7, "int32")
+    runtime.load_module(**src.as_dict(), device=runtime.device("cpu"))(data, weight, out)
+    return out
+
+
+def conv_ref(data, weight):
+    from tensorir.ops.quantized import conv2d_int8_ref
+
+    return conv2d_int8_ref(data, weight, (1, 1), (1, 1, 1, 1), data_layout="NHWC")
+
+
+@needs_vnni
+@pytest.mark.parametrize("features", [AVX512, {"avxvnni"}], ids=["avx512_vnni", "avx_vnni"])
+@pytest.mark.parametrize("layout_rewrite", [False, True], ids=["hwio", "rewritten"])
+def test_vertical_form_is_emitted_and_bit_exact(features, layout_rewrite):
+    width = dot_product_width(features)
+    if width > HOST_WIDTH:
+        pytest.skip("the host's vpdpbusd is narrower")
+    dag = conv_dag(layout_free=("weight",) if layout_rewrite else ())
+    program = lower(vertical_state(dag, width // 32), layout_rewrite=layout_rewrite)
+    src = build_llvm(program, features)
+    assert f"llvm.x86.avx512.vpdpbusd.{width}" in src.code
+    assert src.code.startswith(REQUIRES_HEADER)
+    asm = compile_assembly(src.code)
+    assert "vpdpbusd" in asm
+    if layout_rewrite:
+        # the weight is stored [.., oc lanes][4]: one plain vector load per vpdpbusd, no shuffles
+        (layout,) = program.param_layouts
+        assert layout.shape[-2:] == (width // 32, 4)
+        assert not any(op in asm for op in ("vpshufb", "vpermb", "vpermt2b"))
+    data, weight = conv_inputs()
+    out = run_conv(src, data, weight, program.param_layouts)
+    np.testing.assert_array_equal(out, conv_ref(data, weight))
+
+
+@needs_vnni
+def test_vertical_form_with_a_reduction_of_8_chains_two_vpdpbusd():
+    src = build_llvm(lower(vertical_state(conv_dag(), HOST_WIDTH // 32, 8)), host_cpu_features())
+    assert src.code.count(f'call <{HOST_WIDTH // 32} x i32> @"llvm.x86.avx512.vpdpbusd') == 2
+    data, weight = conv_inputs()
+    np.testing.assert_array_equal(run_conv(src, data, weight), conv_ref(data, weight))
+
+
+@pytest.mark.parametrize(
+    "data_dtype, k_inner, features",
+    [("int8", 4, AVX512), ("uint8", 2, AVX512), ("uint8", 4, {"avx2"})],
+    ids=["signed_data", "reduction_of_2", "no_vnni"],
+)
+def test_no_vertical_form_keeps_the_vector_loop_exact(data_dtype, k_inner, features):
+    # vpdpbusd needs uint8 x int8 and 4 reduction steps per lane; without them (or without the
+    # instruction) the loop stays what it was, with the same result.
+    dag = conv_dag(data_dtype=data_dtype)
+    src = build_llvm(lower(vertical_state(dag, 16, k_inner)), features)
+    assert "vpdpbusd" not in src.code
+    data, weight = conv_inputs(data_dtype=data_dtype)
+    np.testing.assert_array_equal(run_conv(src, data, weight), conv_ref(data, weight))
