@@ -6,15 +6,31 @@ executes the ISA, imports nothing, so the ISA lives in the runtime and this pack
 field names.
 """
 
-from .config import Conv2dWorkload, Footprint, TileConfig, check_config, footprint
-from .conv2d import VTAConfigError, conv2d_program
+from .config import (
+    Conv2dWorkload,
+    Footprint,
+    TileConfig,
+    VTAConfigError,
+    check_config,
+    footprint,
+)
+from .conv2d import conv2d_program
+from .lower import VTALowerError, lower_to_vta
+from .program import packed_program, packed_state
+from .schedule import packed_conv2d_tensors, schedule_packed
 
 __all__ = [
     "Conv2dWorkload",
     "Footprint",
     "TileConfig",
     "VTAConfigError",
+    "VTALowerError",
     "check_config",
     "conv2d_program",
     "footprint",
+    "lower_to_vta",
+    "packed_conv2d_tensors",
+    "packed_program",
+    "packed_state",
+    "schedule_packed",
 ]
