@@ -1,4 +1,5 @@
-"""VTA code generation: packed conv2d / dense tile configurations to instruction streams.
+"""VTA code generation: a packed conv2d / dense scheduled with VTA's scopes and pragmas
+(``schedule.py``) and lowered by tensorir to loop IR, to an instruction stream (``lower.py``).
 
 Emits plain values (instruction dicts and a uop table) that runtime/vta/isa.py turns into the
 ISA's dataclasses: codegen may import tensorir only (docs/architecture.md), and the runtime, which
@@ -11,11 +12,11 @@ from .config import (
     Footprint,
     TileConfig,
     VTAConfigError,
+    VTALowerError,
     check_config,
     footprint,
 )
-from .conv2d import conv2d_program
-from .lower import VTALowerError, lower_to_vta
+from .lower import lower_to_vta
 from .program import packed_program, packed_state
 from .schedule import packed_conv2d_tensors, schedule_packed
 
@@ -26,7 +27,6 @@ __all__ = [
     "VTAConfigError",
     "VTALowerError",
     "check_config",
-    "conv2d_program",
     "footprint",
     "lower_to_vta",
     "packed_conv2d_tensors",

@@ -23,6 +23,11 @@ class VTAConfigError(ValueError):
     """A tile configuration that cannot compile its workload (the message says why)."""
 
 
+class VTALowerError(ValueError):
+    """A loop nest that does not map onto VTA (the message names the buffer / stage and what
+    to change in the schedule)."""
+
+
 @dataclass(frozen=True)
 class Conv2dWorkload:
     """A packed int8 conv2d with requantization, in units of BATCH / BLOCK blocks.

@@ -27,7 +27,7 @@ Virtual threads (``vthread`` loops around everything, from ``h_threading`` / ``o
 are VTA's two-context latency hiding: each context gets its own part of every buffer, the walk
 runs once per context, and the contexts' streams are interleaved step by step (a step: the loads
 of a ci chunk, its GEMM, and the ALU and stores that follow). Dependence tokens then say which
-step waits for which (see ``_tokens``); codegen/vta/conv2d.py's docstring (the reference
+step waits for which (codegen/vta/tokens.py); tests/codegen/vta_fixed_nest_oracle.py (the reference
 generator, kept as a test oracle under tests/) describes the same protocol.
 
 Micro-op kernels are deduplicated and loaded once at the start, as VTA's runtime caches them.
@@ -42,19 +42,17 @@ import math
 
 import numpy as np
 
-from tensorir.arith import linear_form
-from tensorir.expr import Binary, Cast, Const, Expr, IfThenElse, Not, Select, Var
+from tensorir.expr import Binary, Cast, Const, Expr, IfThenElse, Select
 from tensorir.loops import Allocate, For, If, Load, Program, Seq, Stmt, Store, walk_stmts
+
+from .affine import eval_expr, eval_linear, linear, span
+from .config import VTALowerError
+from .tokens import interleave_with_tokens
 
 #: The VTA buffer of each tagged scope (TVM's ``env.inp_scope`` ...).
 SCOPE_BUFFERS = {"local.inp_buffer": "inp", "local.wgt_buffer": "wgt", "local.acc_buffer": "acc"}
 _ALU_OPS = {">>": "SHR", "max": "MAX", "min": "MIN", "+": "ADD"}
 _FACTOR_LIMITS = {"dst": 1 << 11, "src": 1 << 11, "wgt": 1 << 10}  # the ISA's field widths
-
-
-class VTALowerError(ValueError):
-    """A loop nest that does not map onto VTA (the message names the buffer / stage and what
-    to change in the schedule)."""
 
 
 def lower_to_vta(program: Program, spec) -> dict:
@@ -99,51 +97,6 @@ def _chain(s: Stmt) -> tuple[list[For], Stmt]:
 
 def _pragma(s: For) -> str | None:
     return dict(s.annotations).get("pragma")
-
-
-def _linear(e: Expr, what: str) -> tuple[dict, int]:
-    form = linear_form(e)
-    if form is None or not all(isinstance(a, Var) for a in form[0]):
-        raise VTALowerError(f"{what}: index {e} is not affine in the loop variables")
-    return form
-
-
-def _eval_linear(form, env) -> int:
-    terms, const = form
-    return const + sum(c * env[v] for v, c in terms.items() if v in env)
-
-
-def _eval(e: Expr, env: dict):
-    """``e`` with numpy semantics (env values may be arrays); integer and boolean ops only."""
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Const):
-        return e.value
-    if isinstance(e, Cast):
-        return _eval(e.value, env)
-    if isinstance(e, Not):
-        return np.logical_not(_eval(e.a, env))
-    if isinstance(e, Binary):
-        a, b = _eval(e.a, env), _eval(e.b, env)
-        ops = {
-            "+": np.add, "-": np.subtract, "*": np.multiply, "floordiv": np.floor_divide,
-            "floormod": np.mod, "<": np.less, "<=": np.less_equal, ">": np.greater,
-            ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal, "&&": np.logical_and,
-            "||": np.logical_or, "min": np.minimum, "max": np.maximum,
-        }  # fmt: skip
-        if e.op in ops:
-            return ops[e.op](a, b)
-    if isinstance(e, Select | IfThenElse):
-        return np.where(_eval(e.cond, env), _eval(e.t, env), _eval(e.f, env))
-    raise VTALowerError(f"cannot evaluate the copy condition {e} (expression {type(e).__name__})")
-
-
-def _span(mask_1d: np.ndarray, what: str) -> tuple[int, int]:
-    """(zeros before, zeros after) of a 1-D mask that is one contiguous run of True."""
-    idx = np.flatnonzero(mask_1d)
-    if len(idx) == 0 or idx[-1] - idx[0] + 1 != len(idx):
-        raise VTALowerError(f"{what}: the copied region is not a rectangle inside its padding")
-    return int(idx[0]), int(len(mask_1d) - 1 - idx[-1])
 
 
 # ----------------------------------------------------------------------------- the lowering
@@ -242,7 +195,7 @@ class _Lowering:
             out: list = []
             self._walk(self.body, env, ctx, out)
             streams.append(out)
-        insns = _tokens(streams)
+        insns = interleave_with_tokens(streams)
         n = len(self.uops)
         head = [_mem("LOAD", "uop", 0, 0, 1, n, n)] if n else []
         return {
@@ -318,9 +271,9 @@ class _Lowering:
     def _elementwise(self, loops, buf, index, env, ctx, what) -> tuple[int, int]:
         """The elementwise kernel (dst = src = entry) over the entries ``loops`` touch."""
         kind, base = self._buffer_base(buf, ctx)
-        form = _linear(index, what)
+        form = linear(index, what)
         entry_loops = self._entry_loops(loops, form, kind, what)
-        start = base + _eval_linear(form, env) // self.entry[kind]
+        start = base + eval_linear(form, env) // self.entry[kind]
         uops = []
         for vals in itertools.product(*(range(lp.extent) for lp, _ in entry_loops)):
             e = start + sum(c * v for (_, c), v in zip(entry_loops, vals))
@@ -360,9 +313,9 @@ class _Lowering:
                 f"{sorted(x.buffer.name for x in _loads(store.value))}"
             )
         forms = {
-            "dst": _linear(store.index, what),
-            "src": _linear(reads["inp"].index, what),
-            "wgt": _linear(reads["wgt"].index, what),
+            "dst": linear(store.index, what),
+            "src": linear(reads["inp"].index, what),
+            "wgt": linear(reads["wgt"].index, what),
         }
         kinds = {"dst": "acc", "src": "inp", "wgt": "wgt"}
         self._check_block(block, forms, what)
@@ -371,7 +324,7 @@ class _Lowering:
         for f, form in forms.items():
             kind, base = self._buffer_base(bufs[f], ctx)
             size = self.entry[kind]
-            off = _eval_linear(form, env)
+            off = eval_linear(form, env)
             coefs = [form[0].get(lp.var, 0) for lp in outer]
             if off % size or any(c % size for c in coefs):
                 raise VTALowerError(
@@ -438,7 +391,7 @@ class _Lowering:
         if not isinstance(store, Store):
             raise VTALowerError(f"{what}: the alu pragma must mark a perfect loop nest")
         ops, src = _alu_ops(store.value, what)
-        if _linear(src.index, what) != _linear(store.index, what):
+        if linear(src.index, what) != linear(store.index, what):
             raise VTALowerError(f"{what}: the ALU computes in place; read and write the same "
                                 "accumulator element")  # fmt: skip
         if SCOPE_BUFFERS.get(src.buffer.scope) != "acc":
@@ -478,8 +431,8 @@ class _Lowering:
                 f"{src.scope!r} into {dst.scope!r}"
             )
         self._bind_dram(kind, src, what)
-        sram_form = _linear(store.index, what)
-        dram_form = _linear(value.index, what)
+        sram_form = linear(store.index, what)
+        dram_form = linear(value.index, what)
         dims = self._dims(loops, sram_form, dram_form, kind, what, merge=cond is None)
         _, base = self._buffer_base(dst, ctx)
         size = self.entry[kind]
@@ -497,9 +450,9 @@ class _Lowering:
                     grid[xlp[0].var] = np.arange(x_ext)[None, :]
                 for lp in loops:  # element loops: any value (the condition is per entry)
                     grid.setdefault(lp.var, 0)
-                mask = np.broadcast_to(_eval(cond, grid), (y_ext, x_ext))
-                y0, y1 = _span(mask.any(axis=1), what)
-                x0, x1 = _span(mask.any(axis=0), what)
+                mask = np.broadcast_to(eval_expr(cond, grid), (y_ext, x_ext))
+                y0, y1 = span(mask.any(axis=1), what)
+                x0, x1 = span(mask.any(axis=0), what)
                 if not mask[y0 : y_ext - y1, x0 : x_ext - x1].all():
                     raise VTALowerError(f"{what}: the padding is not a border around the copy")
                 pads = (y0, y1, x0, x1)
@@ -511,8 +464,8 @@ class _Lowering:
             for lp in loops:
                 first.setdefault(lp.var, 0)
                 sram0.setdefault(lp.var, 0)
-            dram = _eval_linear(dram_form, first)
-            sram = _eval_linear(sram_form, sram0)
+            dram = eval_linear(dram_form, first)
+            sram = eval_linear(sram_form, sram0)
             if dram % size or sram % size:
                 raise VTALowerError(f"{what}: the copy does not start at a whole {kind} entry")
             y_size, x_size = y_ext - pads[0] - pads[1], x_ext - pads[2] - pads[3]
@@ -564,8 +517,8 @@ class _Lowering:
     def _store(self, loops, store, load, env, ctx) -> list:
         what = _stage_of(load.buffer)
         self._bind_dram("out", store.buffer, what)
-        sram_form = _linear(load.index, what)
-        dram_form = _linear(store.index, what)
+        sram_form = linear(load.index, what)
+        dram_form = linear(store.index, what)
         dims = self._dims(loops, sram_form, dram_form, "acc", what, merge=True)
         _, base = self._buffer_base(load.buffer, ctx)
         size = self.entry["acc"]
@@ -575,7 +528,7 @@ class _Lowering:
             e = {**env, **{d[0].var: v for d, v in zip(outer, vals)}}
             for lp in loops:
                 e.setdefault(lp.var, 0)
-            sram, dram = _eval_linear(sram_form, e), _eval_linear(dram_form, e)
+            sram, dram = eval_linear(sram_form, e), eval_linear(dram_form, e)
             stride = ylp[2] if ylp[0] is not None else xlp[3]
             stores.append(_mem("STORE", "out", base + sram // size, dram // size, ylp[3],
                                xlp[3], stride))  # fmt: skip
@@ -674,76 +627,3 @@ def _loops(bgn, end, iters=(1, 1), dst=(0, 0), src=(0, 0)):
         uop_bgn=bgn, uop_end=end, iter_out=iters[0], iter_in=iters[1],
         dst_factor_out=dst[0], dst_factor_in=dst[1], src_factor_out=src[0], src_factor_in=src[1],
     )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- tokens
-
-
-def _segments(stream: list) -> list:
-    """One context's instructions cut into steps: a step ends after its GEMM and the ALU and
-    STORE instructions that follow it; the next LOAD or reset starts a new one."""
-    segs, cur, has_gemm = [], [], False
-    for insn in stream:
-        if has_gemm and insn["_k"] in ("load", "reset"):
-            segs.append(cur)
-            cur, has_gemm = [], False
-        cur.append(insn)
-        has_gemm |= insn["_k"] == "gemm"
-    if cur:
-        segs.append(cur)
-    return segs
-
-
-def _tokens(streams: list) -> list:
-    """Interleave the contexts' steps round-robin and set the dependence flags:
-
-    * load -> compute: a step's last LOAD pushes, its GEMM pops (the data is there);
-    * compute -> load: a step's GEMM pushes, the first LOAD of the context's next step pops
-      (its part of the input / weight buffers is free again);
-    * compute -> store: the compute instruction before a run of STOREs pushes, the first
-      STORE pops (the accumulator tile is final);
-    * store -> compute: the run's last STORE pushes, the context's next reset pops (its part
-      of the accumulator is free again).
-
-    Contexts alternate round-robin, so every queue's k-th pop meets its k-th push.
-    """
-    per_ctx = [_segments(s) for s in streams]
-    n = {len(s) for s in per_ctx}
-    if len(n) != 1:
-        raise VTALowerError("virtual threads with different loop structures cannot interleave")
-    for segs in per_ctx:
-        loaded = []
-        for seg in segs:
-            loads = [i for i in seg if i["_k"] == "load"]
-            gemms = [i for i in seg if i["_k"] == "gemm"]
-            if loads and gemms:
-                loads[-1]["push_next"] = True
-                gemms[0]["pop_prev"] = True
-                loaded.append((loads[0], gemms[-1]))
-        for (_, gemm), (load, _) in zip(loaded, loaded[1:]):
-            gemm["push_prev"] = True
-            load["pop_next"] = True
-        flat = [i for seg in segs for i in seg]
-        pending_store = None
-        for k, insn in enumerate(flat):
-            if insn.get("_sealed"):
-                continue
-            if insn["_k"] == "store" and (k == 0 or flat[k - 1]["_k"] != "store"):
-                computes = [x for x in flat[:k] if x["_k"] in ("alu", "gemm", "reset")]
-                prev = computes[-1] if computes else None
-                if prev is not None:
-                    prev["push_next"] = True
-                    insn["pop_prev"] = True
-                end = k
-                while end + 1 < len(flat) and flat[end + 1]["_k"] == "store":
-                    end += 1
-                pending_store = flat[end]
-            elif insn["_k"] == "reset" and pending_store is not None:
-                pending_store["push_prev"] = True
-                insn["pop_next"] = True
-                pending_store = None
-    out = []
-    for k in range(n.pop()):
-        for segs in per_ctx:
-            out.extend(segs[k])
-    return [{key: v for key, v in i.items() if not key.startswith("_")} for i in out]

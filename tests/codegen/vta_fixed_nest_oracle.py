@@ -1,4 +1,9 @@
-"""The VTA instruction stream of a packed conv2d (and of dense, its 1x1 case).
+"""Test oracle: the VTA instruction stream of a packed conv2d from a FIXED loop nest.
+
+This was codegen/vta's generator before the schedule path (codegen/vta/schedule.py ->
+tensorir lowering -> codegen/vta/lower.py) replaced it; tests/codegen/test_vta_lower.py keeps
+it to check that the lowered schedule computes the same values in the same (or fewer) cycles.
+Nothing outside tests/ uses it.
 
 The loop nest it emits, for each output tile (batch, co, h, w; ``TileConfig`` sizes)::
 
@@ -37,7 +42,7 @@ import itertools
 
 import numpy as np
 
-from .config import (
+from codegen.vta.config import (
     Conv2dWorkload,
     TileConfig,
     VTAConfigError,
