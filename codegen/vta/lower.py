@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from tensorir.expr import Binary, Cast, Const, Expr, IfThenElse, Select
+from tensorir.expr import Binary, Cast, Const, Expr, IfThenElse, Select, Var
 from tensorir.loops import Allocate, For, If, Load, Program, Seq, Stmt, Store, walk_stmts
 
 from .affine import eval_expr, eval_linear, linear, span
@@ -112,6 +112,8 @@ class _Lowering:
         }
         self.uops: list = []
         self.kernels: dict = {}  # uop tuple -> (bgn, end)
+        self.plans: dict = {}  # per loop nest: what does not depend on the loop values
+        self.memo: dict = {}  # (nest, context, outside values) -> its instructions
         self.dram: dict = {}  # memory type -> param buffer name
         self.body, self.vthreads = self._peel_vthreads(program.body)
         self.alias = self._alu_aliases()
@@ -212,24 +214,44 @@ class _Lowering:
         elif isinstance(s, For):
             prag = _pragma(s)
             if prag == "dma_copy":
-                out.extend(self._dma(s, env, ctx))
+                out.extend(self._emit(self._dma, s, env, ctx))
             elif prag == "alu":
-                out.extend(self._alu(s, env, ctx))
+                out.extend(self._emit(self._alu, s, env, ctx))
             elif prag == "gemm" or _leads_to_gemm(s):
-                out.append(self._gemm(s, env, ctx))
-            elif _has_pragma(s):
+                out.extend(self._emit(self._gemm, s, env, ctx))
+            elif self._has_pragma(s):
                 for k in range(s.extent):
                     self._walk(s.body, {**env, s.var: k}, ctx, out)
             else:
-                out.append(self._reset(s, env, ctx))
+                out.extend(self._emit(self._reset, s, env, ctx))
         elif isinstance(s, Store):
-            out.append(self._reset(s, env, ctx))
+            out.extend(self._emit(self._reset, s, env, ctx))
         elif isinstance(s, If):
             raise VTALowerError(
                 f"a guarded statement ({s.cond}): VTA tiles must divide their axes (check_config)"
             )
         else:
             raise VTALowerError(f"unexpected statement {type(s).__name__} in a VTA schedule")
+
+    def _has_pragma(self, s: Stmt) -> bool:
+        key = ("has_pragma", id(s))
+        if key not in self.plans:
+            self.plans[key] = any(isinstance(x, For) and _pragma(x) for x in walk_stmts(s))
+        return self.plans[key]
+
+    def _emit(self, fn, s: Stmt, env: dict, ctx: int) -> list:
+        """``fn(s, env, ctx)``'s instructions (a list), memoized on the values of the variables
+        ``s`` reads from outside (a GEMM's buffer-relative indices usually read none, so each
+        context compiles it once); fresh dicts each time, since tokens are set on them."""
+        key = ("free", id(s))
+        if key not in self.plans:
+            self.plans[key] = _free_vars(s)
+        memo_key = (id(s), ctx, tuple(env.get(v) for v in self.plans[key]))
+        insns = self.memo.get(memo_key)
+        if insns is None:
+            insns = fn(s, env, ctx)
+            insns = self.memo[memo_key] = insns if isinstance(insns, list) else [insns]
+        return [dict(i) for i in insns]
 
     # ------------------------------------------------------------------ kernels
 
@@ -406,6 +428,16 @@ class _Lowering:
     # ------------------------------------------------------------------ DMA
 
     def _dma(self, s: For, env, ctx) -> list:
+        key = ("dma", id(s))
+        if key not in self.plans:
+            self.plans[key] = self._dma_plan(s)
+        plan = self.plans[key]
+        if plan[0] == "store":
+            return self._store(*plan[1:], env, ctx)
+        return self._load(*plan[1:], env, ctx)
+
+    def _dma_plan(self, s: For) -> tuple:
+        """What a dma_copy nest copies, from where to where, and its DMA dimensions."""
         loops, store = _chain(s)
         if not isinstance(store, Store):
             raise VTALowerError("a dma_copy pragma must mark a perfect loop nest of one copy")
@@ -422,7 +454,12 @@ class _Lowering:
             raise VTALowerError(f"{what}: a dma_copy nest must be a plain copy, got {store.value}")
         src = value.buffer
         if dst.scope == "global" and SCOPE_BUFFERS.get(src.scope) == "acc":
-            return self._store(loops, store, value, env, ctx)
+            what = _stage_of(value.buffer)
+            self._bind_dram("out", store.buffer, what)
+            sram_form = linear(value.index, what)
+            dram_form = linear(store.index, what)
+            dims = self._dims(loops, sram_form, dram_form, "acc", what, merge=True)
+            return ("store", loops, store, value, sram_form, dram_form, dims)
         kind = SCOPE_BUFFERS.get(dst.scope)
         if src.scope != "global" or kind is None:
             raise VTALowerError(
@@ -434,6 +471,10 @@ class _Lowering:
         sram_form = linear(store.index, what)
         dram_form = linear(value.index, what)
         dims = self._dims(loops, sram_form, dram_form, kind, what, merge=cond is None)
+        return ("load", loops, dst, kind, cond, sram_form, dram_form, dims)
+
+    def _load(self, loops, dst, kind, cond, sram_form, dram_form, dims, env, ctx) -> list:
+        what = _stage_of(dst)
         _, base = self._buffer_base(dst, ctx)
         size = self.entry[kind]
         outer, (ylp, xlp) = dims[:-2], dims[-2:]
@@ -443,19 +484,7 @@ class _Lowering:
             y_ext, x_ext = ylp[3], xlp[3]
             pads = (0, 0, 0, 0)
             if cond is not None:
-                grid = {**e}
-                if ylp[0] is not None:
-                    grid[ylp[0].var] = np.arange(y_ext)[:, None]
-                if xlp[0] is not None:
-                    grid[xlp[0].var] = np.arange(x_ext)[None, :]
-                for lp in loops:  # element loops: any value (the condition is per entry)
-                    grid.setdefault(lp.var, 0)
-                mask = np.broadcast_to(eval_expr(cond, grid), (y_ext, x_ext))
-                y0, y1 = span(mask.any(axis=1), what)
-                x0, x1 = span(mask.any(axis=0), what)
-                if not mask[y0 : y_ext - y1, x0 : x_ext - x1].all():
-                    raise VTALowerError(f"{what}: the padding is not a border around the copy")
-                pads = (y0, y1, x0, x1)
+                pads = self._pads(cond, loops, ylp, xlp, e, what)
             first = {**e}
             for d, v in ((ylp, pads[0]), (xlp, pads[2])):
                 if d[0] is not None:
@@ -474,6 +503,32 @@ class _Lowering:
                      ylp[2] if ylp[0] is not None else x_size, pads), _k="load",
             ))  # fmt: skip
         return out
+
+    def _pads(self, cond, loops, ylp, xlp, env, what) -> tuple:
+        """(y_pad_0, y_pad_1, x_pad_0, x_pad_1): where the copy condition is false around the
+        (y, x) rectangle, memoized on the values of the condition's other variables."""
+        key = ("cond", id(cond))
+        if key not in self.plans:
+            inside = {d[0].var for d in (ylp, xlp) if d[0] is not None} | {lp.var for lp in loops}
+            self.plans[key] = tuple(v for v in _expr_vars(cond) if v not in inside)
+        memo_key = (id(cond), tuple(env.get(v) for v in self.plans[key]))
+        if memo_key in self.memo:
+            return self.memo[memo_key]
+        y_ext, x_ext = ylp[3], xlp[3]
+        grid = {**env}
+        if ylp[0] is not None:
+            grid[ylp[0].var] = np.arange(y_ext)[:, None]
+        if xlp[0] is not None:
+            grid[xlp[0].var] = np.arange(x_ext)[None, :]
+        for lp in loops:  # element loops: any value (the condition is per entry)
+            grid.setdefault(lp.var, 0)
+        mask = np.broadcast_to(eval_expr(cond, grid), (y_ext, x_ext))
+        y0, y1 = span(mask.any(axis=1), what)
+        x0, x1 = span(mask.any(axis=0), what)
+        if not mask[y0 : y_ext - y1, x0 : x_ext - x1].all():
+            raise VTALowerError(f"{what}: the padding is not a border around the copy")
+        self.memo[memo_key] = (y0, y1, x0, x1)
+        return self.memo[memo_key]
 
     def _dims(self, loops, sram_form, dram_form, kind, what, merge: bool):
         """The copy's entry loops as [loop, sram stride, dram stride, extent] (outer first),
@@ -514,12 +569,7 @@ class _Lowering:
                 "tensor per memory type"
             )
 
-    def _store(self, loops, store, load, env, ctx) -> list:
-        what = _stage_of(load.buffer)
-        self._bind_dram("out", store.buffer, what)
-        sram_form = linear(load.index, what)
-        dram_form = linear(store.index, what)
-        dims = self._dims(loops, sram_form, dram_form, "acc", what, merge=True)
+    def _store(self, loops, store, load, sram_form, dram_form, dims, env, ctx) -> list:
         _, base = self._buffer_base(load.buffer, ctx)
         size = self.entry["acc"]
         outer, (ylp, xlp) = dims[:-2], dims[-2:]
@@ -572,8 +622,28 @@ def _loads(e: Expr) -> list:
     return [x for x in walk(e) if isinstance(x, Load)]
 
 
-def _has_pragma(s: Stmt) -> bool:
-    return any(isinstance(x, For) and _pragma(x) for x in walk_stmts(s))
+def _expr_vars(e: Expr) -> tuple:
+    from tensorir.expr import walk
+
+    return tuple(dict.fromkeys(n for n in walk(e) if isinstance(n, Var)))
+
+
+def _free_vars(s: Stmt) -> tuple:
+    """The variables ``s`` reads that its own loops do not bind, in a stable order."""
+    from tensorir.expr import walk
+
+    bound, seen = set(), {}
+    for x in walk_stmts(s):
+        if isinstance(x, For):
+            bound.add(x.var)
+        exprs = (
+            (x.index, x.value) if isinstance(x, Store) else (x.cond,) if isinstance(x, If) else ()
+        )
+        for e in exprs:
+            for node in walk(e):
+                if isinstance(node, Var):
+                    seen.setdefault(node, None)
+    return tuple(v for v in seen if v not in bound)
 
 
 def _leads_to_gemm(s: For) -> bool:

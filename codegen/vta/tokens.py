@@ -53,15 +53,13 @@ def interleave_with_tokens(streams: list) -> list:
             gemm["push_prev"] = True
             load["pop_next"] = True
         flat = [i for seg in segs for i in seg]
-        pending_store = None
+        pending_store, last_compute = None, None
         for k, insn in enumerate(flat):
             if insn.get("_sealed"):
                 continue
             if insn["_k"] == "store" and (k == 0 or flat[k - 1]["_k"] != "store"):
-                computes = [x for x in flat[:k] if x["_k"] in ("alu", "gemm", "reset")]
-                prev = computes[-1] if computes else None
-                if prev is not None:
-                    prev["push_next"] = True
+                if last_compute is not None:
+                    last_compute["push_next"] = True
                     insn["pop_prev"] = True
                 end = k
                 while end + 1 < len(flat) and flat[end + 1]["_k"] == "store":
@@ -71,6 +69,8 @@ def interleave_with_tokens(streams: list) -> list:
                 pending_store["push_prev"] = True
                 insn["pop_next"] = True
                 pending_store = None
+            if insn["_k"] in ("alu", "gemm", "reset"):
+                last_compute = insn
     out = []
     for k in range(n.pop()):
         for segs in per_ctx:
