@@ -96,7 +96,10 @@ def _chain(s: Stmt) -> tuple[list[For], Stmt]:
 
 
 def _pragma(s: For) -> str | None:
-    return dict(s.annotations).get("pragma")
+    for key, value in s.annotations:
+        if key == "pragma":
+            return value
+    return None
 
 
 # ----------------------------------------------------------------------------- the lowering
@@ -217,7 +220,7 @@ class _Lowering:
                 out.extend(self._emit(self._dma, s, env, ctx))
             elif prag == "alu":
                 out.extend(self._emit(self._alu, s, env, ctx))
-            elif prag == "gemm" or _leads_to_gemm(s):
+            elif prag == "gemm" or self._leads_to_gemm(s):
                 out.extend(self._emit(self._gemm, s, env, ctx))
             elif self._has_pragma(s):
                 for k in range(s.extent):
@@ -232,6 +235,12 @@ class _Lowering:
             )
         else:
             raise VTALowerError(f"unexpected statement {type(s).__name__} in a VTA schedule")
+
+    def _leads_to_gemm(self, s: For) -> bool:
+        key = ("gemm_chain", id(s))
+        if key not in self.plans:
+            self.plans[key] = _leads_to_gemm(s)
+        return self.plans[key]
 
     def _has_pragma(self, s: Stmt) -> bool:
         key = ("has_pragma", id(s))

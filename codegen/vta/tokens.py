@@ -75,4 +75,7 @@ def interleave_with_tokens(streams: list) -> list:
     for k in range(n.pop()):
         for segs in per_ctx:
             out.extend(segs[k])
-    return [{key: v for key, v in i.items() if not key.startswith("_")} for i in out]
+    for insn in out:  # the private tags go; the rest is the ISA's plain-dict form
+        insn.pop("_k")
+        insn.pop("_sealed", None)
+    return out
