@@ -39,10 +39,10 @@ def _print_stage(stage, base, children, delete_trivial, lines) -> None:
         lines.append(f"{pad}{stage.name} storage_offset: {stage.storage_align[-1][2]}")
     indent = 0
     for it in stage.iters:
-        if not (delete_trivial and it.extent == 1):
+        prag = "".join(f" pragma({p})" for name, p in stage.pragmas if name == it.name)
+        if not (delete_trivial and it.extent == 1 and not prag):  # a pragma keeps its loop
             word = _LOOP_WORD.get(it.annotation, it.annotation)
             rng = "(None)" if it.extent is None else f"(0,{it.extent})"
-            prag = "".join(f" pragma({p})" for name, p in stage.pragmas if name == it.name)
             lines.append(f"{' ' * (base + indent)}{word} {it.name} {rng}{prag}")
             indent += 2
         for sub in children.get((stage.name, it.name), ()):

@@ -202,6 +202,11 @@ class _Lowering:
             streams.append(out)
         insns = interleave_with_tokens(streams)
         n = len(self.uops)
+        if n > self.spec.depth("uop"):
+            raise VTALowerError(
+                f"the schedule's micro-op kernels need {n} uop buffer entries, more than its "
+                f"{self.spec.depth('uop')}; use smaller tiles"
+            )
         head = [_mem("LOAD", "uop", 0, 0, 1, n, n)] if n else []
         return {
             "insns": head + insns + [{"opcode": "FINISH"}],

@@ -57,6 +57,7 @@ def test_a_pragma_on_a_loop_of_extent_one_moves_inside(chain):
     s = chain
     io, ii = s.split("out", "i", [1])
     s.pragma("out", ii, "dma_copy")
+    assert "for i.1 (0,1) pragma(dma_copy)" in str(s)  # printed although trivial: it is marked
     out_nest = lower(s).body.stmts[-1]  # B and C are computed at the root before it
     loops = [x for x in walk_stmts(out_nest) if isinstance(x, For)]
     assert [(lp.extent, dict(lp.annotations).get("pragma")) for lp in loops] == [
