@@ -117,6 +117,15 @@ def refresh_extents(stage: Stage) -> Stage:
     return stage.with_(iters=iters)
 
 
+def _check_no_pragma(stage: Stage, it: Iterator, what: str) -> None:
+    marks = [p for name, p in stage.pragmas if name == it.name]
+    if marks:
+        raise ScheduleError(
+            f"{what} of {stage.name}.{it.name}: the loop carries pragma {marks[0]!r}, which "
+            "would be lost; apply pragmas after the loop steps"
+        )
+
+
 def _check_int(value, what: str, allow_none: bool = False, minimum: int = 1) -> None:
     if value is None and allow_none:
         return
@@ -158,6 +167,7 @@ def apply_split(stages, stage_id, iter_id, lengths, inner_to_outer, what="split"
             f"{what} of {stage.name}.{it.name}: the iterator is already annotated "
             f"{it.annotation!r}; split before annotating"
         )
+    _check_no_pragma(stage, it, what)
     new = stage.with_(
         iters=stage.iters[:iter_id] + children + stage.iters[iter_id + 1 :],
         relations=stage.relations + (SplitRel(it.name, names, inner),),
@@ -339,6 +349,7 @@ class FuseStep:
                 f"{[it.name for it in stage.iters]}; reorder them next to each other first"
             )
         for it in its:
+            _check_no_pragma(stage, it, "fuse")
             if it.annotation != "none":
                 raise ScheduleError(
                     f"fuse of stage {stage.name!r}: iterator {it.name!r} is annotated "
@@ -430,7 +441,7 @@ class PragmaStep:
     """``PR``: ``auto_unroll_max_step$N`` sets ``Stage.auto_unroll_max_step = N`` (lowering puts
     it on the stage's outermost loop); ``debug_skip_region`` is accepted and does nothing; a
     pragma of ``LOOP_PRAGMAS`` marks the iterator's loop (apply it after the loop steps of
-    the stage: splitting or fusing the iterator later drops it)."""
+    the stage: splitting or fusing a marked iterator is refused)."""
 
     stage_id: int
     iter_id: int

@@ -83,3 +83,12 @@ def test_compute_at_still_needs_a_consumer_inside_the_target(chain):
     with pytest.raises(ScheduleError, match=r"'out' does not consume 'B'; attach it to one of its "
                        r"consumers \['C'\]"):  # fmt: skip
         chain.compute_at("B", "out", "i")
+
+
+@pytest.mark.parametrize("step", ["split", "fuse"])
+def test_splitting_or_fusing_a_marked_loop_is_refused(chain, step):
+    chain.pragma("out", "i", "dma_copy")
+    args = ("out", "i", [2]) if step == "split" else ("out", ["i", "j"])
+    with pytest.raises(ScheduleError, match=rf"{step} of out\.i: the loop carries pragma "
+                       r"'dma_copy', which would be lost; apply pragmas after"):  # fmt: skip
+        getattr(chain, step)(*args)
