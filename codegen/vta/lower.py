@@ -493,7 +493,7 @@ class _Lowering:
         size = self.entry[kind]
         outer, (ylp, xlp) = dims[:-2], dims[-2:]
         out = []
-        for vals in itertools.product(*(range(d[0].extent) for d in outer)):
+        for vals in itertools.product(*(range(d[3]) for d in outer)):
             e = {**env, **{d[0].var: v for d, v in zip(outer, vals)}}
             y_ext, x_ext = ylp[3], xlp[3]
             pads = (0, 0, 0, 0)
@@ -588,7 +588,7 @@ class _Lowering:
         size = self.entry["acc"]
         outer, (ylp, xlp) = dims[:-2], dims[-2:]
         stores = []
-        for vals in itertools.product(*(range(d[0].extent) for d in outer)):
+        for vals in itertools.product(*(range(d[3]) for d in outer)):
             e = {**env, **{d[0].var: v for d, v in zip(outer, vals)}}
             for lp in loops:
                 e.setdefault(lp.var, 0)
