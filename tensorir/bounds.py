@@ -481,7 +481,7 @@ def _process_stage(s: Stage, body, vars_, infos, extents, cons, by_name) -> Stag
         scope = effective_scope(s.scope, enclosing)
         region_min, region_ext = _infer_region(s, scope, enclosing, cons, infos, extents)
     else:
-        scope = s.scope if s.scope in SCOPE_RANK else "global"
+        scope = s.scope if s.scope.partition(".")[0] in SCOPE_RANK else "global"
         enclosing = []
         region_min = [Const(0, "int32") for _ in op.axes]
         region_ext = list(op.shape)
@@ -524,8 +524,8 @@ def effective_scope(scope: str, enclosing) -> str:
     """The storage scope of an attached stage, as TVM's InferStorageScope: an explicit
     "shared"/"local" stays; the default "global" becomes "local" under a threadIdx or vthread
     loop, "shared" under blockIdx loops only (a GPU kernel has no global temporaries)."""
-    if scope in ("shared", "local"):
-        return scope
+    if scope.partition(".")[0] in ("shared", "local"):
+        return scope  # a tagged scope ("local.acc_buffer") keeps its tag for the backend
     rank = -1
     for lp in enclosing:
         if lp.kind == "vthread":
@@ -542,7 +542,7 @@ def _relaxed_thread(loop: Loop, scope: str) -> bool:
         rank = THREAD_RANK[loop.tag.split(".")[0]]
     else:
         return False
-    return SCOPE_RANK.get(scope, 0) <= rank
+    return SCOPE_RANK.get(scope.partition(".")[0], 0) <= rank
 
 
 def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):

@@ -10,7 +10,9 @@ A :class:`Program` is a loop nest over flat buffers. Conventions every pass and 
   threadIdx.z) and are not loops on a GPU: each thread sees one value of ``var``; a tag may
   appear on several loops of one kernel (e.g. a cache stage and its consumer), all with the
   same meaning. ``"vthread"`` loops are virtual threads: correct to run as serial loops.
-- ``For.annotations`` holds ``("auto_unroll_max_step", n)`` when the pragma was set.
+- ``For.annotations`` holds ``("auto_unroll_max_step", n)`` when the pragma was set, and
+  ``("pragma", name)`` for an accelerator pragma (``steps.LOOP_PRAGMAS``; when the loop has
+  extent 1 and disappears, the annotation moves to the loops just inside).
 - ``Program.params`` are the DAG's tensors (inputs then outputs), ``Program.workspaces`` are
   global intermediates computed at the root; ``Allocate`` introduces everything else
   (shared / local scopes, and CPU buffers of stages attached inside loops).

@@ -264,9 +264,9 @@ class _Lowerer:
             for buf in reversed(allocs.get(k, [])):
                 stmt = Allocate(buf, stmt)
             lp = loops[k]
-            ann = ()
+            ann = tuple(("pragma", p) for name, p in s.pragmas if name == lp.iterator.name)
             if k == 0 and s.auto_unroll_max_step > 0:
-                ann = (("auto_unroll_max_step", int(s.auto_unroll_max_step)),)
+                ann += (("auto_unroll_max_step", int(s.auto_unroll_max_step)),)
             stmt = For(lp.var, lp.extent, stmt, lp.kind, lp.tag, ann)
             if init_nest is not None and k == r0:
                 stmt = seq(init_nest, stmt)

@@ -62,8 +62,10 @@ class Stage:
 
     ``compute_at`` is "root", "inline" or "iter"; for "iter", ``attach`` is
     ``(target_stage_name, target_iterator_name)``. ``scope`` is the storage scope of the
-    op's output ("global", "shared", "local"). ``storage_align`` holds
-    ``(axis_index, factor, offset)`` triples for the output buffer's layout.
+    op's output ("global", "shared", "local", or a tagged ``"local.<tag>"`` such as VTA's
+    ``"local.inp_buffer"``). ``storage_align`` holds ``(axis_index, factor, offset)`` triples
+    for the output buffer's layout. ``pragmas`` holds ``(iterator_name, pragma)`` pairs of the
+    accelerator pragmas in ``steps.LOOP_PRAGMAS`` (lowering annotates that loop).
     """
 
     op: ComputeOp | PlaceholderOp
@@ -75,6 +77,7 @@ class Stage:
     auto_unroll_max_step: int = 0
     scope: str = "global"
     storage_align: tuple[tuple[int, int, int], ...] = field(default=())
+    pragmas: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def name(self) -> str:

@@ -39,10 +39,11 @@ def _print_stage(stage, base, children, delete_trivial, lines) -> None:
         lines.append(f"{pad}{stage.name} storage_offset: {stage.storage_align[-1][2]}")
     indent = 0
     for it in stage.iters:
-        if not (delete_trivial and it.extent == 1):
+        prag = "".join(f" pragma({p})" for name, p in stage.pragmas if name == it.name)
+        if not (delete_trivial and it.extent == 1 and not prag):  # a pragma keeps its loop
             word = _LOOP_WORD.get(it.annotation, it.annotation)
             rng = "(None)" if it.extent is None else f"(0,{it.extent})"
-            lines.append(f"{' ' * (base + indent)}{word} {it.name} {rng}")
+            lines.append(f"{' ' * (base + indent)}{word} {it.name} {rng}{prag}")
             indent += 2
         for sub in children.get((stage.name, it.name), ()):
             _print_stage(sub, base + indent, children, delete_trivial, lines)
@@ -118,6 +119,8 @@ def _step_code(step, before, after, history, st) -> list[str]:
     if isinstance(step, st.PragmaStep):
         if step.pragma_type == "debug_skip_region":
             return [f'{s}.pragma({it(step.iter_id)}, "debug_skip_region")']
+        if step.pragma_type in st.LOOP_PRAGMAS:
+            return [f'{s}.pragma({it(step.iter_id)}, "{step.pragma_type}")']
         n = step.pragma_type.split("$")[1]
         return [
             f'{s}.pragma({it(step.iter_id)}, "auto_unroll_max_step", {n})',

@@ -117,6 +117,15 @@ def refresh_extents(stage: Stage) -> Stage:
     return stage.with_(iters=iters)
 
 
+def _check_no_pragma(stage: Stage, it: Iterator, what: str) -> None:
+    marks = [p for name, p in stage.pragmas if name == it.name]
+    if marks:
+        raise ScheduleError(
+            f"{what} of {stage.name}.{it.name}: the loop carries pragma {marks[0]!r}, which "
+            "would be lost; apply pragmas after the loop steps"
+        )
+
+
 def _check_int(value, what: str, allow_none: bool = False, minimum: int = 1) -> None:
     if value is None and allow_none:
         return
@@ -158,6 +167,7 @@ def apply_split(stages, stage_id, iter_id, lengths, inner_to_outer, what="split"
             f"{what} of {stage.name}.{it.name}: the iterator is already annotated "
             f"{it.annotation!r}; split before annotating"
         )
+    _check_no_pragma(stage, it, what)
     new = stage.with_(
         iters=stage.iters[:iter_id] + children + stage.iters[iter_id + 1 :],
         relations=stage.relations + (SplitRel(it.name, names, inner),),
@@ -339,6 +349,7 @@ class FuseStep:
                 f"{[it.name for it in stage.iters]}; reorder them next to each other first"
             )
         for it in its:
+            _check_no_pragma(stage, it, "fuse")
             if it.annotation != "none":
                 raise ScheduleError(
                     f"fuse of stage {stage.name!r}: iterator {it.name!r} is annotated "
@@ -418,10 +429,19 @@ class AnnotationStep:
         return cls(rec[1], rec[2], ANNOTATION_NAMES[code])
 
 
+#: Accelerator pragmas (TVM's VTA ``env.dma_copy``, ``env.alu`` and the GEMM tensorize): the
+#: pragma is recorded on the stage (``Stage.pragmas``) and lowering annotates the loop with
+#: ``("pragma", name)``; a backend that knows them (codegen/vta) lowers that loop nest to
+#: instructions, every other backend ignores them.
+LOOP_PRAGMAS = ("dma_copy", "alu", "gemm")
+
+
 @dataclass(frozen=True)
 class PragmaStep:
     """``PR``: ``auto_unroll_max_step$N`` sets ``Stage.auto_unroll_max_step = N`` (lowering puts
-    it on the stage's outermost loop); ``debug_skip_region`` is accepted and does nothing."""
+    it on the stage's outermost loop); ``debug_skip_region`` is accepted and does nothing; a
+    pragma of ``LOOP_PRAGMAS`` marks the iterator's loop (apply it after the loop steps of
+    the stage: splitting or fusing a marked iterator is refused)."""
 
     stage_id: int
     iter_id: int
@@ -435,11 +455,14 @@ class PragmaStep:
         prag = self.pragma_type
         if prag == "debug_skip_region":
             return tuple(stages)
+        if prag in LOOP_PRAGMAS:
+            new = stage.with_(pragmas=stage.pragmas + ((it.name, prag),))
+            return set_stage(stages, self.stage_id, new)
         key, sep, value = prag.partition("$")
         if key != "auto_unroll_max_step" or not sep or not value.isdigit():
             raise ScheduleError(
                 f"pragma of {stage.name}.{it.name}: unknown pragma {prag!r}; supported are "
-                "'auto_unroll_max_step$<N>' and 'debug_skip_region'"
+                f"'auto_unroll_max_step$<N>', 'debug_skip_region' and {list(LOOP_PRAGMAS)}"
             )
         new = stage.with_(auto_unroll_max_step=int(value))
         return set_stage(stages, self.stage_id, new)
@@ -473,6 +496,22 @@ def _reads_through_inlined(stages, consumer: Stage, producer: str) -> bool:
     return False
 
 
+def _consumed_under(stages, target: Stage, producer: str, seen=None) -> bool:
+    """Does ``target`` read ``producer`` (directly or through inlined stages), or does a stage
+    attached inside ``target``'s loops (recursively) read it? Either way every read of the
+    producer runs inside the target's loops, so it may be computed there (as in TVM, where a
+    GEMM stage and its ALU consumer both sit at the output's tile loop)."""
+    if _reads_through_inlined(stages, target, producer):
+        return True
+    seen = set() if seen is None else seen
+    seen.add(target.name)
+    return any(
+        _consumed_under(stages, s, producer, seen)
+        for s in attached_to(stages, target.name)
+        if s.name not in seen and s.name != producer
+    )
+
+
 def _movable(stages, stage_id, what) -> Stage:
     stage = get_stage(stages, stage_id, what)
     if stage.is_placeholder:
@@ -503,7 +542,7 @@ class ComputeAtStep:
                 "computed, non-inlined stage"
             )
         it = get_iter(target, self.target_iter_id, "compute_at target")
-        if not _reads_through_inlined(stages, target, stage.name):
+        if not _consumed_under(stages, target, stage.name):
             readers = [s.name for s in stages if not s.is_placeholder
                        and _reads_through_inlined(stages, s, stage.name)]  # fmt: skip
             raise ScheduleError(
@@ -624,9 +663,20 @@ def unique_name(stages, base: str) -> str:
     return f"{base}{k}"
 
 
+def base_scope(scope: str) -> str:
+    """The storage class of a scope: ``"local.inp_buffer"`` (a tagged scope, TVM's
+    accelerator buffers) is ``"local"``."""
+    return scope.partition(".")[0]
+
+
 def _check_scope(scope, what) -> None:
-    if scope not in SCOPES:
-        raise ScheduleError(f"{what}: unknown scope {scope!r}; use one of {list(SCOPES)}")
+    if not isinstance(scope, str) or base_scope(scope) not in SCOPES:
+        raise ScheduleError(
+            f"{what}: unknown scope {scope!r}; use one of {list(SCOPES)} or a tagged local "
+            "scope such as 'local.acc_buffer'"
+        )
+    if scope.startswith("global.") or scope.endswith("."):
+        raise ScheduleError(f"{what}: scope {scope!r}: only shared/local scopes take a tag")
 
 
 def rebind_ops(stages, new_ops) -> tuple[Stage, ...]:
@@ -844,7 +894,7 @@ def check_attachments(stages) -> None:
                 f"stage {s.name!r} is attached to {target}.{it}, which no longer exists after "
                 "this step; compute_root the stage (or re-attach it) first"
             )
-        if not _reads_through_inlined(stages, t, s.name):
+        if not _consumed_under(stages, t, s.name):
             raise ScheduleError(
                 f"stage {s.name!r} is attached to {target}.{it}, but after this step "
                 f"{target!r} no longer consumes {s.name!r}; compute_root it (or re-attach it "

@@ -19,6 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+class VTAConfigError(ValueError):
+    """A tile configuration that cannot compile its workload (the message says why)."""
+
+
+class VTALowerError(ValueError):
+    """A loop nest that does not map onto VTA (the message names the buffer / stage and what
+    to change in the schedule)."""
+
+
 @dataclass(frozen=True)
 class Conv2dWorkload:
     """A packed int8 conv2d with requantization, in units of BATCH / BLOCK blocks.
@@ -149,3 +158,20 @@ def check_config(wkl: Conv2dWorkload, cfg: TileConfig, spec) -> str | None:
                 f"{spec.depth(buffer)}; use smaller tiles or fewer threads"
             )
     return None
+
+
+def describe(wkl: Conv2dWorkload, cfg: TileConfig) -> str:
+    """``(in ..., out ...): config tile_b=..`` for error messages."""
+    return f"{_shape(wkl)}: config {_knobs(cfg)}"
+
+
+def _shape(wkl: Conv2dWorkload) -> str:
+    return (
+        f"(in {wkl.batch_blocks}x{wkl.in_blocks}x{wkl.height}x{wkl.width}, "
+        f"out {wkl.out_blocks} blocks, kernel {wkl.kernel_h}x{wkl.kernel_w}, "
+        f"stride {wkl.stride_h}, pad {wkl.pad_h})"
+    )
+
+
+def _knobs(cfg: TileConfig) -> str:
+    return ", ".join(f"{k}={v}" for k, v in vars(cfg).items())

@@ -18,8 +18,10 @@ from autosched import autotvm, vta
 from autosched.autotvm.tuner import RandomTuner, XGBTuner
 from autosched.vta import top
 from autosched.vta.top import tile_config
-from codegen.vta import TileConfig, footprint
+from codegen.vta import TileConfig, footprint, packed_state
 from runtime.vta import encode, to_dict
+from tensorir.lower import infer_bound
+from tensorir.state_printer import state_str
 
 env = vta.get_env()  # TVM's vta_config.json fields; the defaults are the Pynq board's
 print(f"== the environment: target {env.target}")
@@ -53,9 +55,16 @@ configs = {
     "image": TileConfig(1, size, size, 1, 2),
     "image/2": TileConfig(1, size, size, 1, 2, oc_threading=2),
 }
+# How a configuration becomes a program: the knobs schedule the convolution as a State (the
+# steps of lessons 3-4), with VTA's on-chip buffers as storage scopes (local.inp_buffer ...)
+# and its units as pragmas (dma_copy, gemm, alu); tensorir lowers that to loops, and
+# codegen/vta/lower.py turns each marked loop nest into instructions (docs/vta.md).
+print("== the schedule of 'row' (extents after bound inference; loops of extent 1 shown only "
+      "where a pragma marks them)")  # fmt: skip
+print(state_str(infer_bound(packed_state(workload, configs["row"], env.spec))), end="")
 runs = {}
 for name, config in configs.items():
-    kernel_program = top.build(workload, config, env)  # code generation, then the ISA
+    kernel_program = top.build(workload, config, env)  # schedule, lowering, then the ISA
     program = kernel_program.program
     print(f"== {name}: {config}")
     print(f"per thread the tiles need {footprint(workload, config)}")

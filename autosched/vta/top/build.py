@@ -1,4 +1,5 @@
-"""Compile packed conv2d / dense for the simulated VTA and run them: codegen -> ISA -> simulator."""
+"""Compile packed conv2d / dense for the simulated VTA and run them: schedule -> loop IR ->
+instruction stream (codegen/vta) -> ISA -> simulator."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.vta import Conv2dWorkload, TileConfig, conv2d_program
+from codegen.vta import Conv2dWorkload, TileConfig, packed_program
 from runtime.vta import Program, SimStats, Simulator, from_dict
 
 from ..env import Environment, get_env
@@ -115,9 +116,10 @@ class VTAKernel:
 def build(
     workload: Conv2dWorkload, config: TileConfig, env: Environment | None = None
 ) -> VTAKernel:
-    """Generate ``workload``'s instruction stream for ``config`` (a ``VTAConfigError`` when the
-    config is invalid) and assemble it into the ISA."""
+    """Schedule ``workload`` with ``config``'s knobs, lower the schedule to VTA's instruction
+    stream (a ``VTAConfigError`` when the config is invalid; codegen/vta/program.py) and
+    assemble it into the ISA."""
     env = env or get_env()
-    raw = conv2d_program(workload, config, env.spec)
+    raw = packed_program(workload, config, env.spec)
     program = Program(tuple(from_dict(d) for d in raw["insns"]), raw["uops"])
     return VTAKernel(workload, config, program, env)

@@ -6,8 +6,13 @@ and features share with the other templates) and defines the seed's knobs::
     tile_b, tile_h, tile_w, tile_ci, tile_co   define_split(..., num_outputs=2): [-1, inner]
     h_threading, oc_threading                  define_knob(..., [1, 2]): virtual threads
 
-The state it returns carries no VTA steps: the VTA code generator (codegen/vta) reads the knobs
-themselves (``tile_config(cfg)``) and emits the instruction stream. A configuration whose tiles
+The state it returns is the VTA schedule of codegen/vta/schedule.py applied with the knobs
+(``tile_config(cfg)``): the tile splits, the copies into ``local.inp_buffer`` /
+``local.wgt_buffer``, the accumulator in ``local.acc_buffer``, the ``dma_copy`` / ``gemm``
+pragmas and the virtual threads, the same schedule ``vta.top.build`` lowers to the instruction
+stream (codegen/vta/lower.py). The DAG is the graph's ``nn.conv2d`` (int32 out); the
+standalone kernels that ``vta.top.build`` and ``SimulatorRunner`` compile add the requantization
+(an ``alu`` stage) to it. A configuration whose tiles
 do not divide their axes (the splits are exact, so only thread counts can fail that) or whose
 tiles overflow an on-chip buffer is refused with ``cfg.raise_error`` (an InstantiationError),
 never miscompiled.
@@ -20,7 +25,7 @@ out_dtype)`` with ``data`` ``(N//BATCH, CI//BLOCK_IN, H, W, BATCH, BLOCK_IN)`` i
 
 from __future__ import annotations
 
-from codegen.vta import Conv2dWorkload, TileConfig, check_config
+from codegen.vta import Conv2dWorkload, TileConfig, check_config, schedule_packed
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.ops.packed_layout import conv2d_packed as conv2d_packed_compute
@@ -80,6 +85,15 @@ def _refuse_invalid(cfg, wkl: Conv2dWorkload) -> None:
         cfg.raise_error(f"VTA: {reason}")
 
 
+def _scheduled(cfg, tensors):
+    """The VTA schedule of ``tensors``' DAG with ``cfg``'s knobs (the bare state while the
+    space is being collected)."""
+    state = ComputeDAG(list(tensors)).get_init_state()
+    if type(cfg) is not ConfigSpace:
+        schedule_packed(state, tile_config(cfg))
+    return state
+
+
 @template("conv2d_packed.vta")
 def conv2d_packed(data, kernel, strides, padding, dilation, layout, out_dtype):
     """The seed's packed conv2d template (TVM's ``conv2d_packed.vta``)."""
@@ -97,7 +111,7 @@ def conv2d_packed(data, kernel, strides, padding, dilation, layout, out_dtype):
     define_knobs(cfg, wkl)
     cfg.add_flop(2 * wkl.gemm_uops * get_env().BATCH * get_env().BLOCK_IN * get_env().BLOCK_OUT)
     _refuse_invalid(cfg, wkl)
-    return ComputeDAG([data, kernel, out]).get_init_state(), [data, kernel, out]
+    return _scheduled(cfg, [data, kernel, out]), [data, kernel, out]
 
 
 @template("dense_packed.vta")
@@ -120,7 +134,7 @@ def dense_packed(data, weight, out_dtype):
     define_knobs(cfg, wkl, dense=True)
     cfg.add_flop(2 * wkl.gemm_uops * get_env().BATCH * get_env().BLOCK_IN * get_env().BLOCK_OUT)
     _refuse_invalid(cfg, wkl)
-    return ComputeDAG([data, weight, out]).get_init_state(), [data, weight, out]
+    return _scheduled(cfg, [data, weight, out]), [data, weight, out]
 
 
 def task_workload(task) -> Conv2dWorkload:

@@ -1,4 +1,9 @@
-"""The VTA instruction stream of a packed conv2d (and of dense, its 1x1 case).
+"""Test oracle: the VTA instruction stream of a packed conv2d from a FIXED loop nest.
+
+This was codegen/vta's generator before the schedule path (codegen/vta/schedule.py ->
+tensorir lowering -> codegen/vta/lower.py) replaced it; tests/codegen/test_vta_lower.py keeps
+it to check that the lowered schedule computes the same values in the same (or fewer) cycles.
+Nothing outside tests/ uses it.
 
 The loop nest it emits, for each output tile (batch, co, h, w; ``TileConfig`` sizes)::
 
@@ -37,11 +42,15 @@ import itertools
 
 import numpy as np
 
-from .config import Conv2dWorkload, TileConfig, check_config, footprint
-
-
-class VTAConfigError(ValueError):
-    """A tile configuration that cannot compile its workload (the message says why)."""
+from codegen.vta.config import (
+    Conv2dWorkload,
+    TileConfig,
+    VTAConfigError,
+    _knobs,
+    _shape,
+    check_config,
+    footprint,
+)
 
 
 def _mem(op, kind, sram, dram, y, x, stride, pads=(0, 0, 0, 0), **deps):
@@ -209,15 +218,3 @@ def _input_loads(wkl, fp, b0, c0, oh0, ow0, tb, tci, sram0) -> list:
             fp.in_h - y0 - y1, fp.in_w - x0 - x1, wkl.width, pads=(y0, y1, x0, x1),
         ))  # fmt: skip
     return loads
-
-
-def _shape(wkl: Conv2dWorkload) -> str:
-    return (
-        f"(in {wkl.batch_blocks}x{wkl.in_blocks}x{wkl.height}x{wkl.width}, "
-        f"out {wkl.out_blocks} blocks, kernel {wkl.kernel_h}x{wkl.kernel_w}, "
-        f"stride {wkl.stride_h}, pad {wkl.pad_h})"
-    )
-
-
-def _knobs(cfg: TileConfig) -> str:
-    return ", ".join(f"{k}={v}" for k, v in vars(cfg).items())
