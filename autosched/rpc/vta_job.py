@@ -30,6 +30,10 @@ JOB_VERSION = 1
 MAX_INSNS = 1_000_000
 MAX_DRAM_BYTES = 1 << 30
 MAX_LOG_FIELD = 24
+#: Micro-op iterations one GEMM / ALU instruction may ask for: the simulator builds index arrays
+#: of that length, so a well-formed but huge loop could take the device process's memory (the
+#: default uop buffer holds 8192 micro-ops, so a 3x3 convolution's GEMM runs at most 73728).
+MAX_LOOP_ITERATIONS = 1 << 24
 
 _BOOL_FIELDS = {"reset", "use_imm", "pop_prev", "pop_next", "push_prev", "push_next"}
 _STR_FIELDS = {"opcode", "memory_type", "alu_opcode"}
@@ -142,6 +146,13 @@ def _instruction(k: int, d) -> object:
         encode(insn)  # every field fits its bits in the 128-bit word
     except (VTAError, TypeError) as e:
         raise ValueError(f"instruction #{k}: {e}") from None
+    if insn.opcode in ("GEMM", "ALU"):
+        n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+        if n > MAX_LOOP_ITERATIONS:
+            raise ValueError(
+                f"instruction #{k} ({insn.opcode}): {n} micro-op iterations, over the "
+                f"{MAX_LOOP_ITERATIONS} a server runs; split the loop"
+            )
     return insn
 
 

@@ -56,6 +56,8 @@ def test_decode_job_refuses_what_is_not_an_instruction_stream(task):
     insns = json.loads(good["insns"])
     bad_insn = [dict(insns[0], sram_base="0")] + insns[1:]
     no_finish = insns[:-1]
+    gemm = next(i for i in insns if i["opcode"] == "GEMM")
+    huge = [dict(gemm, uop_bgn=0, uop_end=8000, iter_out=9000, iter_in=9000), insns[-1]]
     pickled = np.empty(2, dtype=object)
     buf = io.BytesIO()
     np.save(buf, pickled, allow_pickle=True)
@@ -64,6 +66,7 @@ def test_decode_job_refuses_what_is_not_an_instruction_stream(task):
         "bad opcode": (dict(good, insns='[{"opcode": "JUMP"}]'), "opcode must be one of"),
         "str field": (dict(good, insns=json.dumps(bad_insn)), "sram_base must be an int"),
         "no FINISH": (dict(good, insns=json.dumps(no_finish)), "exactly one FINISH"),
+        "huge loop": (dict(good, insns=json.dumps(huge)), "micro-op iterations, over the"),
         "pickled uops": (dict(good, uops=buf.getvalue()), "uops is not a .npy array"),
         "huge buffer": (dict(good, vta_config=dict(ENV.config, LOG_ACC_BUFF_SIZE=40)), "LOG_"),
         "format": (dict(good, format="pickle"), "job format 'pickle'"),
@@ -179,4 +182,5 @@ def test_killing_a_sim_server_mid_tune_does_not_end_the_tune(cluster, task):
     costs = {r.costs for r in results if r.error_no == MeasureErrorNo.NO_ERROR}
     assert costs == {vta.SimulatorRunner().measure(task, configs[0]).costs}
     survivor = next(p for p in cluster["servers"] if p is not victim[0])
-    assert runner.server_counts[f"sim@{survivor.pid}"] >= 3, runner.server_counts
+    # the survivor measured its own candidates and the one the victim lost
+    assert runner.server_counts[f"sim@{survivor.pid}"] >= 2, runner.server_counts
