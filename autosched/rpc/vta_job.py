@@ -1,26 +1,27 @@
 """What travels to a VTA simulator server, and what the server does with it.
 
 A VTA measurement job is plain data built on the client from its configuration: the program
-(its instructions as JSON text in the ISA's field names, :func:`runtime.vta.to_dict`, and the
-micro-op table as ``.npy`` bytes), the packed shapes of the DRAM tensors, the ``vta_config``
-fields and the timing model it was compiled for, and the seed of the random int8 inputs. No
-pickle: the server parses the JSON, reads the table with ``allow_pickle=False`` and checks every
-instruction (:func:`decode_job`); anything that is not a well-formed instruction stream is
-refused with one line. :func:`run_job` makes the seeded inputs (:func:`seeded_inputs`, the same
-ones ``vta.SimulatorRunner`` uses), runs the simulator and returns the cycles, the seed's
-counters and the simulated seconds.
+(its instructions as zlib-compressed JSON in the ISA's field names, the form of
+:func:`runtime.vta.to_dict`, and the micro-op table as ``.npy`` bytes), the packed shapes of
+the DRAM tensors, the ``vta_config`` fields and the timing model it was compiled for, and the
+seed of the random int8 inputs. No pickle: the server inflates the JSON (up to a limit), parses
+it, reads the table with ``allow_pickle=False`` and checks every instruction
+(:func:`decode_job`); anything that is not a well-formed instruction stream is refused with one
+line. :func:`run_job` makes the seeded inputs (:func:`seeded_inputs`, the same ones
+``vta.SimulatorRunner`` uses), runs the simulator and returns the cycles, the seed's counters
+and the simulated seconds.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import zlib
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from runtime.vta import Program, Simulator, TimingModel, VTAError, VTASpec, encode, from_dict
-from runtime.vta import to_dict as insn_to_dict
+from runtime.vta import Deps, Program, Simulator, TimingModel, VTAError, VTASpec, encode, from_dict
 from runtime.vta.spec import DEFAULT_CONFIG
 
 JOB_FORMAT = "autosched-vta-program"
@@ -28,6 +29,7 @@ JOB_VERSION = 1
 #: Ceilings that keep a hostile job from exhausting the server (the largest resnet-18
 #: conv2d programs have a few thousand instructions and DRAM tensors of a few MiB).
 MAX_INSNS = 1_000_000
+MAX_INSNS_JSON_BYTES = 256 << 20
 MAX_DRAM_BYTES = 1 << 30
 MAX_LOG_FIELD = 24
 #: Micro-op iterations one GEMM / ALU instruction may ask for: the simulator builds index arrays
@@ -66,6 +68,44 @@ def seeded_inputs(data_shape, kernel_shape, seed: int) -> tuple[np.ndarray, np.n
 
 # ----------------------------------------------------------------------------- client side
 
+_DEP_FLAGS = tuple(f.name for f in fields(Deps))
+_FIELD_NAMES: dict = {}
+
+
+def _insn_dict(insn) -> dict:
+    """``runtime.vta.to_dict(insn)``, without ``asdict``'s deep copies (a program of a large
+    tile-1 configuration has 10**5 instructions)."""
+    names = _FIELD_NAMES.get(type(insn))
+    if names is None:
+        names = _FIELD_NAMES[type(insn)] = tuple(f.name for f in fields(insn) if f.name != "deps")
+    d = {n: getattr(insn, n) for n in names}
+    for flag in _DEP_FLAGS:
+        d[flag] = getattr(insn.deps, flag)
+    return d
+
+
+def insns_to_bytes(insns: list) -> bytes:
+    """Instruction dicts as a job carries them: compact JSON, zlib-compressed (a program's
+    instructions repeat, so it shrinks by ~100x)."""
+    return zlib.compress(json.dumps(insns, separators=(",", ":")).encode(), 6)
+
+
+def insns_from_bytes(data) -> list:
+    """The instruction dicts of :func:`insns_to_bytes`'s bytes (ValueError with one line)."""
+    if not isinstance(data, bytes):
+        raise ValueError(f"insns must be zlib-compressed JSON bytes, got {type(data).__name__}")
+    inflate = zlib.decompressobj()
+    try:
+        text = inflate.decompress(data, MAX_INSNS_JSON_BYTES)
+    except zlib.error as e:
+        raise ValueError(f"insns is not zlib-compressed data ({e})") from None
+    if inflate.unconsumed_tail:
+        raise ValueError(f"insns inflates to more than {MAX_INSNS_JSON_BYTES} bytes of JSON")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"insns is not valid JSON ({e})") from None
+
 
 def _npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
@@ -100,7 +140,7 @@ def encode_job(
     job = {
         "format": JOB_FORMAT,
         "format_version": JOB_VERSION,
-        "insns": json.dumps([insn_to_dict(i) for i in program.insns], separators=(",", ":")),
+        "insns": insns_to_bytes([_insn_dict(i) for i in program.insns]),
         "uops": _npy_bytes(np.asarray(program.uops, np.int32)),
         "shapes": {k: [int(x) for x in v] for k, v in shapes.items()},
         "vta_config": dict(vta_config),
@@ -183,13 +223,7 @@ def decode_job(job) -> VTAJob:
             f"{JOB_FORMAT!r} {JOB_VERSION}; use the same autosched version on both sides"
         )
     spec, timing = _machine(job)
-    text = job.get("insns")
-    if not isinstance(text, str):
-        raise ValueError("insns must be JSON text (a list of instruction objects)")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"insns is not valid JSON ({e})") from None
+    raw = insns_from_bytes(job.get("insns"))
     if not isinstance(raw, list) or not raw or len(raw) > MAX_INSNS:
         raise ValueError(f"insns must be a list of 1 to {MAX_INSNS} instructions")
     insns = tuple(_instruction(k, d) for k, d in enumerate(raw))

@@ -4,9 +4,9 @@ with the same costs as the in-process SimulatorRunner, malformed programs refuse
 killed mid-tune."""
 
 import io
-import json
 import threading
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -17,6 +17,9 @@ from autosched.measure import MeasureErrorNo
 from autosched.rpc import vta_job
 from autosched.vta.measure import packed_shapes
 from autosched.vta.top import build, task_workload, tile_config
+from runtime.vta import to_dict
+
+pack = vta_job.insns_to_bytes
 
 pytest.importorskip("distributed")
 from test_rpc import Processes, _connect, _free_port, _server_args, _wait_for_servers  # noqa: E402
@@ -51,9 +54,10 @@ def test_rpc_runner_takes_vtas_module_loader_and_claims_only_vta_tasks(task):
     assert not runner.measures_configs_of(cpu_task)
 
 
-def test_decode_job_refuses_what_is_not_an_instruction_stream(task):
+def test_decode_job_refuses_what_is_not_an_instruction_stream(task, monkeypatch):
+    monkeypatch.setattr(vta_job, "MAX_INSNS_JSON_BYTES", 1 << 20)  # a small limit, for the bomb
     good = _job(task, 575)
-    insns = json.loads(good["insns"])
+    insns = vta_job.insns_from_bytes(good["insns"])
     bad_insn = [dict(insns[0], sram_base="0")] + insns[1:]
     no_finish = insns[:-1]
     gemm = next(i for i in insns if i["opcode"] == "GEMM")
@@ -62,11 +66,22 @@ def test_decode_job_refuses_what_is_not_an_instruction_stream(task):
     buf = io.BytesIO()
     np.save(buf, pickled, allow_pickle=True)
     cases = {
-        "not JSON": (dict(good, insns="[{"), "not valid JSON"),
-        "bad opcode": (dict(good, insns='[{"opcode": "JUMP"}]'), "opcode must be one of"),
-        "str field": (dict(good, insns=json.dumps(bad_insn)), "sram_base must be an int"),
-        "no FINISH": (dict(good, insns=json.dumps(no_finish)), "exactly one FINISH"),
-        "huge loop": (dict(good, insns=json.dumps(huge)), "micro-op iterations, over the"),
+        "not zlib": (dict(good, insns=b"[{"), "not zlib-compressed"),
+        "not JSON": (dict(good, insns=zlib.compress(b"[{")), "not valid JSON"),
+        "bomb": (dict(good, insns=zlib.compress(b" " * (2 << 20))), "inflates to more than"),
+        "bad opcode": (
+            dict(good, insns=pack([{"opcode": "JUMP"}])),
+            "opcode must be one of",
+        ),
+        "str field": (
+            dict(good, insns=pack(bad_insn)),
+            "sram_base must be an int",
+        ),
+        "no FINISH": (dict(good, insns=pack(no_finish)), "exactly one FINISH"),
+        "huge loop": (
+            dict(good, insns=pack(huge)),
+            "micro-op iterations, over the",
+        ),
         "pickled uops": (dict(good, uops=buf.getvalue()), "uops is not a .npy array"),
         "huge buffer": (dict(good, vta_config=dict(ENV.config, LOG_ACC_BUFF_SIZE=40)), "LOG_"),
         "format": (dict(good, format="pickle"), "job format 'pickle'"),
@@ -76,6 +91,8 @@ def test_decode_job_refuses_what_is_not_an_instruction_stream(task):
             vta_job.decode_job(job)
         assert "\n" not in str(info.value), what
     assert vta_job.run_job(vta_job.decode_job(good))["cycles"] > 0
+    program = build(task_workload(task), tile_config(task.config_space.get(575)), ENV).program
+    assert insns == [to_dict(i) for i in program.insns]  # the ISA's own plain-dict form
 
 
 # ----------------------------------------------------------------------------- the cluster
@@ -130,18 +147,21 @@ def test_tune_through_rpc_runner_equals_simulator_runner(cluster, task, tmp_path
 def test_server_refuses_malformed_programs_and_reports_deadlocks(cluster, task):
     tracker = cluster["tracker"]
     good = _job(task, 575)
-    insns = json.loads(good["insns"])
+    insns = vta_job.insns_from_bytes(good["insns"])
     deadlock = [dict(insns[0], pop_next=True)] + insns[1:]  # waits for a token never pushed
 
     def measure(job):
         return tracker.submit("sim", "vta_measure", job, timeout=30).result()
 
-    for bad in (dict(good, insns='[{"opcode": "JUMP"}]'), dict(good, uops=b"not npy")):
+    for bad in (
+        dict(good, insns=pack([{"opcode": "JUMP"}])),
+        dict(good, uops=b"not npy"),
+    ):
         reply = measure(bad)
         assert reply["error_no"] == MeasureErrorNo.COMPILE_DEVICE, reply
         assert "server 'sim' (vta" in reply["error_msg"] and "refuses" in reply["error_msg"]
         assert "\n" not in reply["error_msg"]
-    reply = measure(dict(good, insns=json.dumps(deadlock)))
+    reply = measure(dict(good, insns=pack(deadlock)))
     assert reply["error_no"] == MeasureErrorNo.RUNTIME_DEVICE and "deadlock" in reply["error_msg"]
     reply = measure(good)
     assert reply["error_no"] == MeasureErrorNo.NO_ERROR and reply["cycles"] > 0, reply
