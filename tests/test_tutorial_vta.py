@@ -61,7 +61,8 @@ def test_tune_vta_tutorial_through_sim_servers(tmp_path):
     finally:
         procs.close()
     assert proc.returncode == 0, f"exit {proc.returncode}\n--- stderr:\n{proc.stderr[-4000:]}"
-    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    err = proc.stderr
+    assert "Traceback" not in err and "warning" not in err.lower(), err[-4000:]
     assert "Tuning..." in proc.stdout and "Top-5 classes: [" in proc.stdout, proc.stdout[-3000:]
     assert (tmp_path / "sim.resnet-18.log").stat().st_size > 0
     # 11 tasks x 4 tuners x 1 trial, less the invalid configurations that are never sent
