@@ -21,6 +21,7 @@ from ..rpc.runner import RPCRunner as _RemoteRunner
 from .measure_input import MeasureInput
 
 __all__ = [
+    "EXT_DEV_RPC_MEASURERS",
     "LocalBuilder",
     "LocalRunner",
     "MeasureErrorNo",
@@ -31,6 +32,21 @@ __all__ = [
     "request_remote",
     "measure_option",
 ]
+
+
+#: How ``RPCRunner`` measures configurations of external accelerators' tasks
+#: (``Target("ext_dev -device=NAME")``): NAME -> ``f(runner, task, configs) -> (inputs,
+#: results)``. Their packages register them on import (``autosched.vta`` registers "vta"), as
+#: they may import this module but not the reverse (EXT_DEV_WORKLOADS is the same pattern).
+EXT_DEV_RPC_MEASURERS: dict = {}
+
+
+def _ext_dev(task) -> str | None:
+    """The accelerator name of a task for ``ext_dev -device=NAME``, else None."""
+    target = getattr(task, "target", None)
+    if getattr(target, "kind", None) != "ext_dev":
+        return None
+    return target.get("device")
 
 
 class LocalBuilder(_LocalBuilder):
@@ -86,20 +102,26 @@ class LocalRunner(_LocalRunner):
 
 class RPCRunner(_RemoteRunner):
     """Runs configurations on the RPC servers of ``key`` at a tracker (``autosched.rpc``'s
-    runner, docs/remote.md) with AutoTVM's defaults: ``number=4, repeat=3``.
+    runner, docs/remote.md) with AutoTVM's defaults: ``number=4, repeat=3``, and
+    ``n_parallel=None`` (as many candidates in flight as the key has servers).
 
-    ``module_loader`` (VTA's) is accepted for TVM's signature and must be None: the servers
-    load the kernels autosched builds.
+    Tasks of an external accelerator measure on its servers without a build: for VTA
+    (``conv2d_packed.vta``, ``dense_packed.vta``) the VTA programs go to the simulator
+    servers of ``key`` (``rpc_server --key sim``, docs/vta.md). ``module_loader`` is TVM's
+    argument: ``vta.module_loader()`` says which VTA configuration the programs are compiled
+    for (default ``vta.get_env()``); any other loader is refused (CPU and GPU servers load
+    autosched's kernels themselves).
     """
 
     def __init__(self, key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=10,
-                 n_parallel=1, number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
+                 n_parallel=None, number=4, repeat=3, min_repeat_ms=0, cooldown_interval=0.1,
                  enable_cpu_cache_flush=False, check_correctness=True, module_loader=None,
                  security=None):  # fmt: skip
-        if module_loader is not None:
+        if module_loader is not None and not isinstance(getattr(module_loader, "ext_dev", None),
+                                                        str):  # fmt: skip
             raise ValueError(
-                "autotvm.RPCRunner: module_loader is not supported (servers load autosched's "
-                "kernels themselves); leave it None"
+                "autotvm.RPCRunner: module_loader must be None or vta.module_loader() (servers "
+                f"load autosched's kernels themselves), got {type(module_loader).__name__}"
             )
         super().__init__(
             key, host=host, port=port, priority=priority, n_parallel=n_parallel,
@@ -107,6 +129,23 @@ class RPCRunner(_RemoteRunner):
             cooldown_interval=cooldown_interval, enable_cpu_cache_flush=enable_cpu_cache_flush,
             check_correctness=check_correctness, security=security,
         )  # fmt: skip
+        self.module_loader = module_loader
+
+    def measures_configs_of(self, task) -> bool:
+        """Whether ``task``'s configurations go to the servers as they are (no State build):
+        the tasks of a registered external accelerator."""
+        return _ext_dev(task) in EXT_DEV_RPC_MEASURERS
+
+    def measure_configs(self, task, configs) -> tuple[list, list]:
+        """``measure_batch`` for an external accelerator's task: (MeasureInputs,
+        MeasureResults) from its registered measurer."""
+        device = _ext_dev(task)
+        if device not in EXT_DEV_RPC_MEASURERS:
+            raise ValueError(
+                f"autotvm.RPCRunner: task {task.name!r} for target {task.target} has no remote "
+                f"measurer (known accelerators: {sorted(EXT_DEV_RPC_MEASURERS) or 'none'})"
+            )
+        return EXT_DEV_RPC_MEASURERS[device](self, task, configs)
 
 
 def request_remote(device_key, host=DEFAULT_HOST, port=DEFAULT_PORT, priority=1, timeout=60):
@@ -134,9 +173,11 @@ def measure_batch(task, configs, builder, runner) -> tuple[list, list]:
         raise) is an INSTANTIATION_ERROR result naming the template and the configuration.
     """
     measure_configs = getattr(runner, "measure_configs", None)
-    if measure_configs is not None:
+    measures_configs_of = getattr(runner, "measures_configs_of", lambda _task: True)
+    if measure_configs is not None and measures_configs_of(task):
         # A runner that measures configurations itself, with no State to build (the simulated
-        # VTA: autosched.vta.SimulatorRunner generates its instruction stream from the knobs).
+        # VTA: autosched.vta.SimulatorRunner generates its instruction stream from the knobs;
+        # RPCRunner sends it to the simulator servers).
         return measure_configs(task, configs)
     inputs, results = [], [None] * len(configs)
     todo = []

@@ -1,5 +1,9 @@
 """``python -m autosched.exec.rpc_server --tracker HOST:9190 --key KEY``: a device server.
 
+``--key sim`` (the VTA environment's TARGET) serves the simulated VTA: it runs the VTA programs
+``autotvm.RPCRunner("sim", ...)`` sends (docs/vta.md); other keys serve the CPU unless
+``--device`` says otherwise.
+
 A dask worker holding the resource ``{KEY: 1}`` (one request at a time), registered with the
 tracker. Its device belongs to a long-lived device process, replaced after a crash or a
 measurement past its timeout (:mod:`autosched.rpc.server`). When the tracker goes away the
@@ -41,8 +45,9 @@ def parse_args(argv=None):
     parser.add_argument(
         "--device",
         action="append",
-        choices=("cpu", "cuda", "opencl"),
-        help="device kind this server measures on (repeatable; default cpu)",
+        choices=server.DEVICE_KINDS,
+        help="device kind this server measures on (repeatable; default vta for --key sim, "
+        "else cpu)",
     )
     add_tls_arguments(parser)
     return parser.parse_args(argv)
@@ -81,7 +86,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         security = security_from_args(args)
-        server.configure(args.key, tuple(args.device or ("cpu",)))
+        server.configure(args.key, tuple(args.device or server.default_devices(args.key)))
         server.start_device_process()
         asyncio.run(serve(args, security))
     except KeyboardInterrupt:

@@ -97,6 +97,26 @@ class DeviceState:
             time.sleep(float(job["cooldown_interval"]))
         return tuple(float(c) for c in costs), NO_ERROR, "", dev
 
+    def vta_measure(self, job: dict) -> dict:
+        """One VTA program on the simulator (:mod:`autosched.rpc.vta_job`): ``error_no``,
+        ``error_msg`` and, without error, ``cycles``, ``seconds`` and ``counters``."""
+        from runtime.vta import VTAError
+
+        from .vta_job import decode_job, run_job
+
+        try:
+            decoded = decode_job(job)
+        except ValueError as exc:
+            return {"error_no": COMPILE_DEVICE, "error_msg": f"refuses the VTA program: {exc}"}
+        try:
+            out = run_job(decoded)
+        except (VTAError, ValueError) as exc:  # a deadlock, a buffer overflow, a bad DMA
+            return {"error_no": RUNTIME_DEVICE, "error_msg": f"the simulator: {short_error(exc)}"}
+        wrong = out.pop("wrong")
+        if wrong:
+            return {"error_no": WRONG_ANSWER, "error_msg": wrong}
+        return {"error_no": NO_ERROR, "error_msg": "", **out}
+
     # ------------------------------------------------------------------ sessions
     def load(self, handle: str, path: str, kind: str, index: int) -> dict:
         from ..network.build import load_module
@@ -168,6 +188,7 @@ class DeviceState:
 OPS = {
     "attributes": "attributes",
     "measure": "measure",
+    "vta_measure": "vta_measure",
     "load": "load",
     "call": "call",
     "time": "time",

@@ -42,8 +42,8 @@ class RPCRunner:
         The tracker.
     priority : int
         Larger goes first when several clients wait for the same servers.
-    n_parallel : int
-        Candidates in flight at once (set it to the number of servers to use them all).
+    n_parallel : int or None
+        Candidates in flight at once; None: as many as the key has servers (each run asks).
     timeout : float
         Seconds one candidate may take on its server (load, check and timing), and how long
         to wait for a server of ``key`` to register.
@@ -72,14 +72,14 @@ class RPCRunner:
         check_correctness: bool = True,
         security=None,
     ):
-        if number < 1 or repeat < 1 or timeout <= 0 or n_parallel < 1:
+        if number < 1 or repeat < 1 or timeout <= 0 or (n_parallel is not None and n_parallel < 1):
             raise ValueError(
                 "RPCRunner needs number >= 1, repeat >= 1, timeout > 0 and n_parallel >= 1, got "
                 f"number={number}, repeat={repeat}, timeout={timeout}, n_parallel={n_parallel}"
             )
         self.key, self.host, self.port = str(key), str(host), int(port)
         self.priority = int(priority)
-        self.n_parallel = int(n_parallel)
+        self.n_parallel = None if n_parallel is None else int(n_parallel)
         self.timeout = float(timeout)
         self.number, self.repeat = int(number), int(repeat)
         self.min_repeat_ms = float(min_repeat_ms)
@@ -186,22 +186,41 @@ class RPCRunner:
             else:
                 todo.append(i)
         if todo:
-            tracker = self._connect()
-            tracker.wait_for_key(self.key, self.timeout)
-            self._run_all(tracker, todo, inputs, build_results, results)
+            self.run_jobs(
+                "measure",
+                todo,
+                payload=lambda i: self._payload(inputs[i], build_results[i]),
+                finish=lambda i, future, start: self._result(future, build_results[i], start),
+                spent=lambda i: build_results[i].time_cost,
+                results=results,
+            )
         return results  # type: ignore[return-value]
 
-    def _run_all(self, tracker, todo, inputs, build_results, results) -> None:
+    def run_jobs(self, op: str, todo, payload, finish, spent, results: list) -> None:
+        """Run one server request ``op`` per index of ``todo`` on the servers of ``key``,
+        ``n_parallel`` in flight (all the key's servers when it is None).
+
+        ``payload(i)`` makes request ``i``'s plain data, ``finish(i, future, start)`` turns its
+        finished future into ``results[i]`` and ``spent(i)`` gives the seconds spent on ``i``
+        before it was sent (for the error records when the servers or the tracker are lost).
+        The same failure handling serves every op (see :meth:`run`).
+        """
+        tracker = self._connect()
+        servers = tracker.wait_for_key(self.key, self.timeout)
+        limit = self.n_parallel or len(servers)
         finished = threading.Event()  # set by any future as it finishes
         pending = list(reversed(todo))
         in_flight: dict = {}  # future -> (index, submitted at)
         no_server_since = None
+
+        def fail(msg: str) -> None:
+            self._fail(in_flight, pending, results, spent, msg)
+
         while pending or in_flight:
-            while pending and len(in_flight) < self.n_parallel:
+            while pending and len(in_flight) < limit:
                 i = pending.pop()
-                payload = self._payload(inputs[i], build_results[i])
                 future = tracker.submit(
-                    self.key, "measure", payload, priority=self.priority, timeout=self.timeout
+                    self.key, op, payload(i), priority=self.priority, timeout=self.timeout
                 )
                 in_flight[future] = (i, time.perf_counter())
                 future.add_done_callback(lambda _: finished.set())
@@ -210,33 +229,40 @@ class RPCRunner:
             done = [f for f in in_flight if f.done()]
             for future in done:
                 i, start = in_flight.pop(future)
-                results[i] = self._result(future, build_results[i], start)
+                results[i] = finish(i, future, start)
             if done:
                 no_server_since = None
                 continue
             # Nothing finished: fail what is left if the key has lost all its servers.
             if self._lost_tracker(tracker):
-                self._fail(in_flight, pending, results, build_results, self._tracker_lost_msg())
+                fail(self._tracker_lost_msg())
                 return
             if not any(self.key in keys for keys in tracker.servers().values()):
                 no_server_since = no_server_since or time.monotonic()
                 if time.monotonic() - no_server_since > self.timeout:
-                    msg = f"no RPC server with key {self.key!r} left at the tracker"
-                    self._fail(in_flight, pending, results, build_results, msg)
+                    fail(f"no RPC server with key {self.key!r} left at the tracker")
                     return
             else:
                 no_server_since = None
 
-    def _result(self, future, br: BuildResult, start: float) -> MeasureResult:
-        secs = br.time_cost + time.perf_counter() - start
+    def remote_error(self, future) -> str | None:
+        """The one-line error of a future that raised (the server died, the tracker went
+        away), or None when it has a value."""
         try:
-            costs, code, msg, server = future.result()
-        except Exception as exc:  # the server died (KilledWorker), the tracker went away...
+            future.result()
+        except Exception as exc:
             name = type(exc).__name__
             if name in ("CancelledError", "FutureCancelledError"):
-                return failed_result(MeasureErrorNo.RUNTIME_DEVICE, self._tracker_lost_msg(), secs)
-            msg = f"remote measurement failed: {name}: {exc}"
-            return failed_result(MeasureErrorNo.RUNTIME_DEVICE, msg[:400], secs)
+                return self._tracker_lost_msg()
+            return f"remote measurement failed: {name}: {exc}"[:400]
+        return None
+
+    def _result(self, future, br: BuildResult, start: float) -> MeasureResult:
+        secs = br.time_cost + time.perf_counter() - start
+        error = self.remote_error(future)  # the server died (KilledWorker), the tracker left...
+        if error is not None:
+            return failed_result(MeasureErrorNo.RUNTIME_DEVICE, error, secs)
+        costs, code, msg, server = future.result()
         self.server_counts[server] += 1
         if code != MeasureErrorNo.NO_ERROR:
             return failed_result(code, msg, secs)
@@ -251,14 +277,14 @@ class RPCRunner:
             "restarted?); later rounds reconnect when it is back"
         )
 
-    def _fail(self, in_flight, pending, results, build_results, msg) -> None:
+    def _fail(self, in_flight, pending, results, spent, msg) -> None:
         warnings.warn(f"RPCRunner: {msg}", stacklevel=3)
         for future, (i, start) in in_flight.items():
             # Best effort: with the tracker gone the client may already be closed, and dask
             # raises ClosedClientError for a cancel it cannot send (the work died with it).
             with contextlib.suppress(Exception):
                 future.cancel()
-            secs = build_results[i].time_cost + time.perf_counter() - start
+            secs = spent(i) + time.perf_counter() - start
             results[i] = failed_result(MeasureErrorNo.RUNTIME_DEVICE, msg, secs)
         for i in pending:
             results[i] = failed_result(MeasureErrorNo.RUNTIME_DEVICE, msg, 0.0)

@@ -24,6 +24,18 @@ from ..measure.data import MeasureErrorNo
 ARTIFACT_FORMAT = "autosched-artifact"
 ARTIFACT_VERSION = 1
 LANGS = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+#: The simulated VTA: a server of this device kind runs VTA programs (``"vta_measure"``).
+VTA_DEVICE = "vta"
+DEVICE_KINDS = (*LANGS.values(), VTA_DEVICE)
+#: Keys whose servers simulate VTA unless ``--device`` says otherwise: the VTA environment's
+#: ``TARGET`` (``autotvm.RPCRunner(env.TARGET, ...)`` in seed 004).
+VTA_KEYS = ("sim",)
+
+
+def default_devices(key: str) -> tuple:
+    """The device kinds of a server of ``key`` started without ``--device``."""
+    return (VTA_DEVICE,) if key in VTA_KEYS else ("cpu",)
+
 
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
 RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
@@ -41,9 +53,9 @@ SESSION_OP_TIMEOUT = 600.0
 
 def configure(key: str, devices=("cpu",), workdir: str | None = None) -> None:
     """Set this process up as the server of ``key`` for device kinds ``devices``."""
-    bad = [d for d in devices if d not in LANGS.values()]
+    bad = [d for d in devices if d not in DEVICE_KINDS]
     if bad:
-        raise ValueError(f"--device {bad[0]!r}: use cpu, cuda or opencl")
+        raise ValueError(f"--device {bad[0]!r}: use one of {', '.join(DEVICE_KINDS)}")
     _server.update(
         key=key,
         devices=tuple(devices),
@@ -166,7 +178,8 @@ def device_call(op: str, args: dict, timeout: float | None = None):
     Parameters
     ----------
     op : str
-        ``"measure"``, ``"upload"``, ``"info"`` or a session operation of
+        ``"measure"``, ``"vta_measure"`` (a VTA program on a ``vta`` server,
+        :mod:`autosched.rpc.vta_job`), ``"upload"``, ``"info"`` or a session operation of
         :data:`autosched.rpc.device_process.OPS`.
     args : dict
         Plain data only.
@@ -176,8 +189,9 @@ def device_call(op: str, args: dict, timeout: float | None = None):
 
     Returns
     -------
-    For ``"measure"``: ``(costs, error_no, error_msg, server)``, errors included; otherwise
-    the operation's value (errors raise RuntimeError with one line).
+    For ``"measure"``: ``(costs, error_no, error_msg, server)``, errors included; for
+    ``"vta_measure"`` a dict (:func:`_measure_vta`); otherwise the operation's value (errors
+    raise RuntimeError with one line).
     """
     from .device_process import OPS
 
@@ -196,6 +210,8 @@ def device_call(op: str, args: dict, timeout: float | None = None):
             return _upload(args["name"], args["data"])
         if op == "measure":
             return _measure(args, timeout)
+        if op == "vta_measure":
+            return _measure_vta(args, timeout)
         if op not in OPS:
             raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
         if op == "load":
@@ -229,6 +245,41 @@ def _measure(job: dict, timeout: float | None) -> tuple:
     if reply[0] == "died":
         return (), RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}", server
     return (), RUNTIME_DEVICE, reply[1], server
+
+
+def _measure_vta(job: dict, timeout: float | None) -> dict:
+    """Simulate one VTA job (:mod:`autosched.rpc.vta_job`) in the device process.
+
+    Returns ``{"error_no", "error_msg", "server"}`` plus, without error, ``cycles``,
+    ``seconds`` and ``counters``. A job that is not a well-formed instruction stream is
+    refused (COMPILE_DEVICE), a program the simulator rejects (deadlock, buffer overflow) or a
+    device process that dies is RUNTIME_DEVICE, a wrong output WRONG_ANSWER, and one past
+    ``timeout`` RUN_TIMEOUT (the device process is then replaced).
+    """
+    server = f"{_server['key']}@{os.getpid()}"
+
+    def error(code: int, msg: str) -> dict:
+        return {"error_no": code, "error_msg": msg, "server": server}
+
+    if VTA_DEVICE not in _server["devices"]:
+        return error(
+            COMPILE_DEVICE,
+            f"{_describe()} refuses a VTA program: it is not a VTA simulator server; start one "
+            f"with python -m autosched.exec.rpc_server --key sim (or --device {VTA_DEVICE})",
+        )
+    timeout = float(timeout or 10.0)
+    reply = _ask("vta_measure", {"job": job}, timeout)
+    if reply[0] == "ok":
+        result = {**reply[1], "server": server}
+        if result["error_no"] == COMPILE_DEVICE:  # name the server that refused it
+            result["error_msg"] = f"{_describe()} {result['error_msg']}"
+        return result
+    if reply[0] == "timeout":
+        return error(RUN_TIMEOUT, f"the VTA program did not finish within {timeout:g} s on "
+                                  f"{_describe()}")  # fmt: skip
+    if reply[0] == "died":
+        return error(RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}")
+    return error(RUNTIME_DEVICE, reply[1])
 
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -10,13 +10,16 @@ from .env import Environment, get_env
 from .graph_module import VTAGraphModule
 from .graph_module import build_network as build
 from .measure import SimMeasureResult, SimulatorRunner
+from .remote import SimulatorModuleLoader, module_loader
 
 __all__ = [
     "Environment",
     "SimMeasureResult",
+    "SimulatorModuleLoader",
     "SimulatorRunner",
     "VTAGraphModule",
     "build",
     "get_env",
+    "module_loader",
     "top",
 ]

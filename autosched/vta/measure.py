@@ -24,6 +24,7 @@ from codegen.vta import VTAConfigError
 from ..autotvm.measure_input import MeasureInput
 from ..autotvm.space import InstantiationError
 from ..measure.data import MeasureResult
+from ..rpc.vta_job import seeded_inputs
 from .env import Environment, get_env
 from .top.build import build
 from .top.reference import conv2d_packed_reference
@@ -31,6 +32,21 @@ from .top.templates import task_workload, tile_config
 
 #: TVM's MeasureErrorNo values used here.
 NO_ERROR, INSTANTIATION_ERROR, RUNTIME_DEVICE = 0, 1, 4
+
+
+def packed_shapes(wkl, env) -> dict:
+    """The packed shapes of a workload's DRAM tensors: ``{"inp", "wgt", "out"}`` (the output
+    with its byte planes first: 1 when it requantizes to int8, 4 for the int32 accumulator).
+    ``env``: an Environment or its VTASpec (anything with BATCH, BLOCK_IN, BLOCK_OUT)."""
+    e = env
+    planes = 1 if wkl.requantize else 4
+    return {
+        "inp": (wkl.batch_blocks, wkl.in_blocks, wkl.height, wkl.width, e.BATCH, e.BLOCK_IN),
+        "wgt": (wkl.out_blocks, wkl.in_blocks, wkl.kernel_h, wkl.kernel_w, e.BLOCK_OUT,
+                e.BLOCK_IN),
+        "out": (planes, wkl.batch_blocks, wkl.out_blocks, wkl.out_height, wkl.out_width,
+                e.BATCH, e.BLOCK_OUT),
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -130,22 +146,8 @@ class SimulatorRunner:
     def _data(self, task, wkl):
         key = task.workload
         if key not in self._inputs:
-            rng = np.random.default_rng(self.seed)
-            e = self.env
-            data_shape = (
-                wkl.batch_blocks,
-                wkl.in_blocks,
-                wkl.height,
-                wkl.width,
-                e.BATCH,
-                e.BLOCK_IN,
-            )
-            kernel_shape = (wkl.out_blocks, wkl.in_blocks, wkl.kernel_h, wkl.kernel_w,
-                            e.BLOCK_OUT, e.BLOCK_IN)  # fmt: skip
-            self._inputs[key] = (
-                rng.integers(-128, 128, data_shape, dtype=np.int8),
-                rng.integers(-128, 128, kernel_shape, dtype=np.int8),
-            )
+            shapes = packed_shapes(wkl, self.env)
+            self._inputs[key] = seeded_inputs(shapes["inp"], shapes["wgt"], self.seed)
         return self._inputs[key]
 
     @staticmethod

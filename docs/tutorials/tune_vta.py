@@ -7,7 +7,10 @@ the best knobs of every operator; compiling the network then reads it.
 
     python docs/tutorials/tune_vta.py
 
-CI runs it with ``AUTOSCHED_TUTORIAL_TRIALS=1`` (one trial per task and tuner).
+With ``TVM_TRACKER_HOST`` / ``TVM_TRACKER_PORT`` set (the seed's variables), it measures on the
+simulator servers of key "sim" registered with that tracker (docs/vta.md, "Tuning on simulator
+servers"); without them, in this process. CI runs it with ``AUTOSCHED_TUTORIAL_TRIALS=1`` (one
+trial per task and tuner).
 """
 
 import os
@@ -54,11 +57,18 @@ def compile_network(env, target, model, start_pack, stop_pack):
 ######################################################################
 # Measurement
 # -----------
-# The seed measures on Pynq boards registered with an RPC tracker
-# (``python -m tvm.exec.rpc_tracker`` / ``rpc_server --key=pynq``) through
-# ``autotvm.RPCRunner(env.TARGET, host=tracker_host, port=tracker_port, ...)``. Our VTA is the
-# simulator, so the runner runs it in this process: ``vta.SimulatorRunner()`` returns each
-# configuration's simulated time (cycles / 100 MHz). The builder is not used by it.
+# The seed measures on Pynq boards registered with an RPC tracker. Our VTA is the simulator,
+# and its servers are ``python -m autosched.exec.rpc_server --tracker HOST:9190 --key sim``
+# (the key is ``env.TARGET``): with the seed's environment variables set, the tasks are
+# measured there through ``autotvm.RPCRunner``, as the seed does (start the tracker and the
+# servers first, docs/vta.md). Without them, ``vta.SimulatorRunner()`` runs the simulator in
+# this process. Either way a configuration's cost is its simulated time (cycles / 100 MHz),
+# the same number; the builder is not used.
+
+# Tracker host and port can be set by your environment
+use_tracker = "TVM_TRACKER_HOST" in os.environ or "TVM_TRACKER_PORT" in os.environ
+tracker_host = os.environ.get("TVM_TRACKER_HOST", "127.0.0.1")
+tracker_port = int(os.environ.get("TVM_TRACKER_PORT", 9190))
 
 env = vta.get_env()
 target = env.target  # Target("ext_dev -device=vta"), host "llvm"
@@ -71,6 +81,18 @@ log_file = f"{env.TARGET}.{network}.log"
 # CI sets AUTOSCHED_TUTORIAL_TRIALS=1 (one trial per task and tuner); a real run uses 200.
 n_trial = int(os.environ.get("AUTOSCHED_TUTORIAL_TRIALS", "200"))
 
+if use_tracker:
+    runner = autotvm.RPCRunner(
+        env.TARGET,
+        host=tracker_host,
+        port=tracker_port,
+        number=5,
+        timeout=60,
+        module_loader=vta.module_loader(),
+    )
+else:
+    runner = vta.SimulatorRunner()
+
 tuning_option = {
     "log_filename": log_file,
     "tuners": ["xgb", "ga", "random", "gridsearch"],
@@ -78,7 +100,7 @@ tuning_option = {
     "early_stopping": None,
     "measure_option": autotvm.measure_option(
         builder=autotvm.LocalBuilder(),
-        runner=vta.SimulatorRunner(),
+        runner=runner,
     ),
 }
 
