@@ -23,7 +23,7 @@ from codegen.vta import VTAConfigError
 
 from ..autotvm.measure_input import MeasureInput
 from ..autotvm.space import InstantiationError
-from ..measure.data import MeasureResult
+from ..measure.data import MAX_COST, MeasureResult
 from ..rpc.vta_job import seeded_inputs
 from .env import Environment, get_env
 from .top.build import build
@@ -56,7 +56,8 @@ class SimMeasureResult:
     Attributes
     ----------
     costs : tuple of float
-        ``(seconds,)``: the simulated time at ``env.timing.clock_mhz``; ``(inf,)`` on error.
+        ``(seconds,)``: the simulated time at ``env.timing.clock_mhz``; on error ``(MAX_COST,)``
+        (1e10 seconds, as in every failed record).
     error_no : int
         0, or 1 (invalid configuration), 4 (the simulator refused the program).
     error_msg : str
@@ -153,6 +154,6 @@ class SimulatorRunner:
     @staticmethod
     def _error(code: int, msg: str, start: float) -> SimMeasureResult:
         return SimMeasureResult(
-            costs=(float("inf"),), error_no=code, error_msg=msg,
+            costs=(MAX_COST,), error_no=code, error_msg=msg,
             all_cost=time.perf_counter() - start, timestamp=time.time(),
         )  # fmt: skip

@@ -7,6 +7,7 @@ import pytest
 
 from autosched import autotvm, vta
 from autosched.autotvm.space import InstantiationError
+from autosched.measure.data import MAX_COST
 from autosched.vta.top import tile_config
 
 ENV = vta.get_env()
@@ -49,7 +50,7 @@ def test_invalid_threads_are_an_instantiation_error_not_a_crash():
     with pytest.raises(InstantiationError, match="oc_threading=2 does not divide its tile of 1"):
         task.instantiate(bad)
     (result,) = vta.SimulatorRunner().run(task, [bad])
-    assert result.error_no == 1 and result.costs == (float("inf"),)
+    assert result.error_no == 1 and result.costs == (MAX_COST,)
 
 
 def test_fallback_config_runs_and_matches_reference():
