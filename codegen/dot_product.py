@@ -22,7 +22,9 @@ from tensorir.loops import Buffer, For, Load, Store
 
 from .llvm_vector import depends_on, stride
 
-__all__ = ["BYTE_DTYPES", "ByteDot", "match_byte_dot", "run_starts_aligned"]
+__all__ = [
+    "BYTE_DTYPES", "ByteDot", "accumulated_products", "match_byte_dot", "run_starts_aligned",
+]  # fmt: skip
 
 BYTE_DTYPES = ("int8", "uint8")
 
@@ -47,6 +49,22 @@ def _widened_byte_load(e: Expr) -> Load | None:
     return None
 
 
+def accumulated_products(st: Store) -> list[Binary]:
+    """The int32 products ``p`` of an accumulating store ``C[c] = C[c] + p`` (either operand
+    order of the ``+``): none, one, or two when both sides are products."""
+    v = st.value
+    if st.buffer.dtype != "int32" or not (
+        isinstance(v, Binary) and v.op == "+" and v.dtype == "int32"
+    ):
+        return []
+    return [
+        prod
+        for acc, prod in ((v.a, v.b), (v.b, v.a))
+        if isinstance(acc, Load) and acc.buffer is st.buffer and acc.index == st.index
+        and isinstance(prod, Binary) and prod.op == "*" and prod.dtype == "int32"
+    ]  # fmt: skip
+
+
 def match_byte_dot(s: For, kinds: tuple[str, ...] = ("serial",)) -> ByteDot | None:
     """The byte dot product of loop ``s`` as the module docstring shows it, or None.
 
@@ -62,14 +80,7 @@ def match_byte_dot(s: For, kinds: tuple[str, ...] = ("serial",)) -> ByteDot | No
     st = s.body
     if st.buffer.dtype != "int32" or depends_on(st.index, s.var):
         return None
-    v = st.value
-    if not (isinstance(v, Binary) and v.op == "+" and v.dtype == "int32"):
-        return None
-    for acc, prod in ((v.a, v.b), (v.b, v.a)):
-        if not (isinstance(acc, Load) and acc.buffer is st.buffer and acc.index == st.index):
-            continue
-        if not (isinstance(prod, Binary) and prod.op == "*"):
-            continue
+    for prod in accumulated_products(st):
         a, b = _widened_byte_load(prod.a), _widened_byte_load(prod.b)
         if a is None or b is None:
             continue

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.expr import Binary, Cast, Expr, Var, walk
+from tensorir.expr import Cast, Expr, Var, walk
 from tensorir.loops import Buffer, For, Load, Store
 
-from .dot_product import match_byte_dot
+from .dot_product import accumulated_products, match_byte_dot
 from .llvm_vector import depends_on, stride
 
 __all__ = [
@@ -156,14 +156,7 @@ def match_int8_lane_dot(s: For, lanes: int) -> Int8LaneDot | None:
     st, lane, k = inner.body, s.var, inner.var
     if st.buffer.dtype != "int32" or depends_on(st.index, k) or stride(st.index, lane) != 1:
         return None
-    v = st.value
-    if not (isinstance(v, Binary) and v.op == "+" and v.dtype == "int32"):
-        return None
-    for acc, prod in ((v.a, v.b), (v.b, v.a)):
-        if not (isinstance(acc, Load) and acc.buffer is st.buffer and acc.index == st.index):
-            continue
-        if not (isinstance(prod, Binary) and prod.op == "*" and prod.dtype == "int32"):
-            continue
+    for prod in accumulated_products(st):
         x, y = _widened_byte(prod.a), _widened_byte(prod.b)
         if x is None or y is None or {x.dtype, y.dtype} != {"uint8", "int8"}:
             continue
