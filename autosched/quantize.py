@@ -106,17 +106,6 @@ def current_qconfig() -> QConfig:
     return stack[-1] if stack else QConfig()
 
 
-def _network(mod) -> gir.Function:
-    if isinstance(mod, gir.Module):
-        return mod["main"]
-    if isinstance(mod, gir.Function):
-        return mod
-    raise TypeError(
-        f"quantize: expected a network (tensorir.graph Module or Function, e.g. from "
-        f"get_network), got {type(mod).__name__}"
-    )
-
-
 def _layout(func: gir.Function) -> str:
     convs = [c for c in gir.calls(func) if c.op == "nn.conv2d"]
     return "NHWC" if any(c.attrs["data_layout"] == "NHWC" for c in convs) else "NCHW"
@@ -145,7 +134,8 @@ def quantize(mod, params: Mapping | None = None, dataset: Iterable | None = None
     if isinstance(dataset, QConfig):
         config, dataset = dataset, None
     cfg = config or current_qconfig()
-    func = optimize(_network(mod), params or {}, layout=_layout(_network(mod)), use_winograd=False)
+    network = gir.main_function(mod, "quantize")
+    func = optimize(network, params or {}, layout=_layout(network), use_winograd=False)
     sites = quantize_sites(func, cfg.skip_conv_layers, cfg.skip_dense_layer)
     if cfg.calibrate_mode == "global_scale":
         scale = power2_scale(float(cfg.global_scale))

@@ -198,15 +198,7 @@ def extract_from_program(mod, params=None, ops=("nn.conv2d",), target="llvm", ta
             f"extract_from_program: no templates for ops {sorted(unknown)}; "
             "use 'nn.conv2d' and/or 'nn.dense'"
         )
-    if isinstance(mod, gir.Module):
-        func = mod["main"]
-    elif isinstance(mod, gir.Function):
-        func = mod
-    else:
-        raise TypeError(
-            f"extract_from_program: mod must be a network (tensorir.graph Module or Function, "
-            f"e.g. from networks.get_network or from_onnx), got {type(mod).__name__}"
-        )
+    func = gir.main_function(mod, "extract_from_program")
     tasks: dict[tuple, Task] = {}
     skipped = 0
     for call in gir.calls(func):

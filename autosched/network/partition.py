@@ -47,17 +47,6 @@ class GroupDAG:
         return any(op.reduce_axes for op in self.dag.compute_ops)
 
 
-def _main(mod) -> gir.Function:
-    if isinstance(mod, gir.Module):
-        return mod["main"]
-    if isinstance(mod, gir.Function):
-        return mod
-    raise TypeError(
-        f"expected a network (tensorir.graph Module or Function, e.g. from get_network or "
-        f"from_onnx), got {type(mod).__name__}"
-    )
-
-
 def partition(mod, params=None, target="llvm", use_winograd=None):
     """Optimise ``mod``; return the optimised function and its fused groups as ComputeDAGs,
     in execution order."""
@@ -65,7 +54,8 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
     winograd = True if use_winograd is None else bool(use_winograd)
     kind = "cpu" if Target(target).kind == "llvm" else "gpu"
-    func = _passes().optimize(_main(mod), params or {}, use_winograd=winograd, device_kind=kind)
+    network = gir.main_function(mod, "partition")
+    func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
     groups = _passes().fuse_ops(func)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.

@@ -200,6 +200,24 @@ class Module:
         return "\n".join(str(f) for f in self.functions.values())
 
 
+def main_function(mod, what: str) -> Function:
+    """The network's Function: ``mod["main"]`` of a Module, or ``mod`` itself.
+
+    Raises
+    ------
+    TypeError
+        For anything else, naming ``what`` (the caller, e.g. ``"quantize"``).
+    """
+    if isinstance(mod, Module):
+        return mod["main"]
+    if isinstance(mod, Function):
+        return mod
+    raise TypeError(
+        f"{what}: mod must be a network (tensorir.graph Module or Function, e.g. from "
+        f"networks.get_network or from_onnx), got {type(mod).__name__}"
+    )
+
+
 def _as_shape(shape, what: str) -> Shape:
     try:
         out = tuple(int(d) for d in shape)

@@ -437,3 +437,13 @@ def test_graph_takes_the_library_defaults_batch_matmul_and_winograd():
     d, w = V("d", (1, 8, 8, 3)), V("w", (6, 6, 3, 7))
     call = make_call("nn.contrib_conv2d_winograd_without_weight_transform", (d, w), {"padding": 1})
     assert call.shape == (1, 8, 8, 7) and call.attrs["tile_size"] == 4
+
+
+def test_main_function_of_a_module_a_function_and_anything_else():
+    from tensorir.graph.ir import main_function
+
+    func, _ = small_net()
+    assert main_function(Module.from_function(func), "quantize") is func
+    assert main_function(func, "quantize") is func
+    with pytest.raises(TypeError, match=r"^quantize: mod must be a network .* got list$"):
+        main_function([func], "quantize")
