@@ -7,10 +7,12 @@ import importlib.util
 import json
 import math
 import pathlib
+import sys
 
 import pytest
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_autotvm.py"
+sys.path.insert(0, str(_PATH.parent))  # its sibling autotvm_report, as when run as a script
 _spec = importlib.util.spec_from_file_location("bench_autotvm", _PATH)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
