@@ -243,9 +243,7 @@ def _random_inputs(model, entry: dict, rng) -> dict:
         if inp.name in inits:
             continue
         tt = inp.type.tensor_type
-        shape = entry.get("inputs", {}).get(inp.name) or [
-            d.dim_value or 1 for d in tt.shape.dim
-        ]
+        shape = entry.get("inputs", {}).get(inp.name) or [d.dim_value or 1 for d in tt.shape.dim]
         if tt.elem_type in (TensorProto.INT64, TensorProto.INT32):
             dtype = "int64" if tt.elem_type == TensorProto.INT64 else "int32"
             high = 2 if "mask" in inp.name else 100
@@ -331,8 +329,12 @@ def evaluate_one(path: Path, entry: dict, args) -> dict:
             tuner = ansor.TaskScheduler(
                 tasks, weights, load_log_file=str(log) if log.exists() else None
             )
-            tuner.tune(ansor.TuningOptions(max_tuning_seconds=args.tune_seconds,
-                                           measure_callbacks=[ansor.RecordToFile(str(log))]))
+            tuner.tune(
+                ansor.TuningOptions(
+                    max_tuning_seconds=args.tune_seconds,
+                    measure_callbacks=[ansor.RecordToFile(str(log))],
+                )
+            )
             module, row["tuned_err"] = compiled(str(log))
         ours, theirs = [], []
         for _ in range(args.rounds):  # in turns, so load on the machine hits both alike
@@ -367,8 +369,9 @@ def evaluate_all(args) -> int:
             rows[-1]["seconds"] = time.perf_counter() - t0
         r = rows[-1]
         print(json.dumps(r), flush=True)
-    head = "| model | exporter | imports | tasks | err ref | err untuned | err tuned | ours ms | ORT ms | ORT/ours | note |"
-    print("\n" + head + "\n" + "|---" * 11 + "|")
+    cols = ["model", "exporter", "imports", "tasks", "err ref", "err untuned", "err tuned",
+            "ours ms", "ORT ms", "ORT/ours", "note"]  # fmt: skip
+    print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     for r in rows:
         model, _, exporter = r["name"].rpartition("-")
         imp = {True: "yes", False: "**no**", None: "export failed"}[r["imports"]]
@@ -382,8 +385,10 @@ def evaluate_all(args) -> int:
     for exporter in ("legacy", "dynamo"):
         mine = [r for r in rows if r["name"].endswith(exporter)]
         ok = sum(1 for r in mine if r["imports"])
-        print(f"{exporter}: {ok} of {len(mine)} import "
-              f"({sum(1 for r in mine if r['imports'] is None)} export failures)")
+        print(
+            f"{exporter}: {ok} of {len(mine)} import "
+            f"({sum(1 for r in mine if r['imports'] is None)} export failures)"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
