@@ -137,7 +137,7 @@ def test_a_job_over_the_servers_memory_limit_is_refused_before_it_runs(task, mon
     good = _job(task, 575)
     insns = vta_job.insns_from_bytes(good["insns"])
     gemm = next(i for i in insns if i["opcode"] == "GEMM" and not i["reset"])
-    # 2**24 micro-op iterations (the cap): ~22 GB when simulated all at once, ~1.5 GB now.
+    # 2**24 micro-op iterations (the cap): ~22 GB when simulated all at once, ~1.7 GB now.
     at_cap = [dict(gemm, uop_bgn=0, uop_end=16, iter_out=1024, iter_in=1024), insns[-1]]
     job = dict(good, insns=pack(at_cap))
     message = r"the job needs about \d+ MiB to simulate, over this server's limit of 1024 MiB "
