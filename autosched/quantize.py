@@ -75,8 +75,10 @@ class QConfig:
             raise ValueError(
                 f"qconfig: calibrate_mode={self.calibrate_mode!r}; use one of {CALIBRATE_MODES}"
             )
-        if not float(self.global_scale) > 0:
-            raise ValueError(f"qconfig: global_scale={self.global_scale} must be positive")
+        if not 0 < float(self.global_scale) < float("inf"):
+            raise ValueError(
+                f"qconfig: global_scale={self.global_scale} must be a positive finite number"
+            )
 
     def __enter__(self) -> QConfig:
         _stack().append(self)
@@ -129,7 +131,14 @@ def quantize(mod, params: Mapping | None = None, dataset: Iterable | None = None
     Returns
     -------
     Module
-        The quantized network; its inputs and outputs are float as before.
+        The quantized network; its inputs and outputs are float as before. A NaN input
+        quantizes to +127 and +-inf to +-127 (int8 has no NaN; docs/quantize.md).
+
+    Raises
+    ------
+    ValueError
+        A quantized weight or constant holds NaN/inf, a constant does not fit int32 at its
+        value's scale, or a calibration batch holds (or makes) NaN/inf.
     """
     if isinstance(dataset, QConfig):
         config, dataset = dataset, None
@@ -172,8 +181,21 @@ def _kl_scales(func: gir.Function, sites, dataset) -> dict:
                 f"quantize: dataset items must be dicts of input name -> array, got "
                 f"{type(batch).__name__}"
             )
+        for name, value in batch.items():
+            if not np.isfinite(np.asarray(value, np.float64)).all():
+                raise ValueError(
+                    f"quantize: calibration batch {count}, input {name!r} holds NaN or inf; "
+                    "calibrate on finite data"
+                )
         for k, value in enumerate(evaluate(probe, batch)):
-            samples[k].append(np.abs(np.asarray(value, np.float32)).ravel())
+            value = np.abs(np.asarray(value, np.float32)).ravel()
+            if not np.isfinite(value).all():
+                raise ValueError(
+                    f"quantize: calibration batch {count} makes {_site_name(sites[k])} NaN or "
+                    "inf (the float network overflows on it); calibrate on data it "
+                    "computes finitely"
+                )
+            samples[k].append(value)
         count += 1
     if not count:
         raise ValueError("quantize: the calibration dataset is empty")
@@ -183,8 +205,22 @@ def _kl_scales(func: gir.Function, sites, dataset) -> dict:
         values = np.concatenate(chunks)
         if values.size > _MAX_SAMPLES:
             values = rng.choice(values, _MAX_SAMPLES, replace=False)
-        scales[site] = power2_scale(kl_divergence_threshold(values))
+        threshold = kl_divergence_threshold(values)
+        if threshold <= 0:
+            logger.warning(
+                "quantize: the calibration data make %s all zero; its scale "
+                "falls back to 1/128 (the range [-1, 1])",
+                _site_name(site),
+            )
+        scales[site] = power2_scale(threshold)
     return scales
+
+
+def _site_name(site: gir.Expr) -> str:
+    """A calibration site as a user can find it: an input by name, else the op computing it."""
+    if isinstance(site, gir.Var):
+        return f"the network input {site.name!r}"
+    return f"the output of {getattr(site, 'op', type(site).__name__)} {tuple(site.shape)}"
 
 
 def kl_divergence_threshold(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 from codegen.target import Target
@@ -29,8 +30,9 @@ from ..measure.records import RecordWarning, decode_record, encode_record
 from .measure_input import MeasureInput
 from .space import ConfigEntity
 from .task import Task
+from .template import TEMPLATES
 
-__all__ = ["decode", "encode", "load_from_file", "pick_best", "workload_of"]
+__all__ = ["checked_input", "decode", "encode", "load_from_file", "pick_best", "workload_of"]
 
 KIND = "autotvm"
 
@@ -102,7 +104,11 @@ def load_from_file(filename):
     """Yield ``(MeasureInput, MeasureResult)`` for every autotvm record of ``filename``.
 
     Lines of other records (the auto-scheduler's), run markers and blank lines are skipped;
-    unreadable lines are skipped with ONE warning naming their line numbers.
+    unreadable lines, and records whose config is not a point of their task's config space
+    (unknown or missing knobs, values no knob offers, a wrong index: see
+    :meth:`ConfigSpace.check`; checked when the template is registered, else by
+    ``apply_history_best`` when it is asked), are skipped with ONE warning naming the file and
+    their line numbers.
     ``inp.record_state`` holds the record's State steps (``inp.record_state.to_state(dag)``).
 
     Raises
@@ -119,6 +125,7 @@ def _iter_lines(filename):
     if not path.is_file():
         raise FileNotFoundError(f"record file {str(path)!r} does not exist")
     bad: list[tuple[int, str]] = []
+    spaces: dict = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
@@ -126,6 +133,8 @@ def _iter_lines(filename):
                 continue
             try:
                 got = decode(text)
+                if got is not None:
+                    got = (checked_input(got[0], spaces), got[1])
             except ValueError as exc:
                 bad.append((lineno, str(exc)))
                 continue
@@ -134,11 +143,44 @@ def _iter_lines(filename):
     if bad:
         lines = ", ".join(str(n) for n, _ in bad[:10]) + (" ..." if len(bad) > 10 else "")
         warnings.warn(
-            f"{path}: skipped {len(bad)} unreadable autotvm record line(s): line {lines} "
-            f"(first: {bad[0][1]})",
+            f"{path}: skipped {len(bad)} unreadable or invalid autotvm record line(s): line "
+            f"{lines} (first: {bad[0][1]})",
             RecordWarning,
             stacklevel=2,
         )
+
+
+def checked_input(inp: MeasureInput, spaces: dict | None = None) -> MeasureInput:
+    """``inp`` with its config checked against its task's config space (and replaced by the
+    space's own point), when the template is registered; unchanged otherwise.
+
+    ``spaces`` caches the spaces by workload and target across calls.
+
+    Raises
+    ------
+    ValueError
+        The config is not a point of the space, or the template fails on the record's args.
+    """
+    task = inp.task
+    if task.name not in TEMPLATES:
+        return inp
+    key = (task.workload, str(task.target))
+    spaces = {} if spaces is None else spaces
+    if key not in spaces:
+        try:
+            spaces[key] = task.config_space
+        except Exception as exc:  # noqa: BLE001 - a template may raise anything on bad args
+            spaces[key] = exc
+    space = spaces[key]
+    if isinstance(space, Exception):
+        raise ValueError(
+            f"template {task.name!r} fails on the record's args ({type(space).__name__}: {space})"
+        )
+    try:
+        config = space.check(inp.config)
+    except ValueError as exc:
+        raise ValueError(f"config outside the config space of {task.name!r}: {exc}") from None
+    return replace(inp, config=config)
 
 
 def workload_of(inp: MeasureInput) -> tuple:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 from collections import OrderedDict
 
@@ -341,16 +342,37 @@ def entity_to_json(entity) -> list:
     return [kind, value]
 
 
+def _int_list(value, what: str) -> list:
+    if not isinstance(value, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in value
+    ):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return value
+
+
 def entity_from_json(kind: str, value):
-    makers = {
-        "sp": SplitEntity,
-        "re": ReorderEntity,
-        "an": AnnotateEntity,
-        "ot": OtherOptionEntity,
-    }
-    if kind not in makers:
-        raise ValueError(f"unknown knob kind {kind!r} in a config record; expected {list(makers)}")
-    return makers[kind](value)
+    """The entity of a record's ``[kind, value]``; the value's type is checked (``int(2.5)``
+    would silently make a different point), its membership in a space by
+    :meth:`ConfigSpace.check`."""
+    if kind == "sp":
+        return SplitEntity(_int_list(value, "a split"))
+    if kind == "re":
+        return ReorderEntity(_int_list(value, "a reorder"))
+    if kind == "an":
+        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+            raise ValueError(f"an annotation must be a list of strings, got {value!r}")
+        return AnnotateEntity(value)
+    if kind == "ot":
+        return OtherOptionEntity(value)
+    raise ValueError(
+        f"unknown knob kind {kind!r} in a config record; expected ['sp', 're', 'an', 'ot']"
+    )
+
+
+def _canonical(entity) -> str:
+    """An entity as its record writes it: a value read back from JSON (a list for a tuple
+    candidate) matches its candidate, while ``1`` does not match ``True`` nor ``2.5`` ``2``."""
+    return json.dumps(entity_to_json(entity), sort_keys=True, default=repr)
 
 
 class ConfigSpace:
@@ -423,6 +445,34 @@ class ConfigSpace:
             entities[name] = space[t % len(space)]
             t //= len(space)
         return ConfigEntity(index, self.code_hash, entities, self)
+
+    def check(self, config) -> ConfigEntity:
+        """``config`` (read from a record) as a point of this space, or a ValueError saying why
+        it is not one: the same knobs, each value one of its knob's entities, and the index of
+        those values. The point returned holds the space's own entities and index."""
+        names, theirs = list(self.space_map), list(config._entity_map)
+        if set(names) != set(theirs):
+            missing = [n for n in names if n not in theirs]
+            unknown = [n for n in theirs if n not in names]
+            raise ValueError(
+                f"its knobs do not match the config space (missing {missing}, unknown "
+                f"{unknown}; the space has {names})"
+            )
+        picks = []
+        for name, space in self.space_map.items():
+            table = space.__dict__.get("_index_of")
+            if table is None:
+                table = {_canonical(e): i for i, e in enumerate(space.entities)}
+                space._index_of = table
+            entity = config._entity_map[name]
+            k = table.get(_canonical(entity)) if type(entity) in ENTITY_KINDS else None
+            if k is None:
+                raise ValueError(f"knob {name!r}: {entity!r} is not one of its {space!r}")
+            picks.append(k)
+        index = self.index_of(picks)
+        if config.index != index:
+            raise ValueError(f"its index {config.index} is not that of its knob values ({index})")
+        return self.get(index)
 
     def knob_indices(self, index: int) -> list[int]:
         """The entity index of every knob in configuration ``index``."""

@@ -5,17 +5,23 @@ A VTA measurement job is plain data built on the client from its configuration: 
 :func:`runtime.vta.to_dict`, and the micro-op table as ``.npy`` bytes), the packed shapes of
 the DRAM tensors, the ``vta_config`` fields and the timing model it was compiled for, and the
 seed of the random int8 inputs. No pickle: the server inflates the JSON (up to a limit), parses
-it, reads the table with ``allow_pickle=False`` and checks every instruction
-(:func:`decode_job`); anything that is not a well-formed instruction stream is refused with one
-line. :func:`run_job` makes the seeded inputs (:func:`seeded_inputs`, the same ones
-``vta.SimulatorRunner`` uses), runs the simulator and returns the cycles, the seed's counters
-and the simulated seconds.
+it (nesting deeper than Python's parser is refused), reads the table with
+``allow_pickle=False`` after checking its header against its bytes, bounds the timing fields
+and checks every instruction (:func:`decode_job`); anything that is not a well-formed
+instruction stream is refused with one line. Before anything runs, the memory the job needs
+(its DRAM tensors plus :meth:`runtime.vta.Simulator.peak_bytes` of its program) is checked
+against the server's limit (:func:`memory_limit`: ``AUTOSCHED_VTA_MAX_MEMORY``, default 4 GiB)
+and a job over it is refused with one line. :func:`run_job` makes the seeded inputs
+(:func:`seeded_inputs`, the same ones ``vta.SimulatorRunner`` uses), runs the simulator and
+returns the cycles, the seed's counters and the simulated seconds.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import zlib
 from dataclasses import asdict, dataclass, fields
 
@@ -36,6 +42,14 @@ MAX_LOG_FIELD = 24
 #: of that length, so a well-formed but huge loop could take the device process's memory (the
 #: default uop buffer holds 8192 micro-ops, so a 3x3 convolution's GEMM runs at most 73728).
 MAX_LOOP_ITERATIONS = 1 << 24
+#: The memory a server lets one job take (DRAM tensors plus the simulator's working arrays),
+#: unless ``AUTOSCHED_VTA_MAX_MEMORY`` (bytes, or with a K / M / G suffix) says otherwise.
+DEFAULT_MAX_MEMORY = 4 << 30
+MEMORY_ENV = "AUTOSCHED_VTA_MAX_MEMORY"
+#: Timing model fields a job may set: cycle counts up to 2**20 (an int each), a clock up to
+#: 100 GHz; beyond, cycle sums of a few million instructions stop being exact.
+MAX_TIMING_CYCLES = 1 << 20
+MAX_CLOCK_MHZ = 1e5
 
 _BOOL_FIELDS = {"reset", "use_imm", "pop_prev", "pop_next", "push_prev", "push_next"}
 _STR_FIELDS = {"opcode", "memory_type", "alu_opcode"}
@@ -105,6 +119,8 @@ def insns_from_bytes(data) -> list:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"insns is not valid JSON ({e})") from None
+    except RecursionError:
+        raise ValueError("insns nests JSON deeper than Python parses (not instructions)") from None
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -161,8 +177,30 @@ def _int(value, what: str) -> int:
 
 
 def _read_npy(data, what: str) -> np.ndarray:
+    """A ``.npy`` array of numbers whose header agrees with the bytes that follow it (a header
+    may claim any shape: it is checked before numpy allocates the array)."""
     if not isinstance(data, bytes):
         raise ValueError(f"{what} must be .npy bytes, got {type(data).__name__}")
+    buf = io.BytesIO(data)
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(buf)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(buf)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(buf)
+        else:
+            raise ValueError(f"format version {version} (1.0 or 2.0 expected)")
+    except (ValueError, OSError, EOFError, TypeError) as e:
+        raise ValueError(f"{what} is not a .npy array of numbers ({e})") from None
+    if dtype.hasobject:
+        raise ValueError(f"{what} is not a .npy array of numbers (dtype {dtype})")
+    claimed = math.prod(shape) * dtype.itemsize
+    if claimed != len(data) - buf.tell():
+        raise ValueError(
+            f"{what}: its .npy header claims shape {shape} of {dtype} ({claimed} bytes) but "
+            f"{len(data) - buf.tell()} bytes follow it"
+        )
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -208,13 +246,53 @@ def _machine(job: dict) -> tuple[VTASpec, TimingModel]:
     if not isinstance(timing, dict) or set(timing) != names:
         raise ValueError(f"timing must hold the timing model's fields {sorted(names)}")
     for k, v in timing.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            raise ValueError(f"timing {k} must be a positive number, got {v!r:.40}")
+        if k == "clock_mhz":
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= MAX_CLOCK_MHZ:
+                raise ValueError(
+                    f"timing clock_mhz must lie in (0, {MAX_CLOCK_MHZ:g}], got {v!r:.40}"
+                )
+        elif isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_TIMING_CYCLES:
+            raise ValueError(
+                f"timing {k} must be an int in [1, {MAX_TIMING_CYCLES}], got {v!r:.40}"
+            )
     return VTASpec.from_config(log_fields), TimingModel(**timing)
 
 
-def decode_job(job) -> VTAJob:
-    """Check a job and decode it; a ValueError with one line says what is wrong."""
+def memory_limit() -> int:
+    """The bytes one job may take on this server: ``AUTOSCHED_VTA_MAX_MEMORY`` (an int, or
+    with a K / M / G suffix), else :data:`DEFAULT_MAX_MEMORY`."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_MEMORY
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    try:
+        value = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise ValueError(f"{MEMORY_ENV}={text!r}: use bytes, or a number with K, M or G") from None
+    if value <= 0:
+        raise ValueError(f"{MEMORY_ENV}={text!r} must be positive")
+    return value
+
+
+def job_memory(program: Program, spec: VTASpec, timing: TimingModel, shapes: dict,
+               expected_bytes: int = 0) -> int:  # fmt: skip
+    """An upper bound of the bytes :func:`run_job` takes: the DRAM tensors (the random
+    inputs twice: numpy draws then copies them), the expected output, and the simulator's
+    :meth:`~runtime.vta.Simulator.peak_bytes`."""
+    dram = {k: math.prod(v) for k, v in shapes.items()}
+    return (
+        2 * (dram["inp"] + dram["wgt"])
+        + dram["out"]
+        + expected_bytes
+        + Simulator(spec, timing).peak_bytes(program)
+    )
+
+
+def decode_job(job, max_memory: int | None = None) -> VTAJob:
+    """Check a job and decode it; a ValueError with one line says what is wrong.
+
+    ``max_memory``: the bytes the job may need to run (default :func:`memory_limit`).
+    """
     if not isinstance(job, dict):
         raise ValueError(f"a VTA job must be a dict, got {type(job).__name__}")
     if job.get("format") != JOB_FORMAT or job.get("format_version") != JOB_VERSION:
@@ -242,7 +320,7 @@ def decode_job(job) -> VTAJob:
         checked[name] = tuple(_int(x, f"shapes[{name!r}]") for x in shape)
         if min(checked[name]) < 1:
             raise ValueError(f"shapes[{name!r}] must be a list of positive ints")
-        total += int(np.prod(checked[name], dtype=np.int64))
+        total += math.prod(checked[name])
     if total > MAX_DRAM_BYTES:
         raise ValueError(f"the DRAM tensors need {total} bytes, over the {MAX_DRAM_BYTES} limit")
     expected = job.get("expected")
@@ -250,8 +328,16 @@ def decode_job(job) -> VTAJob:
         expected = _read_npy(expected, "expected")
         if expected.dtype != np.int8 or expected.size != np.prod(checked["out"]):
             raise ValueError(f"expected must be int8 of shape {checked['out']}")
-    return VTAJob(Program(insns, uops), spec, timing, checked, _int(job.get("seed"), "seed"),
-                  expected)  # fmt: skip
+    program = Program(insns, uops)
+    need = job_memory(program, spec, timing, checked, 0 if expected is None else expected.nbytes)
+    limit = memory_limit() if max_memory is None else int(max_memory)
+    if need > limit:
+        raise ValueError(
+            f"the job needs about {need / 2**20:.0f} MiB to simulate, over this server's limit "
+            f"of {limit / 2**20:.0f} MiB ({MEMORY_ENV}); use smaller tiles or shorter GEMM / "
+            "ALU loops"
+        )
+    return VTAJob(program, spec, timing, checked, _int(job.get("seed"), "seed"), expected)
 
 
 def run_job(job: VTAJob) -> dict:

@@ -9,7 +9,10 @@ int8 inputs (a fixed seed, so every candidate sees the same data) and reports
 time is deterministic, so one run per candidate is exact (no repeats needed).
 
 An invalid configuration (a tile that does not divide its axis, tiles that overflow a buffer)
-is an ``INSTANTIATION_ERROR`` result, not an exception, so a tuner simply moves on.
+is an ``INSTANTIATION_ERROR`` result, not an exception, so a tuner simply moves on. A program
+whose simulation would need more memory than ``max_memory`` (by default a server's limit,
+``AUTOSCHED_VTA_MAX_MEMORY``: :mod:`autosched.rpc.vta_job`) is a ``COMPILE_DEVICE`` result,
+refused before it runs, as a simulator server refuses it.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from codegen.vta import VTAConfigError
 from ..autotvm.measure_input import MeasureInput
 from ..autotvm.space import InstantiationError
 from ..measure.data import MAX_COST, MeasureResult
-from ..rpc.vta_job import seeded_inputs
+from ..rpc.vta_job import MEMORY_ENV, job_memory, memory_limit, seeded_inputs
 from .env import Environment, get_env
 from .top.build import build
 from .top.reference import conv2d_packed_reference
 from .top.templates import task_workload, tile_config
 
 #: TVM's MeasureErrorNo values used here.
-NO_ERROR, INSTANTIATION_ERROR, RUNTIME_DEVICE = 0, 1, 4
+NO_ERROR, INSTANTIATION_ERROR, COMPILE_DEVICE, RUNTIME_DEVICE = 0, 1, 3, 4
 
 
 def packed_shapes(wkl, env) -> dict:
@@ -89,12 +92,21 @@ class SimulatorRunner:
         Also compare each output with the int8 numpy reference (an error result on mismatch).
     seed : int
         Seed of the random inputs.
+    max_memory : int, optional
+        Bytes one simulation may take (default: :func:`autosched.rpc.vta_job.memory_limit`).
     """
 
-    def __init__(self, env: Environment | None = None, check_correctness=False, seed: int = 0):
+    def __init__(
+        self,
+        env: Environment | None = None,
+        check_correctness=False,
+        seed: int = 0,
+        max_memory: int | None = None,
+    ):
         self.env = env or get_env()
         self.check_correctness = check_correctness
         self.seed = seed
+        self.max_memory = max_memory
         self._inputs: dict = {}
 
     #: Like AutoTVM's builders: how many configurations a tuner proposes per batch.
@@ -123,6 +135,15 @@ class SimulatorRunner:
             kernel = build(wkl, tile_config(config), self.env)
         except (InstantiationError, VTAConfigError) as e:
             return self._error(INSTANTIATION_ERROR, str(e), start)
+        spec, timing = self.env.spec, self.env.timing
+        need = job_memory(kernel.program, spec, timing, packed_shapes(wkl, spec))
+        limit = memory_limit() if self.max_memory is None else int(self.max_memory)
+        if need > limit:
+            msg = (
+                f"the program needs about {need / 2**20:.0f} MiB to simulate, over the limit of "
+                f"{limit / 2**20:.0f} MiB (max_memory / {MEMORY_ENV})"
+            )
+            return self._error(COMPILE_DEVICE, msg, start)
         data, weight = self._data(task, wkl)
         try:
             out, stats = kernel.run(data, weight)

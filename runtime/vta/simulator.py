@@ -17,12 +17,17 @@ instruction may start (its tokens are there), the one that can start earliest ru
 correct tokens this is also a legal execution order for the data, so results and cycles come from
 the same run. No module able to start while instructions remain is a deadlock, reported with
 what each module waits for.
+
+Memory: a GEMM / ALU instruction's iterations run in chunks of at most :data:`CHUNK_BYTES` of
+working arrays, its index arrays (8 bytes per iteration and operand) are kept in an LRU cache
+of at most ``index_cache_bytes``, and :meth:`Simulator.peak_bytes` bounds what a program needs
+before it runs (a server refuses a job over its limit up front: ``autosched.rpc.vta_job``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +42,12 @@ MODULES = ("load", "compute", "store")
 _PREV = {"load": None, "compute": "load", "store": "compute"}
 _NEXT = {"load": "compute", "compute": "store", "store": None}
 _LOG_NAME = {"uop": "UOP", "inp": "INP", "wgt": "WGT", "acc": "ACC"}
+
+#: Working memory (bytes) of one chunk of a GEMM / ALU instruction's iterations.
+CHUNK_BYTES = 32 << 20
+#: Default bound (bytes) of the cache of GEMM / ALU index arrays (least recently used go first).
+INDEX_CACHE_BYTES = 256 << 20
+_OVERHEAD = 1 << 20  # the Python objects of a run (statistics, token queues, plans)
 
 
 @dataclass
@@ -68,11 +79,81 @@ class Simulator:
     spec : VTASpec
         The hardware's shapes and buffer sizes.
     timing : TimingModel, optional
+    index_cache_bytes : int
+        Bound of the cache of GEMM / ALU index arrays (an instruction whose arrays are larger
+        recomputes them each time).
     """
 
-    def __init__(self, spec: VTASpec | None = None, timing: TimingModel | None = None):
+    def __init__(
+        self,
+        spec: VTASpec | None = None,
+        timing: TimingModel | None = None,
+        index_cache_bytes: int = INDEX_CACHE_BYTES,
+    ):
         self.spec = spec or VTASpec()
         self.timing = timing or TimingModel()
+        self.index_cache_bytes = int(index_cache_bytes)
+        self._index_cache: OrderedDict = OrderedDict()
+        self.index_cache_nbytes = 0
+
+    # ------------------------------------------------------------------ memory
+    def _iteration_bytes(self, insn) -> int:
+        """Working bytes of one iteration of a GEMM / ALU chunk (gathered operands, products
+        and their int64 sums, chunk indices)."""
+        s = self.spec
+        if isinstance(insn, GemmInsn):
+            if insn.reset:
+                return 8
+            return (
+                5 * s.BATCH * s.BLOCK_IN
+                + 5 * s.BLOCK_OUT * s.BLOCK_IN
+                + 40 * s.BATCH * (s.BLOCK_OUT)
+                + 48
+            )
+        return 40 * s.BATCH * s.BLOCK_OUT + 32
+
+    def _chunk(self, insn) -> int:
+        return max(1, CHUNK_BYTES // self._iteration_bytes(insn))
+
+    @staticmethod
+    def _iterations(insn) -> int:
+        return insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+
+    @staticmethod
+    def _index_bytes(insn) -> int:
+        """Bytes of an instruction's cached index arrays."""
+        n = Simulator._iterations(insn)
+        if isinstance(insn, GemmInsn):
+            return 8 * n if insn.reset else 8 * 3 * n + 16 * n  # + the summation order
+        return 8 * (1 if insn.use_imm else 2) * n
+
+    def instruction_bytes(self, insn) -> int:
+        """An upper bound of the bytes executing ``insn`` allocates (0 for DMA / FINISH, whose
+        arrays are views or bounded by the buffers)."""
+        if not isinstance(insn, GemmInsn | AluInsn):
+            return 0
+        n = self._iterations(insn)
+        # Besides the kept arrays: sorting them (the summation order, ALU's independence
+        # test, ~6 words an iteration) or an ALU with a carried dependence (a Python int per
+        # iteration), or one chunk of the work.
+        transient = max(48 * n, min(n, self._chunk(insn)) * self._iteration_bytes(insn))
+        return self._index_bytes(insn) + transient
+
+    def peak_bytes(self, program: Program) -> int:
+        """An upper bound of the memory :meth:`run` of ``program`` allocates, DRAM tensors
+        excepted: the on-chip buffers, the micro-op table, a full index cache and the most
+        demanding GEMM / ALU instruction."""
+        s = self.spec
+        buffers = s.uop_depth * 12 + s.inp_depth * s.BATCH * s.BLOCK_IN
+        buffers += s.wgt_depth * s.BLOCK_OUT * s.BLOCK_IN + s.acc_depth * s.BATCH * s.BLOCK_OUT * 4
+        kept = 0
+        worst = 0
+        for insn in program.insns:
+            if isinstance(insn, GemmInsn | AluInsn):
+                worst = max(worst, self.instruction_bytes(insn))
+                kept += self._index_bytes(insn)
+        uops = np.asarray(program.uops).nbytes
+        return _OVERHEAD + buffers + uops + min(kept, self.index_cache_bytes) + worst
 
     # ------------------------------------------------------------------ public
     def run(self, program: Program, dram: dict) -> SimStats:
@@ -89,7 +170,7 @@ class Simulator:
         self.stats = SimStats()
         # GEMM/ALU index arrays (and GEMM's accumulation order) by loop fields; a uop LOAD
         # changes what they mean, so it empties this cache.
-        self._index_cache = {}
+        self._clear_index_cache()
         self._schedule(program.insns)
         return self.stats
 
@@ -269,7 +350,7 @@ class Simulator:
         y0, x0 = insn.y_pad_0, insn.x_pad_0
         block[y0 : y0 + insn.y_size, x0 : x0 + insn.x_size] = rows_in
         if kind == "uop":
-            self._index_cache.clear()
+            self._clear_index_cache()
         n = insn.y_size * insn.x_size
         entry_bytes = UOP_BYTES if kind == "uop" else getattr(self.spec, f"{kind}_elem_bytes")
         nbytes = n * entry_bytes
@@ -291,12 +372,30 @@ class Simulator:
         self.stats.out_store_nbytes += nbytes
         return self.timing.dma_cycles(nbytes)
 
-    def _indices(self, insn, columns):
-        """(dst, src[, wgt]) buffer indices of every iteration of ``insn``'s loops, flat."""
+    def _clear_index_cache(self) -> None:
+        self._index_cache.clear()
+        self.index_cache_nbytes = 0
+
+    def _indices(self, insn, columns, sum_order: bool = False):
+        """(dst, src[, wgt]) buffer indices of every iteration of ``insn``'s loops, flat, plus
+        (with ``sum_order``) :func:`_sum_order` of dst; cached, least recently used first out."""
         key = (insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in, tuple(columns))
-        if key not in self._index_cache:
-            self._index_cache[key] = self._compute_indices(insn, columns)
-        return self._index_cache[key]
+        cache = self._index_cache
+        entry = cache.get(key)
+        if entry is not None:
+            cache.move_to_end(key)
+            return entry
+        entry = self._compute_indices(insn, columns)
+        if sum_order:
+            entry.extend(_sum_order(entry[0]))
+        nbytes = sum(a.nbytes for a in entry)
+        if nbytes <= self.index_cache_bytes:
+            while cache and self.index_cache_nbytes + nbytes > self.index_cache_bytes:
+                _, old = cache.popitem(last=False)
+                self.index_cache_nbytes -= sum(a.nbytes for a in old)
+            cache[key] = entry
+            self.index_cache_nbytes += nbytes
+        return entry
 
     def _compute_indices(self, insn, columns):
         if not 0 <= insn.uop_bgn < insn.uop_end:
@@ -326,23 +425,34 @@ class Simulator:
                 ("inp", insn.src_factor_out, insn.src_factor_in),
                 ("wgt", insn.wgt_factor_out, insn.wgt_factor_in),
             ]
-        idx = self._indices(insn, columns)
+        idx = self._indices(insn, columns, sum_order=not insn.reset)
         n = idx[0].size
         if insn.reset:
             acc[idx[0]] = 0
         else:
-            dst, src, wgt = idx[:3]
-            # int8 x int8 summed over BLOCK_IN fits float32's 24-bit mantissa exactly.
-            x = self.buffers["inp"][src].astype(np.float32)  # (n, BATCH, BLOCK_IN)
-            w = self.buffers["wgt"][wgt].astype(np.float32)  # (n, BLOCK_OUT, BLOCK_IN)
-            prod = np.einsum("nbi,noi->nbo", x, w).astype(np.int32)
-            if len(idx) == 3:  # the summation order of dst, kept with the cached indices
-                idx.append(_sum_order(dst))
-            order, starts, targets = idx[3]
-            sums = np.add.reduceat(prod[order], starts, axis=0, dtype=np.int64)
-            acc[targets] = (acc[targets].astype(np.int64) + sums).astype(np.int32)
+            _, src, wgt, order, dst_sorted = idx
+            # In chunks of iterations taken in dst order; the int32 sums wrap, so adding a
+            # dst's products over two chunks gives the same bits as over one.
+            step = self._chunk(insn)
+            for a in range(0, n, step):
+                self._gemm_chunk(src, wgt, order[a : a + step], dst_sorted[a : a + step])
             self.stats.gemm_counter += n
         return self.timing.gemm_cycles(n)
+
+    def _gemm_chunk(self, src, wgt, pos, d) -> None:
+        """Add the products of iterations ``pos`` (their dst ``d``, sorted) into acc; a
+        function of its own so that a chunk's arrays are freed before the next one's."""
+        acc = self.buffers["acc"]
+        # int8 x int8 summed over BLOCK_IN fits float32's 24-bit mantissa exactly.
+        x = self.buffers["inp"][src[pos]].astype(np.float32)  # (n, BATCH, BLOCK_IN)
+        w = self.buffers["wgt"][wgt[pos]].astype(np.float32)  # (n, BLOCK_OUT, BLOCK_IN)
+        prod = np.einsum("nbi,noi->nbo", x, w).astype(np.int32)
+        del x, w
+        starts = np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))
+        sums = np.add.reduceat(prod, starts, axis=0, dtype=np.int64)
+        del prod
+        targets = d[starts]
+        acc[targets] = (acc[targets].astype(np.int64) + sums).astype(np.int32)
 
     def _alu(self, insn: AluInsn) -> int:
         acc = self.buffers["acc"]
@@ -357,19 +467,22 @@ class Simulator:
             for k, d in enumerate(dst.tolist()):
                 b = np.int32(insn.imm) if insn.use_imm else acc[idx[1][k]]
                 acc[d] = _alu_op(insn.alu_opcode, acc[d], b)
-        else:
-            operand = np.int32(insn.imm) if insn.use_imm else acc[idx[1]]
-            acc[dst] = _alu_op(insn.alu_opcode, acc[dst], operand)
+        else:  # independent iterations: any grouping gives the same result
+            step = self._chunk(insn)
+            for a in range(0, n, step):
+                d = dst[a : a + step]
+                operand = np.int32(insn.imm) if insn.use_imm else acc[idx[1][a : a + step]]
+                acc[d] = _alu_op(insn.alu_opcode, acc[d], operand)
+                del operand  # before the next chunk's
         self.stats.alu_counter += n
         return self.timing.alu_cycles(n)
 
 
 def _sum_order(dst: np.ndarray):
-    """How to sum products into ``acc[dst]`` with repeated ``dst``: (order, run starts, targets)."""
+    """How to sum products into ``acc[dst]`` with repeated ``dst``: (the iterations in dst
+    order, dst in that order)."""
     order = np.argsort(dst, kind="stable")
-    d = dst[order]
-    starts = np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))
-    return order, starts, d[starts]
+    return [order, dst[order]]
 
 
 def _independent(dst: np.ndarray, src: np.ndarray | None) -> bool:

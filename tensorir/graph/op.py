@@ -28,7 +28,10 @@ def var(name: str, shape: Sequence[int], dtype: str = "float32") -> Var:
 
 def const(value, dtype: str = "float32", name: str = "") -> Constant:
     """A constant tensor (a Python number gives a scalar)."""
-    return Constant(np.asarray(value, dtype=dtype), name)
+    try:
+        return Constant(np.asarray(value, dtype=dtype), name)
+    except OverflowError:
+        raise ValueError(f"op.const: {value} does not fit {dtype}") from None
 
 
 def sigmoid(data: Expr) -> Call:

@@ -11,12 +11,17 @@ The arithmetic, as relay's ``quantize`` realises it with power-of-two scales:
 - quantize ``q = saturate_int8(floor(x * (1 / scale) + 0.5))`` (float at the network's edges);
 - conv2d / dense: int8 x int8 products summed in int32;
 - requantize from scale ``s_in`` to ``s_out = s_in * 2**shift``: for ``shift > 0`` a rounding
-  arithmetic right shift ``(acc + 2**(shift - 1)) >> shift``, for ``shift < 0`` a left shift,
-  then a clip to the symmetric range [-127, 127] (relay's int8 range) and a cast to int8;
+  arithmetic right shift ``floor(acc / 2**shift + 1/2)``, for ``shift < 0`` a multiply by
+  ``2**-shift``, then a clip to the symmetric range [-127, 127] (relay's int8 range) and a cast
+  to int8. The value is the exact saturating one for every int32 ``acc`` and every shift
+  (:func:`shift_steps` says how, in int32 arithmetic that cannot overflow: shifts of 32 bits
+  and more, which weights scaled by 1e12 or 1e-9 produce, included);
 - dequantize ``x = float32(q) * scale``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +43,8 @@ __all__ = [
     "quantized_range",
     "requantize",
     "requantize_ref",
+    "shift_steps",
+    "ShiftSteps",
 ]
 
 INT8_MAX = 127
@@ -89,6 +96,52 @@ def quantized_range(dtype: str) -> tuple[int, int]:
     return (-int(info.max), int(info.max)) if info.min < 0 else (0, int(info.max))
 
 
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ShiftSteps:
+    """``clip(floor(v * 2**-shift + 1/2), lo, hi)`` of an int32 ``v``, in int32 steps that
+    cannot overflow (whatever the shift and ``v``):
+
+    1. ``zero``: the result is 0 before the final clip (a right shift of 32 bits or more: every
+       int32 rounds to 0); the other steps are skipped;
+    2. ``pre``: clip ``v`` to ``[pre[0], pre[1]]`` first (values beyond saturate anyway);
+    3. ``right > 0``: the rounding right shift as ``((v >> (right - 1)) + 1) >> 1`` (equal to
+       ``(v + 2**(right - 1)) >> right``, whose add would wrap near 2**31);
+       ``left > 0``: ``v << left`` (``left`` at most the bits of the range: a larger shift
+       saturates any nonzero value all the same, and 32 or more is undefined in LLVM);
+    4. clip to ``[lo, hi]``.
+    """
+
+    right: int = 0
+    left: int = 0
+    pre: tuple[int, int] | None = None
+    zero: bool = False
+
+
+def shift_steps(shift: int, lo: int, hi: int) -> ShiftSteps:
+    """The :class:`ShiftSteps` of a requantize by ``shift`` into ``[lo, hi]`` (the one home of
+    that arithmetic: the te compute, its numpy twin and the graph rewrite all follow it)."""
+    shift = int(shift)
+    if shift >= 32:
+        return ShiftSteps(zero=True)
+    if shift > 0:
+        # (v >> 0) + 1 wraps at INT32_MAX: keep v below it when the range allows.
+        pre = (-_INT32_MAX - 1, _INT32_MAX - 1) if shift == 1 and hi < _INT32_MAX else None
+        return ShiftSteps(right=shift, pre=pre)
+    if shift == 0:
+        return ShiftSteps()
+    k = -shift
+    left = min(k, max(-lo, hi, 1).bit_length())
+    pre_lo, pre_hi = lo >> k, -((-hi) >> k)  # floor(lo / 2**k), ceil(hi / 2**k)
+    if pre_hi << left > _INT32_MAX:  # an int32 range: saturate one step lower
+        pre_hi -= 1
+    if pre_lo << left < -_INT32_MAX - 1:
+        pre_lo += 1
+    return ShiftSteps(left=left, pre=(pre_lo, pre_hi))
+
+
 def requantize(acc: Tensor, shift: int, out_dtype: str = "int8") -> Tensor:
     """``T_requantize``: an int32 tensor at scale ``s`` to ``out_dtype`` at ``s * 2**shift``.
 
@@ -98,16 +151,23 @@ def requantize(acc: Tensor, shift: int, out_dtype: str = "int8") -> Tensor:
     """
     if acc.dtype != "int32":
         raise TensorError(f"requantize: the input must be int32, got {acc.dtype}")
-    shift = int(shift)
-    lo, hi = (te.const(v, "int32") for v in quantized_range(out_dtype))
+    lo, hi = quantized_range(out_dtype)
+    steps = shift_steps(shift, lo, hi)
+
+    def i32(value):
+        return te.const(value, "int32")
 
     def f(*i):
         v = acc[i]
-        if shift > 0:
-            v = (v + te.const(1 << (shift - 1), "int32")) >> te.const(shift, "int32")
-        elif shift < 0:
-            v = v << te.const(-shift, "int32")
-        return te.saturate_cast(out_dtype, te.max(te.min(v, hi), lo))
+        if steps.zero:
+            v = i32(0)
+        if steps.pre is not None:
+            v = te.max(te.min(v, i32(steps.pre[1])), i32(steps.pre[0]))
+        if steps.right:
+            v = ((v >> i32(steps.right - 1)) + i32(1)) >> i32(1)
+        if steps.left:
+            v = v << i32(steps.left)
+        return te.saturate_cast(out_dtype, te.max(te.min(v, i32(hi)), i32(lo)))
 
     return compute(acc.shape, f, "T_requantize", "ax", tag="elemwise")
 
@@ -156,11 +216,16 @@ def dense_int8_ref(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
 def requantize_ref(acc: np.ndarray, shift: int, out_dtype: str = "int8") -> np.ndarray:
     """numpy twin of :func:`requantize` (int32 in, saturated ``out_dtype`` out)."""
     v = np.asarray(acc).astype(np.int32)
-    if shift > 0:
-        v = (v + np.int32(1 << (shift - 1))) >> np.int32(shift)
-    elif shift < 0:
-        v = v << np.int32(-shift)
     lo, hi = quantized_range(out_dtype)
+    steps = shift_steps(shift, lo, hi)
+    if steps.zero:
+        v = np.zeros_like(v)
+    if steps.pre is not None:
+        v = np.clip(v, *steps.pre).astype(np.int32)
+    if steps.right:
+        v = ((v >> np.int32(steps.right - 1)) + np.int32(1)) >> np.int32(1)
+    if steps.left:
+        v = v << np.int32(steps.left)
     return np.clip(v, lo, hi).astype(out_dtype)
 
 

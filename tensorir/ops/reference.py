@@ -268,7 +268,12 @@ def sigmoid(x):
 
 
 def clip_ref(a, shape, x):
-    return np.clip(x, a["a_min"], a["a_max"])
+    out = np.clip(x, a["a_min"], a["a_max"])
+    if out.dtype.kind == "f":
+        # Compiled clip is topi's max(min(x, hi), lo) with ordered compares, so NaN becomes
+        # a_max; numpy would keep it (and a quantized network's int8 of NaN would differ).
+        out = np.where(np.isnan(out), out.dtype.type(a["a_max"]), out)
+    return out
 
 
 def concatenate_ref(a, shape, *xs):

@@ -107,3 +107,25 @@ def test_float_input_is_refused_by_name():
     w = ops.NameScope().placeholder((4, 8), "int8")
     with pytest.raises(TensorError, match="dense_int8: data has dtype float32"):
         q.dense_int8(x, w)
+
+
+@pytest.mark.parametrize("out_dtype", ["int8", "uint8", "int16"])
+def test_requantize_saturates_for_any_shift_without_int32_overflow(out_dtype):
+    # Shifts of 31 bits and more (weights scaled by 1e12 or 1e-9 give them): the result is
+    # the exact saturating value clip(round(v * 2**-shift)), computed in Python integers.
+    acc = np.random.default_rng(5).integers(-(2**31) + 1, 2**31 - 1, 200, dtype=np.int64)
+    acc = np.concatenate([acc, [0, 1, -1, 2**30, 2**31 - 1, -(2**31) + 1]]).astype(np.int32)
+    lo, hi = q.quantized_range(out_dtype)
+    shifts = (-40, -33, -31, -9, -1, 0, 3, 30, 31, 32, 40)
+    scope = ops.NameScope()
+    x = scope.placeholder(acc.shape, "int32")
+    with scope:
+        outs = [q.requantize(x, s, out_dtype) for s in shifts]
+    got = [np.zeros(acc.shape, out_dtype) for _ in shifts]
+    ansor.build(ansor.ComputeDAG([x, *outs]).get_init_state(), target="llvm")(acc, *got)
+    for shift, compiled in zip(shifts, got):
+        exact = [v << -shift if shift <= 0 else (v + (1 << (shift - 1))) >> shift
+                 for v in acc.tolist()]  # fmt: skip
+        want = np.clip(exact, lo, hi)
+        np.testing.assert_array_equal(q.requantize_ref(acc, shift, out_dtype), want, f"{shift}")
+        np.testing.assert_array_equal(compiled, want, err_msg=f"shift {shift}")

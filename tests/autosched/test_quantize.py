@@ -125,7 +125,7 @@ def test_qconfig_is_a_nested_context_and_quantize_accepts_it_positionally():
     [
         ({"nbit_input": 4}, r"qconfig: nbit_input=4 is not supported; use 8"),
         ({"calibrate_mode": "percentile"}, r"qconfig: calibrate_mode='percentile'; use one of"),
-        ({"global_scale": 0.0}, r"qconfig: global_scale=0.0 must be positive"),
+        ({"global_scale": 0.0}, r"qconfig: global_scale=0.0 must be a positive finite number"),
     ],
 )
 def test_bad_qconfig_is_one_line(kwargs, match):
@@ -248,3 +248,107 @@ def test_quantized_resnet18_partitions_into_int8_tasks_the_search_can_schedule()
     ansor.build(states[0], target="llvm")(*args, *out)
     for g, w in zip(out, eval_dag(task.compute_dag, args)):
         np.testing.assert_array_equal(g, w)
+
+
+def _two_convs(weight_scale: float, bias: bool = False):
+    rng = np.random.default_rng(11)
+    data = op.var("data", (1, 4, 6, 6))
+    w1 = (rng.normal(0, 0.1, (8, 4, 3, 3)) * weight_scale).astype("float32")
+    w2 = (rng.normal(0, 0.1, (8, 8, 3, 3)) * weight_scale).astype("float32")
+    c1 = nn.conv2d(data, op.const(w1, name="w1"), padding=1)
+    if bias:
+        c1 = nn.bias_add(c1, op.const(rng.normal(0, 0.5, (8,)).astype("float32"), name="b1"))
+    c2 = nn.conv2d(nn.relu(c1), op.const(w2, name="w2"), padding=1)
+    return gir.Function((data,), c2), rng.normal(0, 1, (1, 4, 6, 6)).astype("float32")
+
+
+def _run_compiled(qmod, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = ansor.build(qmod, target="llvm")
+    module = ansor.GraphModule(lib["default"](ansor.device("cpu", 0)))
+    module.set_input("data", x)
+    module.run()
+    return module.get_output(0).numpy()
+
+
+@pytest.mark.parametrize("weight_scale", [1e9, 1e12, 1e15, 1e-9])
+def test_extreme_weight_scales_compile_to_the_exact_int8_network(weight_scale):
+    # The requantize between the convs shifts left by 23 to 43 bits (1e9 .. 1e15: int32
+    # wrapped, and 32 bits or more is undefined in LLVM but 0 in numpy) or right by 38 (1e-9:
+    # its rounding constant did not fit int32). The exact answer, in Python-sized integers:
+    func, x = _two_convs(weight_scale)
+    qmod = aq.quantize(func, config=aq.QConfig(skip_conv_layers=[]))
+    w1, w2 = func.body.args[0].args[0].args[1].value, func.body.args[1].value
+    s_a, (s1, s2) = 8.0 / 128, (power2_scale(float(np.abs(w).max())) for w in (w1, w2))
+    acc1 = q.conv2d_int8_ref(q.quantize_ref(x, s_a), q.quantize_ref(w1, s1), padding=1)
+    a1 = np.clip(np.floor(np.maximum(acc1, 0) * s1 + 0.5), 0, 127).astype("uint8")  # exact
+    acc2 = q.conv2d_int8_ref(a1, q.quantize_ref(w2, s2), padding=1)
+    want = q.dequantize_ref(acc2, s_a * s2)
+    np.testing.assert_array_equal(evaluate(qmod, {"data": x}), want)
+    np.testing.assert_array_equal(_run_compiled(qmod, x), want)
+    if weight_scale < 1:  # every activation of conv1 rounds to 0 at the int8 scale
+        assert not want.any() and np.abs(evaluate(func, {"data": x})).max() < 1e-6
+
+
+def test_a_bias_too_large_for_int32_at_the_weights_scale_is_refused():
+    func, _ = _two_convs(1e-9, bias=True)
+    with pytest.raises(ValueError, match=r"quantize: the constant 'b1' \(1, 8, 1, 1\) of add "
+                       r"needs more than 30 bits"):  # fmt: skip
+        aq.quantize(func, config=aq.QConfig(skip_conv_layers=[]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_weights_are_refused_at_quantize_time(bad):
+    func, _ = _two_convs(1.0)
+    w2 = func.body.args[1].value.copy()
+    w2[3, 1, 0, 2] = bad
+    func = gir.Function(func.params, nn.conv2d(func.body.args[0], op.const(w2, name="w2")))
+    match = r"the constant 'w2' \(8, 8, 3, 3\) of nn.conv2d holds 1 NaN/inf value\(s\) "
+    match += r"\(first at \(3, 1, 0, 2\)"
+    with pytest.raises(ValueError, match="quantize: " + match):
+        aq.quantize(func, config=aq.QConfig(skip_conv_layers=[]))
+
+
+def test_non_finite_inputs_quantize_as_documented_in_compiled_code_and_reference():
+    # int8 has no NaN: NaN quantizes to +127 (clip's ordered compares), +-inf to +-127, the
+    # same in compiled code and in the reference (docs/quantize.md).
+    func, x = _two_convs(1.0)
+    qmod = aq.quantize(func, config=aq.QConfig(skip_conv_layers=[]))
+    x[0, :, 2, 2] = np.nan
+    x[0, 1, 4, 4], x[0, 2, 1, 1] = np.inf, -np.inf
+    want = evaluate(qmod, {"data": x})
+    np.testing.assert_array_equal(_run_compiled(qmod, x), want)
+    as_max = x.copy()
+    as_max[0, :, 2, 2] = 1e30
+    np.testing.assert_array_equal(want, evaluate(qmod, {"data": as_max}))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0])
+def test_global_scale_must_be_finite_and_positive(value):
+    with pytest.raises(ValueError, match=r"qconfig: global_scale=.* must be a positive finite"):
+        aq.qconfig(global_scale=value)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_calibration_data_name_the_batch_and_input(bad):
+    func, x = _two_convs(1.0)
+    y = x.copy()
+    y[0, 0, 0, 0] = bad
+    with (
+        aq.qconfig(calibrate_mode="kl_divergence", skip_conv_layers=[]),
+        pytest.raises(ValueError, match=r"calibration batch 1, input 'data' holds NaN"),
+    ):
+        aq.quantize(func, dataset=[{"data": x}, {"data": y}])
+
+
+def test_all_zero_calibration_data_warn_and_fall_back_to_unit_range(caplog):
+    func, x = _two_convs(1.0)
+    with (
+        aq.qconfig(calibrate_mode="kl_divergence", skip_conv_layers=[]),
+        caplog.at_level("WARNING", "autosched.quantize"),
+    ):
+        zero = aq.quantize(func, dataset=[{"data": np.zeros_like(x)}])
+    assert "make the network input 'data' all zero; its scale falls back to 1/128" in caplog.text
+    unit = aq.quantize(func, config=aq.QConfig(global_scale=1.0, skip_conv_layers=[]))
+    np.testing.assert_array_equal(evaluate(zero, {"data": x}), evaluate(unit, {"data": x}))

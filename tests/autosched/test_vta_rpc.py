@@ -95,6 +95,67 @@ def test_decode_job_refuses_what_is_not_an_instruction_stream(task, monkeypatch)
     assert insns == [to_dict(i) for i in program.insns]  # the ISA's own plain-dict form
 
 
+def _npy_claiming(shape, dtype="<i4") -> bytes:
+    """A .npy header claiming ``shape``, followed by a few bytes only."""
+    header = repr({"descr": dtype, "fortran_order": False, "shape": tuple(shape)}).encode()
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 12
+
+
+def test_malformed_jobs_are_refused_with_one_line_not_a_raw_error(task):
+    good = _job(task, 575)
+    cases = {
+        "deep JSON": (dict(good, insns=zlib.compress(b"[" * 200_000)), "nests JSON deeper"),
+        "npy of 2**40 rows": (
+            dict(good, uops=_npy_claiming((2**40, 3))),
+            r"header claims shape \(1099511627776, 3\) of int32 \(13194139533312 bytes\) but 12",
+        ),
+        "npy expected of 2**40": (
+            dict(good, expected=_npy_claiming((2**40,), "|i1")),
+            "expected: its .npy header claims",
+        ),
+        "timing 1e308": (
+            dict(good, timing=dict(good["timing"], gemm_ii=1e308)),
+            r"timing gemm_ii must be an int in \[1, 1048576\], got 1e\+308",
+        ),
+        "clock 1e308": (
+            dict(good, timing=dict(good["timing"], clock_mhz=1e308)),
+            r"timing clock_mhz must lie in \(0, 100000\]",
+        ),
+        "shape 2**100": (
+            dict(good, shapes=dict(good["shapes"], inp=[2**100, 1])),
+            "the DRAM tensors need",
+        ),
+    }
+    for what, (job, message) in cases.items():
+        with pytest.raises(ValueError, match=message) as info:
+            vta_job.decode_job(job)
+        assert "\n" not in str(info.value), what
+
+
+def test_a_job_over_the_servers_memory_limit_is_refused_before_it_runs(task, monkeypatch):
+    good = _job(task, 575)
+    insns = vta_job.insns_from_bytes(good["insns"])
+    gemm = next(i for i in insns if i["opcode"] == "GEMM" and not i["reset"])
+    # 2**24 micro-op iterations (the cap): ~22 GB when simulated all at once, ~1.7 GB now.
+    at_cap = [dict(gemm, uop_bgn=0, uop_end=16, iter_out=1024, iter_in=1024), insns[-1]]
+    job = dict(good, insns=pack(at_cap))
+    message = r"the job needs about \d+ MiB to simulate, over this server's limit of 1024 MiB "
+    with pytest.raises(ValueError, match=message + r"\(AUTOSCHED_VTA_MAX_MEMORY\)") as info:
+        vta_job.decode_job(job, max_memory=1 << 30)
+    assert "\n" not in str(info.value)
+    need = vta_job.job_memory(*[getattr(vta_job.decode_job(job, max_memory=1 << 40), k)
+                                for k in ("program", "spec", "timing", "shapes")])  # fmt: skip
+    assert (1 << 30) < need < (4 << 30)  # bounded by what the instructions declare
+    monkeypatch.setenv("AUTOSCHED_VTA_MAX_MEMORY", "64M")
+    assert vta_job.memory_limit() == 64 << 20
+    with pytest.raises(ValueError, match="over this server's limit of 64 MiB"):
+        vta_job.decode_job(job)
+    monkeypatch.setenv("AUTOSCHED_VTA_MAX_MEMORY", "2G")
+    small = vta_job.decode_job(good)  # an ordinary job stays far below any sensible limit
+    assert vta_job.job_memory(small.program, small.spec, small.timing, small.shapes) < 64 << 20
+
+
 # ----------------------------------------------------------------------------- the cluster
 
 

@@ -1,5 +1,6 @@
 """conv2d_packed.vta / dense_packed.vta as AutoTVM templates, measured by the simulator."""
 
+import re
 import warnings
 
 import numpy as np
@@ -102,3 +103,14 @@ def test_autotvm_tuners_tune_a_vta_task_on_the_simulator(tuner_name, tmp_path):
     assert cfg == tuner.best_config
     (result,) = vta.SimulatorRunner().run(task, [cfg])
     assert result.cycles == pytest.approx(task.flop / tuner.best_flops * 100e6)
+
+
+def test_a_program_over_the_memory_limit_is_refused_before_it_runs():
+    task = autotvm.task.create("conv2d_packed.vta", CONV_ARGS, target=ENV.target)
+    cfg = task.config_space.get(0)
+    (refused,) = vta.SimulatorRunner(max_memory=1 << 20).run(task, [cfg])
+    assert refused.error_no == 3 and refused.costs == (MAX_COST,) and refused.cycles == 0
+    message = r"the program needs about \d+ MiB to simulate, over the limit of 1 MiB "
+    assert re.fullmatch(message + r"\(max_memory / AUTOSCHED_VTA_MAX_MEMORY\)", refused.error_msg)
+    (ran,) = vta.SimulatorRunner().run(task, [cfg])
+    assert ran.error_no == 0 and ran.cycles > 0

@@ -235,3 +235,70 @@ def test_encoding_round_trips_and_refuses_fields_that_do_not_fit():
         encode_program(Program((AluInsn("ADD", True, 40000, 0, 1, 1, 1, 0, 0, 0, 0),), []))
     with pytest.raises(VTAError, match="unknown fields"):
         from_dict({"opcode": "GEMM", "reset": 1, "iters": 3})
+
+
+def test_chunked_gemm_and_alu_give_the_same_bits(monkeypatch):
+    # One iteration per chunk: a dst's products summed across chunks, ALU lanes chunk by chunk.
+    from runtime.vta import simulator
+
+    monkeypatch.setattr(simulator, "CHUNK_BYTES", 1)
+    test_gemm_loops_against_numpy_and_reset()
+    for op in ("ADD", "SHR"):
+        test_alu_against_numpy(op, False)
+
+
+def _wide_gemm(iter_out: int, iter_in: int, deps=NO_DEPS):
+    """A GEMM of iter_out * iter_in iterations, all on entry 0 of each buffer."""
+    return GemmInsn(False, 0, 1, iter_out, iter_in, 0, 0, 0, 0, 0, 0, deps=deps)
+
+
+def _loaded_operands():
+    """LOADs of entry 0 of inp and wgt (the wgt one tells compute) and of one micro-op."""
+    inp, wgt = _int8(1, 1, 16), _int8(1, 16, 16)
+    uop_load, uops = _uops([[0, 0, 0]])
+    insns = [
+        _load("inp", 0, 0, 1, 1, 1),
+        _load("wgt", 0, 0, 1, 1, 1, deps=Deps(push_next=True)),
+        uop_load,
+    ]
+    return insns, uops, {"inp": inp, "wgt": wgt}
+
+
+def _traced_run(sim, program, dram):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        sim.run(program, dram)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_wide_gemm_runs_in_bounded_memory_that_peak_bytes_bounds(monkeypatch):
+    from runtime.vta import simulator
+
+    monkeypatch.setattr(simulator, "CHUNK_BYTES", 1 << 20)
+    insns, uops, dram = _loaded_operands()
+    program = Program((*insns, _wide_gemm(256, 256, Deps(pop_prev=True)), FinishInsn()), uops)
+    sim = Simulator(SPEC)
+    peak = _traced_run(sim, program, dram)
+    inp, wgt = dram["inp"], dram["wgt"]
+    # 65536 iterations: ~110 MB when every iteration's operands were gathered at once.
+    assert peak <= sim.peak_bytes(program) <= 16 << 20, (peak, sim.peak_bytes(program))
+    want = 65536 * (inp[0].astype(np.int64) @ wgt[0].T.astype(np.int64))
+    np.testing.assert_array_equal(sim.buffers["acc"][0], want.astype(np.int32))
+
+
+def test_the_index_cache_is_bounded_least_recently_used_first():
+    insns, uops, dram = _loaded_operands()
+    gemms = [_wide_gemm(64, 64 + k) for k in range(20)]  # 20 distinct loops, ~170 KB each
+    gemms[0] = _wide_gemm(64, 64, Deps(pop_prev=True))
+    program = Program((*insns, *gemms, gemms[-1], FinishInsn()), uops)
+    small, unbounded = Simulator(SPEC, index_cache_bytes=1 << 20), Simulator(SPEC)
+    peak = _traced_run(small, program, dram)
+    unbounded.run(program, dram)
+    assert small.buffers["acc"][0].any()
+    np.testing.assert_array_equal(small.buffers["acc"], unbounded.buffers["acc"])
+    assert 0 < small.index_cache_nbytes <= 1 << 20 < unbounded.index_cache_nbytes
+    assert peak <= small.peak_bytes(program) < unbounded.peak_bytes(program)

@@ -447,3 +447,8 @@ def test_main_function_of_a_module_a_function_and_anything_else():
     assert main_function(func, "quantize") is func
     with pytest.raises(TypeError, match=r"^quantize: mod must be a network .* got list$"):
         main_function([func], "quantize")
+
+
+def test_a_constant_that_does_not_fit_its_dtype_is_a_one_line_error():
+    with pytest.raises(ValueError, match=r"^op.const: 137438953472 does not fit int32$"):
+        op.add(op.var("x", (2,), "int32"), 2**37)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtype import is_float
-from ...ops.quantized import INT8_MAX
+from ...ops.quantized import INT8_MAX, shift_steps
 from .. import op
 from ..ir import Call, Constant, Expr, Function, Var, make_call, post_order
 
@@ -119,6 +119,45 @@ def _log2_ratio(a: float, b: float, what: str) -> int:
     return int(round(r))
 
 
+# A constant below 2**30 added to an int8 x int8 sum (below 2**30 for fewer than 2**16 terms)
+# cannot wrap int32.
+_INT32_SAFE = 2**30
+
+
+def _describe(c: Constant, node: Call) -> str:
+    name = f" {c.name!r}" if c.name else ""
+    return f"the constant{name} {tuple(c.value.shape)} of {node.op}"
+
+
+def _check_finite(c: Constant, node: Call) -> None:
+    """NaN or inf have no int8 / int32 value: refuse them instead of quantizing garbage."""
+    bad = ~np.isfinite(c.value)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"quantize: {_describe(c, node)} holds {int(bad.sum())} NaN/inf value(s) (first at "
+            f"{where}: {c.value[where]}); fix the weights or keep the layer float"
+        )
+
+
+def _shifted(x: Expr, shift: int, lo: int, hi: int) -> Expr:
+    """int32 ``x`` at a scale ``2**shift`` times coarser, rounded, before a clip to ``[lo, hi]``:
+    :func:`tensorir.ops.quantized.shift_steps`, so no int32 op overflows (compiled code and the
+    numpy reference then agree for any weight scale)."""
+    steps = shift_steps(shift, lo, hi)
+    if steps.zero:
+        return op.clip(x, 0, 0)
+    if steps.pre is not None:
+        x = op.clip(x, *steps.pre)
+    if steps.right:
+        if steps.right > 1:
+            x = op.right_shift(x, steps.right - 1)
+        x = op.right_shift(op.add(x, 1), 1)
+    if steps.left:
+        x = op.left_shift(x, steps.left)
+    return x
+
+
 class _Realizer:
     def __init__(self, anchors: list[Call], act_scale: Callable[[Expr], float]):
         self.anchors = set(anchors)
@@ -152,36 +191,40 @@ class _Realizer:
         key = (id(src), scale, dtype)
         if key in self.int8_memo:
             return self.int8_memo[key]
+        lo = -limit if low is None else low
         if isinstance(v, QuantizedValue):
             shift = _log2_ratio(scale, v.scale, "requantize")
-            x = v.expr
-            if shift > 0:
-                x = op.right_shift(op.add(x, 1 << (shift - 1)), shift)
-            elif shift < 0:
-                x = op.left_shift(x, -shift)
+            x = _shifted(v.expr, shift, lo, limit)
         else:
             if not is_float(v.dtype):
                 raise ValueError(f"quantize: cannot quantize a {v.dtype} value (expected float)")
             x = op.floor(op.add(op.multiply(v, np.float32(1.0 / scale)), np.float32(0.5)))
-        out = op.cast(op.clip(x, -limit if low is None else low, limit), dtype)
+        out = op.cast(op.clip(x, lo, limit), dtype)
         self.int8_memo[key] = out
         return out
 
     def rescale(self, v: QuantizedValue, scale: float) -> Expr:
         """``v``'s int32 at the coarser ``scale`` (rounding right shift)."""
         shift = _log2_ratio(scale, v.scale, "add")
-        if shift == 0:
-            return v.expr
-        return op.right_shift(op.add(v.expr, 1 << (shift - 1)), shift)
+        return _shifted(v.expr, shift, -(2**31), 2**31 - 1)
 
     @staticmethod
-    def int32_const(c: Constant, scale: float) -> Constant:
+    def int32_const(c: Constant, scale: float, node: Call) -> Constant:
+        _check_finite(c, node)
         q = np.floor(c.value.astype(np.float64) / scale + 0.5)
-        info = np.iinfo(np.int32)
-        return Constant(np.clip(q, info.min, info.max).astype(np.int32), c.name)
+        if q.size and np.abs(q).max() >= _INT32_SAFE:
+            # The int32 sum it joins would wrap: the value's scale (its weights') is far finer
+            # than this constant.
+            raise ValueError(
+                f"quantize: {_describe(c, node)} needs more than 30 bits at the int32 scale "
+                f"{scale:g} of the value it is added to (its weights are tiny next to it); "
+                "rescale the weights or keep the layer float (skip_conv_layers)"
+            )
+        return Constant(q.astype(np.int32), c.name)
 
     @staticmethod
-    def int8_weight(c: Constant) -> tuple[Constant, float]:
+    def int8_weight(c: Constant, node: Call) -> tuple[Constant, float]:
+        _check_finite(c, node)
         scale = power2_scale(float(np.abs(c.value).max()) if c.value.size else 0.0)
         q = np.clip(np.floor(c.value.astype(np.float64) / scale + 0.5), -INT8_MAX, INT8_MAX)
         return Constant(q.astype(np.int8), c.name), scale
@@ -207,7 +250,7 @@ class _Realizer:
     def anchor(self, node: Call, args) -> QuantizedValue:
         s_data = float(self.act_scale(node.args[0]))
         data = self.as_int8(args[0], s_data, _non_negative(node.args[0]))
-        weight, s_weight = self.int8_weight(node.args[1])
+        weight, s_weight = self.int8_weight(node.args[1], node)
         call = make_call(node.op, (data, weight), node.attrs.replace(out_dtype="int32"))
         return QuantizedValue(call, s_data * s_weight)
 
@@ -225,7 +268,7 @@ class _Realizer:
             if not isinstance(other, Constant) or not is_float(other.dtype):
                 return None
             v = args[qi]
-            c = self.int32_const(other, v.scale)
+            c = self.int32_const(other, v.scale, node)
             ins = (v.expr, c) if qi == 0 else (c, v.expr)
             return QuantizedValue(make_call(name, ins, node.attrs), v.scale)
         if name == "multiply" and _const_side(node) is not None:
@@ -235,7 +278,7 @@ class _Realizer:
             ci = _const_side(node)
             s_x = float(self.act_scale(node.args[1 - ci])) / _MULTIPLY_EXTRA_LEVELS
             x = self.as_int(args[1 - ci], s_x, _INT16_MAX, "int32")
-            w, s_c = self.int8_weight(node.args[ci])
+            w, s_c = self.int8_weight(node.args[ci], node)
             c = Constant(w.value.astype(np.int32), w.name)
             return QuantizedValue(op.multiply(x, c) if ci == 1 else op.multiply(c, x), s_x * s_c)
         return None
