@@ -63,8 +63,8 @@ def model_of(cases, opset):
     nodes, inputs, outputs, inits = [], [], [], []
     for c in cases:
         for nd in c.nodes:
-            new = helper.make_node(nd.op_type, [p(c, i) for i in nd.input],
-                                   [p(c, o) for o in nd.output], name=nd.name, domain=nd.domain)  # fmt: skip
+            ins, outs = [p(c, i) for i in nd.input], [p(c, o) for o in nd.output]
+            new = helper.make_node(nd.op_type, ins, outs, name=nd.name, domain=nd.domain)
             new.attribute.extend(nd.attribute)
             nodes.append(new)
         for n, (shape, dtype) in c.inputs.items():
@@ -115,39 +115,108 @@ def _reductions():
     x = f32(2, 3, 4, 5)
     return [
         # dynamo's global average pooling: axes as an input (opset 18), keepdims
-        Case("gap18", 18, [const("ax", [-1, -2]), node("ReduceMean", ["x", "ax"], ["y"])],
-             {"x": x}, ["y"], ops=("nn.global_avg_pool2d",)),  # fmt: skip
+        Case(
+            "gap18",
+            18,
+            [const("ax", [-1, -2]), node("ReduceMean", ["x", "ax"], ["y"])],
+            {"x": x},
+            ["y"],
+            ops=("nn.global_avg_pool2d",),
+        ),
         # torch.mean(x, (2, 3)) without keepdims, legacy (axes attribute)
-        Case("gap13", 13, [node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
-             {"x": x}, ["y"], ops=("nn.global_avg_pool2d",)),  # fmt: skip
-        Case("gap_nhwc", 18, [const("ax", [1, 2]), node("ReduceMean", ["x", "ax"], ["y"])],
-             {"x": x}, ["y"], ops=("nn.global_avg_pool2d",)),  # fmt: skip
-        Case("gmp", 18, [const("ax", [2, 3]),
-                         node("ReduceMax", ["x", "ax"], ["y"], keepdims=0)],
-             {"x": x}, ["y"], ops=("nn.global_max_pool2d",)),  # fmt: skip
-        Case("sum13", 13, [const("ax", [1]), node("ReduceSum", ["x", "ax"], ["y"])],
-             {"x": x}, ["y"], ops=("sum",)),  # fmt: skip
+        Case(
+            "gap13",
+            13,
+            [node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)],
+            {"x": x},
+            ["y"],
+            ops=("nn.global_avg_pool2d",),
+        ),
+        Case(
+            "gap_nhwc",
+            18,
+            [const("ax", [1, 2]), node("ReduceMean", ["x", "ax"], ["y"])],
+            {"x": x},
+            ["y"],
+            ops=("nn.global_avg_pool2d",),
+        ),
+        Case(
+            "gmp",
+            18,
+            [const("ax", [2, 3]), node("ReduceMax", ["x", "ax"], ["y"], keepdims=0)],
+            {"x": x},
+            ["y"],
+            ops=("nn.global_max_pool2d",),
+        ),
+        Case(
+            "sum13",
+            13,
+            [const("ax", [1]), node("ReduceSum", ["x", "ax"], ["y"])],
+            {"x": x},
+            ["y"],
+            ops=("sum",),
+        ),
         Case("sum_all", 13, [node("ReduceSum", ["x"], ["y"], keepdims=0)], {"x": x}, ["y"]),
-        Case("sum_noop", 13, [node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=1)],
-             {"x": x}, ["y"], no_ops=("sum",)),  # fmt: skip
-        Case("mean_last", 17, [node("ReduceMean", ["x"], ["y"], axes=[-1])], {"x": x}, ["y"],
-             ops=("mean",)),  # fmt: skip
-        Case("max13", 13, [node("ReduceMax", ["x"], ["y"], axes=[0, 2], keepdims=0)],
-             {"x": x}, ["y"]),  # fmt: skip
-        Case("min18", 18, [const("ax", [3]), node("ReduceMin", ["x", "ax"], ["y"])],
-             {"x": x}, ["y"]),  # fmt: skip
-        Case("l2", 18, [const("ax", [-1]), node("ReduceL2", ["x", "ax"], ["y"], keepdims=0)],
-             {"x": x}, ["y"]),  # fmt: skip
+        Case(
+            "sum_noop",
+            13,
+            [node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=1)],
+            {"x": x},
+            ["y"],
+            no_ops=("sum",),
+        ),
+        Case(
+            "mean_last",
+            17,
+            [node("ReduceMean", ["x"], ["y"], axes=[-1])],
+            {"x": x},
+            ["y"],
+            ops=("mean",),
+        ),
+        Case(
+            "max13", 13, [node("ReduceMax", ["x"], ["y"], axes=[0, 2], keepdims=0)], {"x": x}, ["y"]
+        ),
+        Case(
+            "min18", 18, [const("ax", [3]), node("ReduceMin", ["x", "ax"], ["y"])], {"x": x}, ["y"]
+        ),
+        Case(
+            "l2",
+            18,
+            [const("ax", [-1]), node("ReduceL2", ["x", "ax"], ["y"], keepdims=0)],
+            {"x": x},
+            ["y"],
+        ),
         Case("l2_13", 13, [node("ReduceL2", ["x"], ["y"], axes=[1])], {"x": x}, ["y"]),
-        Case("l1_sumsq", 18, [const("ax", [2]), node("ReduceL1", ["x", "ax"], ["a"]),
-                              node("ReduceSumSquare", ["x", "ax"], ["b"])],
-             {"x": x}, ["a", "b"]),  # fmt: skip
-        Case("logsumexp", 18, [const("ax", [1]), node("ReduceLogSumExp", ["x", "ax"], ["y"])],
-             {"x": x}, ["y"]),  # fmt: skip
-        Case("prod_static", 18, [const("ax", [0]), node("ReduceProd", ["w", "ax"], ["p"]),
-                                 node("Mul", ["x", "p"], ["y"])],
-             {"x": f32(3, 4)}, ["y"], {"w": np.linspace(0.5, 1.5, 24).reshape(2, 3, 4)
-                                       .astype(np.float32)}),  # fmt: skip
+        Case(
+            "l1_sumsq",
+            18,
+            [
+                const("ax", [2]),
+                node("ReduceL1", ["x", "ax"], ["a"]),
+                node("ReduceSumSquare", ["x", "ax"], ["b"]),
+            ],
+            {"x": x},
+            ["a", "b"],
+        ),
+        Case(
+            "logsumexp",
+            18,
+            [const("ax", [1]), node("ReduceLogSumExp", ["x", "ax"], ["y"])],
+            {"x": x},
+            ["y"],
+        ),
+        Case(
+            "prod_static",
+            18,
+            [
+                const("ax", [0]),
+                node("ReduceProd", ["w", "ax"], ["p"]),
+                node("Mul", ["x", "p"], ["y"]),
+            ],
+            {"x": f32(3, 4)},
+            ["y"],
+            {"w": np.linspace(0.5, 1.5, 24).reshape(2, 3, 4).astype(np.float32)},
+        ),
     ]
 
 
@@ -157,36 +226,73 @@ def _norms_and_gelu():
     ln_b = np.random.default_rng(2).standard_normal(8).astype(np.float32)
     w2 = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
     gelu_erf = [  # legacy export of nn.GELU(): x * 0.5 * (1 + erf(x / sqrt 2))
-        const("s2", np.float32(1.4142135)), node("Div", ["x", "s2"], ["d"]),
-        node("Erf", ["d"], ["e"]), const("one", np.float32(1.0)), node("Add", ["e", "one"], ["a"]),
-        node("Mul", ["x", "a"], ["m"]), const("half", np.float32(0.5)),
+        const("s2", np.float32(1.4142135)),
+        node("Div", ["x", "s2"], ["d"]),
+        node("Erf", ["d"], ["e"]),
+        const("one", np.float32(1.0)),
+        node("Add", ["e", "one"], ["a"]),
+        node("Mul", ["x", "a"], ["m"]),
+        const("half", np.float32(0.5)),
         node("Mul", ["m", "half"], ["y"]),
-    ]  # fmt: skip
+    ]
     gelu_tanh = [  # GPT-2's NewGELU, legacy: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        const("three", np.float32(3.0)), node("Pow", ["x", "three"], ["c"]),
-        const("k", np.float32(0.044715)), node("Mul", ["c", "k"], ["ck"]),
-        node("Add", ["x", "ck"], ["in"]), const("r", np.float32(0.7978846)),
-        node("Mul", ["in", "r"], ["ir"]), node("Tanh", ["ir"], ["t"]),
-        const("one", np.float32(1.0)), node("Add", ["t", "one"], ["t1"]),
-        const("half", np.float32(0.5)), node("Mul", ["x", "half"], ["hx"]),
+        const("three", np.float32(3.0)),
+        node("Pow", ["x", "three"], ["c"]),
+        const("k", np.float32(0.044715)),
+        node("Mul", ["c", "k"], ["ck"]),
+        node("Add", ["x", "ck"], ["in"]),
+        const("r", np.float32(0.7978846)),
+        node("Mul", ["in", "r"], ["ir"]),
+        node("Tanh", ["ir"], ["t"]),
+        const("one", np.float32(1.0)),
+        node("Add", ["t", "one"], ["t1"]),
+        const("half", np.float32(0.5)),
+        node("Mul", ["x", "half"], ["hx"]),
         node("Mul", ["hx", "t1"], ["y"]),
-    ]  # fmt: skip
+    ]
     return [
-        Case("ln17", 17, [node("LayerNormalization", ["x", "w", "b"], ["y"], epsilon=1e-12)],
-             {"x": x}, ["y"], {"w": ln_w, "b": ln_b}, ops=("nn.layer_norm",)),  # fmt: skip
+        Case(
+            "ln17",
+            17,
+            [node("LayerNormalization", ["x", "w", "b"], ["y"], epsilon=1e-12)],
+            {"x": x},
+            ["y"],
+            {"w": ln_w, "b": ln_b},
+            ops=("nn.layer_norm",),
+        ),
         # dynamo: the Mean / InvStdDev outputs named but unused, no bias (T5's RMS-less LN)
-        Case("ln18", 18, [node("LayerNormalization", ["x", "w"], ["y", "mu", "rstd"],
-                               axis=-1, epsilon=1e-5)],
-             {"x": x}, ["y"], {"w": ln_w}),  # fmt: skip
-        Case("ln_axes", 17, [node("LayerNormalization", ["x", "w2", "b"], ["y"], axis=1)],
-             {"x": x}, ["y"], {"w2": w2, "b": ln_b.reshape(1, 8)}),  # fmt: skip
-        Case("ln_graph_w", 17, [node("LayerNormalization", ["x", "g", "bb"], ["y"])],
-             {"x": x, "g": f32(8), "bb": f32(8)}, ["y"]),  # fmt: skip
+        Case(
+            "ln18",
+            18,
+            [node("LayerNormalization", ["x", "w"], ["y", "mu", "rstd"], axis=-1, epsilon=1e-5)],
+            {"x": x},
+            ["y"],
+            {"w": ln_w},
+        ),
+        Case(
+            "ln_axes",
+            17,
+            [node("LayerNormalization", ["x", "w2", "b"], ["y"], axis=1)],
+            {"x": x},
+            ["y"],
+            {"w2": w2, "b": ln_b.reshape(1, 8)},
+        ),
+        Case(
+            "ln_graph_w",
+            17,
+            [node("LayerNormalization", ["x", "g", "bb"], ["y"])],
+            {"x": x, "g": f32(8), "bb": f32(8)},
+            ["y"],
+        ),
         Case("gelu_erf", 17, gelu_erf, {"x": x}, ["y"], ops=("erf",)),
         Case("gelu_tanh", 17, gelu_tanh, {"x": x}, ["y"]),
-        Case("gelu20", 20, [node("Gelu", ["x"], ["y"]),
-                            node("Gelu", ["x"], ["z"], approximate="tanh")],
-             {"x": x}, ["y", "z"]),  # fmt: skip
+        Case(
+            "gelu20",
+            20,
+            [node("Gelu", ["x"], ["y"]), node("Gelu", ["x"], ["z"], approximate="tanh")],
+            {"x": x},
+            ["y", "z"],
+        ),
     ]
 
 
@@ -194,168 +300,335 @@ def _activations():
     x = f32(3, 7)
     two = const("two", np.float32(2.0))
     return [
-        Case("act", 17, [node("HardSwish", ["x"], ["hs"]),
-                         node("HardSigmoid", ["x"], ["hg"], alpha=0.3, beta=0.4),
-                         node("Softplus", ["x"], ["sp"]),
-                         node("Abs", ["x"], ["ab"]), node("Log", ["ab"], ["lg"]),
-                         node("Reciprocal", ["x"], ["rc"]), node("Tanh", ["x"], ["th"])],
-             {"x": x}, ["hs", "hg", "sp", "ab", "lg", "rc", "th"]),  # fmt: skip
+        Case(
+            "act",
+            17,
+            [
+                node("HardSwish", ["x"], ["hs"]),
+                node("HardSigmoid", ["x"], ["hg"], alpha=0.3, beta=0.4),
+                node("Softplus", ["x"], ["sp"]),
+                node("Abs", ["x"], ["ab"]),
+                node("Log", ["ab"], ["lg"]),
+                node("Reciprocal", ["x"], ["rc"]),
+                node("Tanh", ["x"], ["th"]),
+            ],
+            {"x": x},
+            ["hs", "hg", "sp", "ab", "lg", "rc", "th"],
+        ),
         Case("mish", 18, [node("Mish", ["x"], ["y"])], {"x": x}, ["y"]),
         # x ** 2 (variances) becomes one multiply; a graph exponent stays a power
-        Case("pow", 17, [two, node("Pow", ["x", "two"], ["sq"]), node("Abs", ["x"], ["ab"]),
-                         node("Pow", ["ab", "e"], ["pe"])],
-             {"x": x, "e": f32(3, 7)}, ["sq", "pe"], ops=("power",)),  # fmt: skip
+        Case(
+            "pow",
+            17,
+            [
+                two,
+                node("Pow", ["x", "two"], ["sq"]),
+                node("Abs", ["x"], ["ab"]),
+                node("Pow", ["ab", "e"], ["pe"]),
+            ],
+            {"x": x, "e": f32(3, 7)},
+            ["sq", "pe"],
+            ops=("power",),
+        ),
         # dynamo's nan_to_num-like guards: IsNaN of log(x < 0), IsInf of 1 / relu(x)
-        Case("nan_inf", 18, [node("Log", ["x"], ["l"]), node("IsNaN", ["l"], ["n"]),
-                             node("Relu", ["x"], ["r"]), node("Reciprocal", ["r"], ["rc"]),
-                             node("IsInf", ["rc"], ["i"]),
-                             node("IsInf", ["rc"], ["ip"], detect_negative=0),
-                             const("z", np.float32(0.0)), node("Where", ["n", "z", "l"], ["y"])],
-             {"x": x}, ["n", "i", "ip", "y"]),  # fmt: skip
+        Case(
+            "nan_inf",
+            18,
+            [
+                node("Log", ["x"], ["l"]),
+                node("IsNaN", ["l"], ["n"]),
+                node("Relu", ["x"], ["r"]),
+                node("Reciprocal", ["r"], ["rc"]),
+                node("IsInf", ["rc"], ["i"]),
+                node("IsInf", ["rc"], ["ip"], detect_negative=0),
+                const("z", np.float32(0.0)),
+                node("Where", ["n", "z", "l"], ["y"]),
+            ],
+            {"x": x},
+            ["n", "i", "ip", "y"],
+        ),
     ]
 
 
 def _logic():
     x, y = f32(2, 3, 4), f32(3, 1)
     return [
-        Case("cmp", 17, [node("Equal", ["a", "b"], ["eq"]), node("Less", ["x", "y"], ["lt"]),
-                         node("Greater", ["x", "y"], ["gt"]),
-                         node("LessOrEqual", ["x", "y"], ["le"]),
-                         node("GreaterOrEqual", ["x", "y"], ["ge"]),
-                         node("Not", ["lt"], ["nt"]), node("And", ["gt", "c"], ["an"]),
-                         node("Or", ["lt", "c"], ["orr"]), node("Xor", ["gt", "c"], ["xo"]),
-                         node("Where", ["an", "x", "y"], ["w"])],
-             {"x": x, "y": y, "c": ((4,), "bool"), "a": ((2, 3, 4), "int64"),
-              "b": ((4,), "int64")},
-             ["eq", "lt", "gt", "le", "ge", "nt", "an", "orr", "xo", "w"]),  # fmt: skip
+        Case(
+            "cmp",
+            17,
+            [
+                node("Equal", ["a", "b"], ["eq"]),
+                node("Less", ["x", "y"], ["lt"]),
+                node("Greater", ["x", "y"], ["gt"]),
+                node("LessOrEqual", ["x", "y"], ["le"]),
+                node("GreaterOrEqual", ["x", "y"], ["ge"]),
+                node("Not", ["lt"], ["nt"]),
+                node("And", ["gt", "c"], ["an"]),
+                node("Or", ["lt", "c"], ["orr"]),
+                node("Xor", ["gt", "c"], ["xo"]),
+                node("Where", ["an", "x", "y"], ["w"]),
+            ],
+            {"x": x, "y": y, "c": ((4,), "bool"), "a": ((2, 3, 4), "int64"), "b": ((4,), "int64")},
+            ["eq", "lt", "gt", "le", "ge", "nt", "an", "orr", "xo", "w"],
+        ),
         # attention masking, legacy: where(mask, scores, -inf-ish), mask from a bool input
-        Case("mask", 17, [const("neg", np.float32(-3.4e38)),
-                          node("Where", ["m", "s", "neg"], ["y"])],
-             {"s": f32(2, 4, 4), "m": ((4, 4), "bool")}, ["y"], ops=("where",)),  # fmt: skip
+        Case(
+            "mask",
+            17,
+            [const("neg", np.float32(-3.4e38)), node("Where", ["m", "s", "neg"], ["y"])],
+            {"s": f32(2, 4, 4), "m": ((4, 4), "bool")},
+            ["y"],
+            ops=("where",),
+        ),
     ]
 
 
 def _movement():
     x = f32(2, 3, 6)
     return [
-        Case("expand", 17, [const("sh", np.array([2, 3, 4, 6], np.int64)),
-                            node("Expand", ["v", "sh"], ["y"])],
-             {"v": f32(3, 1, 6)}, ["y"], ops=("broadcast_to",)),  # fmt: skip
+        Case(
+            "expand",
+            17,
+            [const("sh", np.array([2, 3, 4, 6], np.int64)), node("Expand", ["v", "sh"], ["y"])],
+            {"v": f32(3, 1, 6)},
+            ["y"],
+            ops=("broadcast_to",),
+        ),
         # legacy x.expand(2, -1, -1): Where(Equal(shape, -1), 1s, shape) folds at import
-        Case("expand_neg1", 13, [const("c", np.array([2, -1, -1], np.int64)),
-                                 const("n", np.array([3], np.int64)),
-                                 node("ConstantOfShape", ["n"], ["o"],
-                                      value=numpy_helper.from_array(np.array([1], np.int64))),
-                                 const("m1", np.array(-1, np.int64)),
-                                 node("Mul", ["o", "m1"], ["neg"]),
-                                 node("Equal", ["c", "neg"], ["eq"]),
-                                 node("Where", ["eq", "o", "c"], ["sh"]),
-                                 node("Expand", ["v", "sh"], ["y"])],
-             {"v": f32(1, 3, 6)}, ["y"], ops=("broadcast_to",),
-             no_ops=("equal", "where")),  # fmt: skip
-        Case("slice", 13, [const("s", np.array([1, -5], np.int64)),
-                           const("e", np.array([INT64_MAX, -1], np.int64)),
-                           const("a", np.array([1, -1], np.int64)),
-                           const("st", np.array([1, 2], np.int64)),
-                           node("Slice", ["x", "s", "e", "a", "st"], ["y"]),
-                           # torch.flip(x, [-1]): steps -1 from -1 to INT64_MIN
-                           const("fs", np.array([-1], np.int64)),
-                           const("fe", np.array([INT64_MIN], np.int64)),
-                           const("fa", np.array([2], np.int64)),
-                           node("Slice", ["x", "fs", "fe", "fa", "fs"], ["f"]),
-                           # x[:, :2] with axes and steps omitted
-                           const("zs", np.array([0, 0], np.int64)),
-                           const("ze", np.array([INT64_MAX, 2], np.int64)),
-                           node("Slice", ["x", "zs", "ze"], ["z"]),
-                           # negative step with a clamped start: x[:, 10:0:-2]
-                           const("ns", np.array([10], np.int64)),
-                           const("ne", np.array([0], np.int64)),
-                           const("na", np.array([-2], np.int64)),
-                           const("nst", np.array([-2], np.int64)),
-                           node("Slice", ["x", "ns", "ne", "na", "nst"], ["n"])],
-             {"x": x}, ["y", "f", "z", "n"], ops=("strided_slice",)),  # fmt: skip
-        Case("slice9", 9, [node("Slice", ["x"], ["y"], starts=[1], ends=[1000], axes=[2])],
-             {"x": x}, ["y"]),  # fmt: skip
-        Case("split13", 13, [const("sp", np.array([1, 2, 3], np.int64)),
-                             node("Split", ["x", "sp"], ["a", "b", "c"], axis=-1)],
-             {"x": x}, ["a", "b", "c"]),  # fmt: skip
-        Case("split11", 11, [node("Split", ["x"], ["a", "b"], axis=1, split=[2, 1])],
-             {"x": x}, ["a", "b"]),  # fmt: skip
-        Case("split_even", 13, [node("Split", ["x"], ["a", "b", "c"], axis=2)],
-             {"x": x}, ["a", "b", "c"]),  # fmt: skip
+        Case(
+            "expand_neg1",
+            13,
+            [
+                const("c", np.array([2, -1, -1], np.int64)),
+                const("n", np.array([3], np.int64)),
+                node(
+                    "ConstantOfShape",
+                    ["n"],
+                    ["o"],
+                    value=numpy_helper.from_array(np.array([1], np.int64)),
+                ),
+                const("m1", np.array(-1, np.int64)),
+                node("Mul", ["o", "m1"], ["neg"]),
+                node("Equal", ["c", "neg"], ["eq"]),
+                node("Where", ["eq", "o", "c"], ["sh"]),
+                node("Expand", ["v", "sh"], ["y"]),
+            ],
+            {"v": f32(1, 3, 6)},
+            ["y"],
+            ops=("broadcast_to",),
+            no_ops=("equal", "where"),
+        ),
+        Case(
+            "slice",
+            13,
+            [
+                const("s", np.array([1, -5], np.int64)),
+                const("e", np.array([INT64_MAX, -1], np.int64)),
+                const("a", np.array([1, -1], np.int64)),
+                const("st", np.array([1, 2], np.int64)),
+                node("Slice", ["x", "s", "e", "a", "st"], ["y"]),
+                # torch.flip(x, [-1]): steps -1 from -1 to INT64_MIN
+                const("fs", np.array([-1], np.int64)),
+                const("fe", np.array([INT64_MIN], np.int64)),
+                const("fa", np.array([2], np.int64)),
+                node("Slice", ["x", "fs", "fe", "fa", "fs"], ["f"]),
+                # x[:, :2] with axes and steps omitted
+                const("zs", np.array([0, 0], np.int64)),
+                const("ze", np.array([INT64_MAX, 2], np.int64)),
+                node("Slice", ["x", "zs", "ze"], ["z"]),
+                # negative step with a clamped start: x[:, 10:0:-2]
+                const("ns", np.array([10], np.int64)),
+                const("ne", np.array([0], np.int64)),
+                const("na", np.array([-2], np.int64)),
+                const("nst", np.array([-2], np.int64)),
+                node("Slice", ["x", "ns", "ne", "na", "nst"], ["n"]),
+            ],
+            {"x": x},
+            ["y", "f", "z", "n"],
+            ops=("strided_slice",),
+        ),
+        Case(
+            "slice9",
+            9,
+            [node("Slice", ["x"], ["y"], starts=[1], ends=[1000], axes=[2])],
+            {"x": x},
+            ["y"],
+        ),
+        Case(
+            "split13",
+            13,
+            [
+                const("sp", np.array([1, 2, 3], np.int64)),
+                node("Split", ["x", "sp"], ["a", "b", "c"], axis=-1),
+            ],
+            {"x": x},
+            ["a", "b", "c"],
+        ),
+        Case(
+            "split11",
+            11,
+            [node("Split", ["x"], ["a", "b"], axis=1, split=[2, 1])],
+            {"x": x},
+            ["a", "b"],
+        ),
+        Case(
+            "split_even",
+            13,
+            [node("Split", ["x"], ["a", "b", "c"], axis=2)],
+            {"x": x},
+            ["a", "b", "c"],
+        ),
         # GPT-2's qkv split, dynamo: num_outputs (5 -> 2, 2, 1 when uneven)
-        Case("split18", 18, [node("Split", ["v"], ["a", "b", "c"], axis=1, num_outputs=3)],
-             {"v": f32(2, 5)}, ["a", "b", "c"]),  # fmt: skip
-        Case("trilu", 14, [node("Trilu", ["x"], ["u"]), const("k", np.array(1, np.int64)),
-                           node("Trilu", ["x", "k"], ["l"], upper=0),
-                           const("km", np.array(-1, np.int64)),
-                           node("Trilu", ["x", "km"], ["u2"], upper=1)],
-             {"x": x}, ["u", "l", "u2"], ops=("trilu",)),  # fmt: skip
-        Case("cumsum", 14, [const("ax", np.array(2, np.int64)),
-                            node("CumSum", ["x", "ax"], ["a"]),
-                            node("CumSum", ["x", "ax"], ["b"], exclusive=1),
-                            node("CumSum", ["x", "ax"], ["c"], reverse=1),
-                            const("am", np.array(-2, np.int32)),
-                            node("CumSum", ["x", "am"], ["d"], exclusive=1, reverse=1)],
-             {"x": x}, ["a", "b", "c", "d"], ops=("cumsum",)),  # fmt: skip
+        Case(
+            "split18",
+            18,
+            [node("Split", ["v"], ["a", "b", "c"], axis=1, num_outputs=3)],
+            {"v": f32(2, 5)},
+            ["a", "b", "c"],
+        ),
+        Case(
+            "trilu",
+            14,
+            [
+                node("Trilu", ["x"], ["u"]),
+                const("k", np.array(1, np.int64)),
+                node("Trilu", ["x", "k"], ["l"], upper=0),
+                const("km", np.array(-1, np.int64)),
+                node("Trilu", ["x", "km"], ["u2"], upper=1),
+            ],
+            {"x": x},
+            ["u", "l", "u2"],
+            ops=("trilu",),
+        ),
+        Case(
+            "cumsum",
+            14,
+            [
+                const("ax", np.array(2, np.int64)),
+                node("CumSum", ["x", "ax"], ["a"]),
+                node("CumSum", ["x", "ax"], ["b"], exclusive=1),
+                node("CumSum", ["x", "ax"], ["c"], reverse=1),
+                const("am", np.array(-2, np.int32)),
+                node("CumSum", ["x", "am"], ["d"], exclusive=1, reverse=1),
+            ],
+            {"x": x},
+            ["a", "b", "c", "d"],
+            ops=("cumsum",),
+        ),
         # a causal mask built from constants folds at import: Range, Unsqueeze, Less, Where
-        Case("causal", 17, [const("z", np.array(0, np.int64)), const("n", np.array(4, np.int64)),
-                            const("one", np.array(1, np.int64)),
-                            node("Range", ["z", "n", "one"], ["r"]),
-                            const("ax", np.array([1], np.int64)),
-                            node("Unsqueeze", ["r", "ax"], ["rc"]),
-                            node("Less", ["rc", "r"], ["fut"]),
-                            const("sh", np.array([4, 4], np.int64)),
-                            node("ConstantOfShape", ["sh"], ["ones"],
-                                 value=numpy_helper.from_array(np.array([1.0], np.float32))),
-                            node("Trilu", ["ones"], ["tri"], upper=0),
-                            const("neg", np.float32(-1e9)),
-                            node("Where", ["fut", "neg", "s"], ["ms"]),
-                            node("Mul", ["ms", "tri"], ["y"])],
-             {"s": f32(2, 4, 4)}, ["y"], ops=("where",),
-             no_ops=("trilu", "less")),  # fmt: skip
+        Case(
+            "causal",
+            17,
+            [
+                const("z", np.array(0, np.int64)),
+                const("n", np.array(4, np.int64)),
+                const("one", np.array(1, np.int64)),
+                node("Range", ["z", "n", "one"], ["r"]),
+                const("ax", np.array([1], np.int64)),
+                node("Unsqueeze", ["r", "ax"], ["rc"]),
+                node("Less", ["rc", "r"], ["fut"]),
+                const("sh", np.array([4, 4], np.int64)),
+                node(
+                    "ConstantOfShape",
+                    ["sh"],
+                    ["ones"],
+                    value=numpy_helper.from_array(np.array([1.0], np.float32)),
+                ),
+                node("Trilu", ["ones"], ["tri"], upper=0),
+                const("neg", np.float32(-1e9)),
+                node("Where", ["fut", "neg", "s"], ["ms"]),
+                node("Mul", ["ms", "tri"], ["y"]),
+            ],
+            {"s": f32(2, 4, 4)},
+            ["y"],
+            ops=("where",),
+            no_ops=("trilu", "less"),
+        ),
     ]
 
 
 def _matmuls():
     w = np.random.default_rng(4).standard_normal((6, 5)).astype(np.float32)
     return [
-        Case("mm_attn", 17, [node("MatMul", ["q", "k"], ["y"])],
-             {"q": f32(2, 3, 4, 6), "k": f32(2, 3, 6, 4)}, ["y"]),  # fmt: skip
-        Case("mm_dense", 17, [node("MatMul", ["x", "w"], ["y"])], {"x": f32(2, 4, 6)}, ["y"],
-             {"w": w}, ops=("nn.dense",)),  # fmt: skip
-        Case("mm_bcast_lhs", 17, [node("MatMul", ["a", "b"], ["y"])],
-             {"a": f32(4, 6), "b": f32(3, 6, 5)}, ["y"], ops=("nn.batch_matmul",)),  # fmt: skip
-        Case("mm_bcast_batch", 17, [node("MatMul", ["a", "b"], ["y"])],
-             {"a": f32(2, 1, 4, 6), "b": f32(3, 6, 5)}, ["y"]),  # fmt: skip
-        Case("mm_vec", 17, [node("MatMul", ["a", "v"], ["y"]), node("MatMul", ["v2", "b"], ["z"])],
-             {"a": f32(2, 4, 6), "v": f32(6), "v2": f32(4), "b": f32(3, 4, 5)}, ["y", "z"]),
-    ]  # fmt: skip
+        Case(
+            "mm_attn",
+            17,
+            [node("MatMul", ["q", "k"], ["y"])],
+            {"q": f32(2, 3, 4, 6), "k": f32(2, 3, 6, 4)},
+            ["y"],
+        ),
+        Case(
+            "mm_dense",
+            17,
+            [node("MatMul", ["x", "w"], ["y"])],
+            {"x": f32(2, 4, 6)},
+            ["y"],
+            {"w": w},
+            ops=("nn.dense",),
+        ),
+        Case(
+            "mm_bcast_lhs",
+            17,
+            [node("MatMul", ["a", "b"], ["y"])],
+            {"a": f32(4, 6), "b": f32(3, 6, 5)},
+            ["y"],
+            ops=("nn.batch_matmul",),
+        ),
+        Case(
+            "mm_bcast_batch",
+            17,
+            [node("MatMul", ["a", "b"], ["y"])],
+            {"a": f32(2, 1, 4, 6), "b": f32(3, 6, 5)},
+            ["y"],
+        ),
+        Case(
+            "mm_vec",
+            17,
+            [node("MatMul", ["a", "v"], ["y"]), node("MatMul", ["v2", "b"], ["z"])],
+            {"a": f32(2, 4, 6), "v": f32(6), "v2": f32(4), "b": f32(3, 4, 5)},
+            ["y", "z"],
+        ),
+    ]
 
 
 def _shape_subgraphs():
     # x.view(x.size(0), x.size(1), -1) and x.expand_as(y), legacy and dynamo both write these
     return [
-        Case("view", 13, [node("Shape", ["x"], ["s"]), const("i0", np.array(0, np.int64)),
-                          node("Gather", ["s", "i0"], ["d0"], axis=0),
-                          const("i1", np.array(1, np.int64)),
-                          node("Gather", ["s", "i1"], ["d1"], axis=0),
-                          const("ax", np.array([0], np.int64)),
-                          node("Unsqueeze", ["d0", "ax"], ["u0"]),
-                          node("Unsqueeze", ["d1", "ax"], ["u1"]),
-                          const("m1", np.array([-1], np.int64)),
-                          node("Concat", ["u0", "u1", "m1"], ["sh"], axis=0),
-                          node("Reshape", ["x", "sh"], ["y"]),
-                          node("Shape", ["big"], ["bs"]), node("Expand", ["y", "bs"], ["z"])],
-             {"x": f32(2, 3, 2, 2), "big": f32(5, 2, 3, 4)}, ["z"], ops=("broadcast_to",),
-             no_ops=("concatenate",)),  # fmt: skip
+        Case(
+            "view",
+            13,
+            [
+                node("Shape", ["x"], ["s"]),
+                const("i0", np.array(0, np.int64)),
+                node("Gather", ["s", "i0"], ["d0"], axis=0),
+                const("i1", np.array(1, np.int64)),
+                node("Gather", ["s", "i1"], ["d1"], axis=0),
+                const("ax", np.array([0], np.int64)),
+                node("Unsqueeze", ["d0", "ax"], ["u0"]),
+                node("Unsqueeze", ["d1", "ax"], ["u1"]),
+                const("m1", np.array([-1], np.int64)),
+                node("Concat", ["u0", "u1", "m1"], ["sh"], axis=0),
+                node("Reshape", ["x", "sh"], ["y"]),
+                node("Shape", ["big"], ["bs"]),
+                node("Expand", ["y", "bs"], ["z"]),
+            ],
+            {"x": f32(2, 3, 2, 2), "big": f32(5, 2, 3, 4)},
+            ["z"],
+            ops=("broadcast_to",),
+            no_ops=("concatenate",),
+        ),
     ]
 
 
 CASES = (
-    _reductions() + _norms_and_gelu() + _activations() + _logic() + _movement() + _matmuls()
+    _reductions()
+    + _norms_and_gelu()
+    + _activations()
+    + _logic()
+    + _movement()
+    + _matmuls()
     + _shape_subgraphs()
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -456,24 +729,58 @@ def _import(case):
 def test_unsupported_attribute_values_name_the_node():
     bad = [
         (node("Gelu", ["x"], ["y"], approximate="fast", name="g0"), r"'g0' \(Gelu\).*fast"),
-        (node("IsInf", ["x"], ["y"], detect_negative=0, detect_positive=0, name="i0"),
-         r"'i0' \(IsInf\).*detect_negative"),  # fmt: skip
-        (node("ReduceProd", ["x"], ["y"], axes=[1], name="p0"),
-         r"'p0' \(ReduceProd\).*known at import time"),  # fmt: skip
+        (
+            node("IsInf", ["x"], ["y"], detect_negative=0, detect_positive=0, name="i0"),
+            r"'i0' \(IsInf\).*detect_negative",
+        ),
+        (
+            node("ReduceProd", ["x"], ["y"], axes=[1], name="p0"),
+            r"'p0' \(ReduceProd\).*known at import time",
+        ),
         (node("ReduceMean", ["x"], ["y"], axes=[3], name="r0"), r"'r0' \(ReduceMean\).*axes"),
-        (node("Split", ["x"], ["a", "b"], axis=1, split=[1, 1], name="s0"),
-         r"'s0' \(Split\).*summing to the dim 3"),  # fmt: skip
+        (
+            node("Split", ["x"], ["a", "b"], axis=1, split=[1, 1], name="s0"),
+            r"'s0' \(Split\).*summing to the dim 3",
+        ),
     ]
     for nd, pattern in bad:
         with pytest.raises(OnnxImportError, match=pattern) as err:
-            _import(Case("bad", 18 if nd.op_type != "Gelu" else 20, [nd], {"x": f32(2, 3)},
-                         ["y"] if nd.op_type != "Split" else ["a", "b"]))  # fmt: skip
+            _import(
+                Case(
+                    "bad",
+                    18 if nd.op_type != "Gelu" else 20,
+                    [nd],
+                    {"x": f32(2, 3)},
+                    ["y"] if nd.op_type != "Split" else ["a", "b"],
+                )
+            )
         assert "\n" not in str(err.value)
 
 
 def test_reading_an_unsupported_layer_norm_output_names_the_node():
     ln = node("LayerNormalization", ["x", "w"], ["y", "mu"], name="ln0")
-    case = Case("ln", 17, [ln, node("Relu", ["mu"], ["z"])], {"x": f32(2, 4)}, ["z"],
-                {"w": np.ones(4, np.float32)})  # fmt: skip
+    case = Case(
+        "ln",
+        17,
+        [ln, node("Relu", ["mu"], ["z"])],
+        {"x": f32(2, 4)},
+        ["z"],
+        {"w": np.ones(4, np.float32)},
+    )
     with pytest.raises(OnnxImportError, match=r"'ln\.mu' is an output of node 'ln0'"):
         _import(case)
+
+
+def test_the_ops_page_lists_exactly_the_supported_ops():
+    """docs/onnx-ops.md is where the unsupported-op error sends users: keep it true."""
+    from pathlib import Path
+
+    from tensorir.graph.onnx_frontend import supported_ops
+
+    page = Path(__file__).parents[2] / "docs" / "onnx-ops.md"
+    listed = set()
+    for line in page.read_text().splitlines():
+        cells = line.split("|")
+        if len(cells) > 2 and cells[1].strip() not in ("ONNX op", "---"):
+            listed |= {name.strip() for name in cells[1].split(",")}
+    assert listed == set(supported_ops())
