@@ -688,8 +688,13 @@ def _cnn_model():
         node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         node("HardSwish", ["c1"], ["h1"]),
         node("Conv", ["h1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=8),
-        node("Erf", ["c2"], ["e"]),
-        node("Add", ["c2", "e"], ["a"]),
+        # spatial attention: the mean over channels (keepdims) stays channels-last
+        const("c1ax", np.array([1], np.int64)),
+        node("ReduceMean", ["c2", "c1ax"], ["cm"], keepdims=1),
+        node("Sigmoid", ["cm"], ["sg"]),
+        node("Mul", ["c2", "sg"], ["att"]),
+        node("Erf", ["att"], ["e"]),
+        node("Add", ["att", "e"], ["a"]),
         const("ax", np.array([-1, -2], np.int64)),
         node("ReduceMean", ["a", "ax"], ["gap"], keepdims=0),
         node("MatMul", ["gap", "fc"], ["y"]),
@@ -706,6 +711,7 @@ def test_cnn_with_reduce_mean_pool_converts_to_nhwc_builds_and_matches_onnxrunti
     for c in calls(func):
         by_op.setdefault(c.op, []).append(c)
     assert [c.attrs["layout"] for c in by_op["nn.global_avg_pool2d"]] == ["NHWC"]
+    assert [c.attrs["axis"] for c in by_op["mean"]] == [(3,)]
     assert all(c.attrs["data_layout"] == "NHWC" for c in by_op["nn.conv2d"])
     # one transform into NHWC at the input; the pooled (N, 1, 1, C) value goes back once
     assert len(by_op["layout_transform"]) == 2
