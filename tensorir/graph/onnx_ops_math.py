@@ -231,13 +231,19 @@ _GLOBAL_POOL = {"mean": nn.global_avg_pool2d, "max": nn.global_max_pool2d}
 def _reduce_call(kind: str, x: Expr, axes, keepdims: bool) -> Expr:
     """``kind`` over ``axes``. The mean or max over H and W of a 4-D tensor (dynamo's global
     average pooling) becomes the global pool, which convert_layout moves to NHWC and the
-    pool schedules know; axes (1, 2) are H and W of an NHWC tensor."""
-    if len(x.shape) == 4 and kind in _GLOBAL_POOL and axes in ((2, 3), (1, 2)):
+    pool schedules know; axes (1, 2) are H and W of an NHWC tensor. Over D, H and W of a 5-D
+    tensor it becomes the 3-D pool over the whole volume."""
+    nd = len(x.shape)
+    if nd == 4 and kind in _GLOBAL_POOL and axes in ((2, 3), (1, 2)):
         y = _GLOBAL_POOL[kind](x, layout="NCHW" if axes == (2, 3) else "NHWC")
-        if keepdims:
-            return y
-        return op.reshape(y, tuple(d for i, d in enumerate(x.shape) if i not in axes))
-    return getattr(op, kind)(x, axis=axes, keepdims=keepdims)
+    elif nd == 5 and kind in _GLOBAL_POOL and axes == (2, 3, 4):  # 3-D CNNs: as GlobalAvgPool
+        pool = nn.avg_pool3d if kind == "mean" else nn.max_pool3d
+        y = pool(x, pool_size=x.shape[2:], layout="NCDHW")
+    else:
+        return getattr(op, kind)(x, axis=axes, keepdims=keepdims)
+    if keepdims:
+        return y
+    return op.reshape(y, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
 def _np_reduce(kind: str, a, axes, keepdims):

@@ -149,6 +149,14 @@ def _reductions():
             ops=("nn.global_max_pool2d",),
         ),
         Case(
+            "gap3d",
+            18,
+            [const("ax", [2, 3, 4]), node("ReduceMean", ["v", "ax"], ["y"], keepdims=0)],
+            {"v": f32(1, 3, 2, 3, 4)},
+            ["y"],
+            ops=("nn.avg_pool3d",),
+        ),
+        Case(
             "sum13",
             13,
             [const("ax", [1]), node("ReduceSum", ["x", "ax"], ["y"])],
@@ -370,6 +378,28 @@ def _logic():
             ],
             {"x": x, "y": y, "c": ((4,), "bool"), "a": ((2, 3, 4), "int64"), "b": ((4,), "int64")},
             ["eq", "lt", "gt", "le", "ge", "nt", "an", "orr", "xo", "w"],
+        ),
+        # DistilBERT's mask, legacy: (mask == 0).view(...).expand_as(scores) -> masked_fill;
+        # bool values through Reshape / Expand, casts to and from bool
+        Case(
+            "distilbert_mask",
+            17,
+            [
+                const("z", np.array(0, np.int64)),
+                node("Equal", ["mask", "z"], ["eq"]),
+                const("sh", np.array([2, 1, 1, 4], np.int64)),
+                node("Reshape", ["eq", "sh"], ["r"]),
+                const("es", np.array([2, 3, 4, 4], np.int64)),
+                node("Expand", ["r", "es"], ["e"]),
+                const("neg", np.float32(-3.4028234663852886e38)),
+                node("Where", ["e", "neg", "s"], ["y"]),
+                node("Cast", ["mask"], ["mb"], to=TensorProto.BOOL),
+                node("Not", ["mb"], ["nb"]),
+                node("Cast", ["nb"], ["nf"], to=TensorProto.FLOAT),
+            ],
+            {"mask": ((2, 4), "int64"), "s": f32(2, 3, 4, 4)},
+            ["y", "nf"],
+            ops=("broadcast_to", "where", "equal"),
         ),
         # attention masking, legacy: where(mask, scores, -inf-ish), mask from a bool input
         Case(
