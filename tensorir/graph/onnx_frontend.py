@@ -259,9 +259,10 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     ImportError
         onnx is not installed.
     OnnxImportError (a ValueError)
-        An unsupported op, attribute value or data type (the message names the node, the op
-        type and what is supported), an input without a static shape, a ``shape=`` of another
-        rank than the model's input, or a file or bytes that are not an ONNX model.
+        An unsupported op, attribute value or data type (one line naming the node and the op
+        type; an op type that is not supported points at docs/onnx-ops.md, an attribute value
+        or data type says what is supported), an input without a static shape, a ``shape=``
+        of another rank than the model's input, or a file or bytes that are not an ONNX model.
     FileNotFoundError
         ``model_or_path`` names no file.
     TypeError
@@ -272,7 +273,8 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     Calls are NCHW (``data_layout`` "NCHW", kernels OIHW; NCDHW/OIDHW for 5-D tensors), as in
     ONNX. Shapes are static, so Shape and the arithmetic on its output (Gather, Unsqueeze,
     Concat, Cast, Add, ...) are evaluated at import time and feed Reshape as constants.
-    ``supported_ops()`` lists the op types.
+    ``supported_ops()`` lists the op types; docs/onnx-ops.md lists them with their
+    attributes and the graph ops each becomes.
     """
     onnx = _import_onnx()
     model = load_model(model_or_path)

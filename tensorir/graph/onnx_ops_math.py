@@ -17,7 +17,7 @@ import numpy as np
 
 from . import nn, op
 from .ir import Constant, Expr
-from .onnx_ops import MULTI_OUTPUT, Node, _register, _static_or
+from .onnx_ops import MULTI_OUTPUT, Node, _axes, _register, _static_or
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 
@@ -213,10 +213,7 @@ def _reduce_axes(node: Node, nd: int) -> tuple[int, ...] | None:
     """The reduced dims, sorted; None for "no reduction" (empty axes with
     noop_with_empty_axes). ``axes`` is an attribute before opset 18 (13 for ReduceSum) and an
     input from then on; either form is read."""
-    if node.has(1):
-        axes = [int(a) for a in node.static(1, "axes").reshape(-1)]
-    else:
-        axes = [int(a) for a in node.attr("axes", ())]
+    axes = _axes(node, "axes") or []
     if not axes:
         return None if node.attr("noop_with_empty_axes", 0) else tuple(range(nd))
     bad = [a for a in axes if not -nd <= a < nd]
