@@ -545,6 +545,25 @@ def _movement():
             ["a", "b", "c", "d"],
             ops=("cumsum",),
         ),
+        # RoBERTa's position ids, legacy: cumsum of the non-padding mask, on integers
+        Case(
+            "roberta_pos",
+            14,
+            [
+                const("pad", np.array(1, np.int64)),
+                node("Equal", ["ids", "pad"], ["is_pad"]),
+                node("Not", ["is_pad"], ["keep"]),
+                node("Cast", ["keep"], ["m"], to=TensorProto.INT32),
+                const("ax", np.array(1, np.int64)),
+                node("CumSum", ["m", "ax"], ["cs"]),
+                node("Mul", ["cs", "m"], ["inc"]),
+                node("Cast", ["inc"], ["inc64"], to=TensorProto.INT64),
+                node("Add", ["inc64", "pad"], ["pos"]),
+            ],
+            {"ids": ((2, 7), "int64")},
+            ["pos"],
+            ops=("cumsum",),
+        ),
         # a causal mask built from constants folds at import: Range, Unsqueeze, Less, Where
         Case(
             "causal",
