@@ -216,3 +216,14 @@ def pad(data: Expr, pad_width, pad_value: float = 0.0) -> Call:
 def batch_flatten(data: Expr) -> Call:
     """(N, ...) -> (N, prod(...))."""
     return make_call("nn.batch_flatten", (data,))
+
+
+def layer_norm(data: Expr, gamma: Expr, beta: Expr, axis: int = -1, epsilon: float = 1e-5,
+               center: bool = True, scale: bool = True) -> Call:  # fmt: skip
+    """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over ``axis``; gamma and beta are
+    (C,)."""
+    return make_call(
+        "nn.layer_norm",
+        (data, gamma, beta),
+        {"axis": axis, "epsilon": float(epsilon), "center": center, "scale": scale},
+    )

@@ -12,10 +12,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtype import DTYPES
+from . import onnx_ops_math  # noqa: F401 - registers its converters
 from .ir import Constant, Expr, Function, Module, Var
-from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
+from .onnx_ops import CONVERTERS, MULTI_OUTPUT, Node, OnnxImportError, Value
 
 __all__ = ["OnnxImportError", "from_onnx", "load_model", "supported_ops"]
+
+OPS_PAGE = "docs/onnx-ops.md"  # the supported op types and attributes, for error messages
 
 _MIN_OPSET = 7  # older opsets have the legacy "broadcast" attribute on binary ops
 
@@ -46,6 +49,7 @@ class _Importer:
         self._param_vars: dict[str, Var] = {}
         self._names: set[str] = set()
         self._derived: dict[tuple[str, str], Var] = {}
+        self.dropped: dict[str, str] = {}  # an output no converter produces -> its node
 
     # --- values ---------------------------------------------------------------------------
 
@@ -116,7 +120,10 @@ class _Importer:
             node.fail(f"domain {proto.domain!r} is not supported; only the default ONNX domain")
         entry = CONVERTERS.get(proto.op_type)
         if entry is None:
-            node.fail(f"op type {proto.op_type} is not supported; supported: {supported_ops()}")
+            node.fail(
+                f"op type {proto.op_type} is not supported (opset {self.opset}); the supported "
+                f"op types are listed in {OPS_PAGE} and by supported_ops()"
+            )
         fn, known = entry
         for name in node.attrs:
             if name not in known:
@@ -125,8 +132,14 @@ class _Importer:
                 )
         if not proto.output or not proto.output[0]:
             node.fail("has no output")
-        node.check_single_output()
+        if proto.op_type not in MULTI_OUTPUT:
+            node.check_single_output()
         for i, name in enumerate(proto.input):
+            if name in self.dropped:
+                node.fail(
+                    f"input {i} {name!r} is an output of {self.dropped[name]} that is not "
+                    "supported (only its first output is)"
+                )
             if name and name not in self.values:
                 node.fail(f"input {i} {name!r} is not produced by any earlier node or input")
         try:
@@ -135,16 +148,23 @@ class _Importer:
             raise
         except (ValueError, TypeError, KeyError) as e:
             raise OnnxImportError(f"{node.where}: {e}") from e
+        outs = out if isinstance(out, list) else [out]
+        for name, one in zip(proto.output, outs):
+            if name:
+                self.values[name] = self._result(one, proto, name)
+        for name in proto.output[len(outs) :]:
+            if name:
+                self.dropped[name] = node.where
+
+    def _result(self, out, proto, name: str) -> Value:
         if isinstance(out, Value):
-            result = out
-        elif isinstance(out, Expr):
-            result = Value(expr=out)
-        else:
-            # Folded from an initializer (a transposed weight, say): still a parameter, named
-            # after the node's output; from Constants and shape arithmetic: a constant.
-            derived = any(self.values[n].param for n in proto.input if n)
-            result = Value(static=np.asarray(out), param=proto.output[0] if derived else None)
-        self.values[proto.output[0]] = result
+            return out
+        if isinstance(out, Expr):
+            return Value(expr=out)
+        # Folded from an initializer (a transposed weight, say): still a parameter, named
+        # after the node's output; from Constants and shape arithmetic: a constant.
+        derived = any(self.values[n].param for n in proto.input if n)
+        return Value(static=np.asarray(out), param=name if derived else None)
 
 
 def load_model(model_or_path):
@@ -239,9 +259,10 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     ImportError
         onnx is not installed.
     OnnxImportError (a ValueError)
-        An unsupported op, attribute value or data type (the message names the node, the op
-        type and what is supported), an input without a static shape, a ``shape=`` of another
-        rank than the model's input, or a file or bytes that are not an ONNX model.
+        An unsupported op, attribute value or data type (one line naming the node and the op
+        type; an op type that is not supported points at docs/onnx-ops.md, an attribute value
+        or data type says what is supported), an input without a static shape, a ``shape=``
+        of another rank than the model's input, or a file or bytes that are not an ONNX model.
     FileNotFoundError
         ``model_or_path`` names no file.
     TypeError
@@ -252,7 +273,8 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     Calls are NCHW (``data_layout`` "NCHW", kernels OIHW; NCDHW/OIDHW for 5-D tensors), as in
     ONNX. Shapes are static, so Shape and the arithmetic on its output (Gather, Unsqueeze,
     Concat, Cast, Add, ...) are evaluated at import time and feed Reshape as constants.
-    ``supported_ops()`` lists the op types.
+    ``supported_ops()`` lists the op types; docs/onnx-ops.md lists them with their
+    attributes and the graph ops each becomes.
     """
     onnx = _import_onnx()
     model = load_model(model_or_path)
@@ -293,6 +315,11 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
 
     outs = []
     for o in graph.output:
+        if o.name in imp.dropped:
+            raise OnnxImportError(
+                f"graph output {o.name!r} is an output of {imp.dropped[o.name]} that is not "
+                "supported (only its first output is)"
+            )
         if o.name not in imp.values:
             raise OnnxImportError(f"graph output {o.name!r} is not produced by any node")
         outs.append(imp.expr(imp.values[o.name]))

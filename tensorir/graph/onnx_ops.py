@@ -121,6 +121,10 @@ class Node:
 
 _Converter = Callable[[Node], object]
 CONVERTERS: dict[str, tuple[_Converter, frozenset[str]]] = {}
+# Op types whose converter may be given several outputs: it returns a list, one result per
+# output it supports (Split: all of them; LayerNormalization: the first, and a later node
+# that reads the others fails naming them).
+MULTI_OUTPUT: set[str] = set()
 
 
 def _register(op_types: str, attrs: str = ""):
@@ -415,31 +419,58 @@ def _gemm(node: Node):
     return op.add(y, cexpr)
 
 
+def _rhs_transposed(node: Node, one_d: bool) -> Expr:
+    """MatMul's right operand (..., K, N) as (..., N, K); a 1-D one is (K,) -> (1, K)."""
+    v = node.value(1)
+    if v.static is not None:
+        w = v.static.reshape(1, -1) if one_d else np.swapaxes(v.static, -1, -2)
+        return node.imp.derived(v, "_T", np.ascontiguousarray(w))
+    if one_d:
+        return op.reshape(v.expr, (1, v.shape[0]))
+    nd = len(v.shape)
+    return op.transpose(v.expr, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _to_batch(x: Expr, batch: tuple[int, ...], full: tuple[int, ...]) -> Expr:
+    """(*batch, R, C) -> (B, R, C), where B is prod(full), or 1 when batch is all ones (then
+    batch_matmul broadcasts it); batch dims that need it are broadcast to ``full`` first."""
+    rows = tuple(x.shape[-2:])
+    if math.prod(batch) == 1:
+        return x if len(x.shape) == 3 and x.shape[0] == 1 else op.reshape(x, (1,) + rows)
+    if tuple(batch) != tuple(full):
+        x = op.broadcast_to(x, tuple(full) + rows)
+    return x if len(x.shape) == 3 else op.reshape(x, (math.prod(full),) + rows)
+
+
 @_register("MatMul")
 def _matmul(node: Node):
-    a, bshape = node.expr(0), node.value(1).shape
-    if len(a.shape) < 2 or len(bshape) < 2:
-        node.fail(f"1-D operands are not supported (shapes {a.shape}, {bshape})")
-    k = a.shape[-1]
-    if len(bshape) == 2:
-        w = _transposed_weight(node, 1, (1, 0))
-        if len(a.shape) == 2:
-            return nn.dense(a, w)
-        y = nn.dense(op.reshape(a, (-1, k)), w)
-        return op.reshape(y, a.shape[:-1] + (bshape[1],))
-    if len(a.shape) != len(bshape) or a.shape[:-2] != bshape[:-2]:
-        node.fail(
-            f"batched MatMul needs equal batch dims (no broadcasting), got {a.shape} x {bshape}"
-        )
-    nd = len(bshape)
-    bt = _transposed_weight(node, 1, tuple(range(nd - 2)) + (nd - 1, nd - 2))
-    if nd == 3:
-        return nn.batch_matmul(a, bt)
-    batch = math.prod(a.shape[:-2])
-    y = nn.batch_matmul(
-        op.reshape(a, (batch,) + a.shape[-2:]), op.reshape(bt, (batch,) + bt.shape[-2:])
-    )
-    return op.reshape(y, a.shape[:-1] + (bshape[-1],))
+    av, bv = node.value(0), node.value(1)
+    ashape, bshape = tuple(av.shape), tuple(bv.shape)
+    if not ashape or not bshape:
+        node.fail(f"0-D operands are not supported (shapes {ashape}, {bshape})")
+    if av.static is not None and bv.static is not None:
+        return np.matmul(av.static, bv.static)
+    a = node.expr(0)
+    k = ashape[-1]
+    if k != bshape[-2 if len(bshape) > 1 else 0]:
+        node.fail(f"the inner dims of {ashape} x {bshape} differ")
+    # numpy's rule for 1-D operands: a (K,) is (1, K), b (K,) is (K, 1); the dim goes again
+    out_tail = ashape[-2:-1] if len(ashape) > 1 else ()
+    out_tail += bshape[-1:] if len(bshape) > 1 else ()
+    if len(ashape) == 1:
+        a, ashape = op.reshape(a, (1, k)), (1, k)
+    bt = _rhs_transposed(node, len(bshape) == 1)
+    bshape = tuple(bt.shape[:-2]) + (k, bt.shape[-2])
+    try:
+        batch = tuple(np.broadcast_shapes(ashape[:-2], bshape[:-2]))
+    except ValueError:
+        node.fail(f"the batch dims of {av.shape} x {bv.shape} do not broadcast")
+    out_shape = batch + out_tail
+    if len(bshape) == 2:  # one weight matrix: a dense over every row of a
+        y = nn.dense(a if len(ashape) == 2 else op.reshape(a, (-1, k)), bt)
+    else:
+        y = nn.batch_matmul(_to_batch(a, ashape[:-2], batch), _to_batch(bt, bshape[:-2], batch))
+    return y if tuple(y.shape) == out_shape else op.reshape(y, out_shape)
 
 
 @_register("Softmax", "axis")

@@ -18,6 +18,10 @@ __all__ = [
     "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
     "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift", "floor",
     "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast",
+    # ONNX import: reductions, logic, math (issue 26)
+    "erf", "log", "abs", "isnan", "isinf", "logical_not", "power", "equal", "not_equal",
+    "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
+    "sum", "mean", "max", "min", "cumsum", "strided_slice", "broadcast_to", "trilu",
 ]  # fmt: skip
 
 
@@ -137,3 +141,92 @@ def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
 
 def cast(data: Expr, dtype: str) -> Call:
     return make_call("cast", (data,), {"dtype": dtype})
+
+
+# --- ONNX import: reductions, logic, math (issue 26) ---
+
+
+def _unary_op(name: str, doc: str):
+    def f(data: Expr) -> Call:
+        return make_call(name, (data,))
+
+    f.__name__, f.__doc__ = name, doc
+    return f
+
+
+erf = _unary_op("erf", "erf(x) (float).")
+log = _unary_op("log", "Natural log (float).")
+abs = _unary_op("abs", "|x|.")  # noqa: A001 - Relay's name
+isnan = _unary_op("isnan", "bool: x is NaN.")
+isinf = _unary_op("isinf", "bool: x is +-inf.")
+logical_not = _unary_op("logical_not", "bool: not x.")
+
+
+def _binary_op(name: str, doc: str):
+    def f(lhs, rhs) -> Call:
+        return _binary(name, lhs, rhs)
+
+    f.__name__, f.__doc__ = name, doc
+    return f
+
+
+power = _binary_op("power", "lhs ** rhs with numpy broadcasting.")
+equal = _binary_op("equal", "bool lhs == rhs with numpy broadcasting.")
+not_equal = _binary_op("not_equal", "bool lhs != rhs.")
+less = _binary_op("less", "bool lhs < rhs.")
+less_equal = _binary_op("less_equal", "bool lhs <= rhs.")
+greater = _binary_op("greater", "bool lhs > rhs.")
+greater_equal = _binary_op("greater_equal", "bool lhs >= rhs.")
+logical_and = _binary_op("logical_and", "bool lhs && rhs (non-zero is true).")
+logical_or = _binary_op("logical_or", "bool lhs || rhs.")
+
+
+def where(condition: Expr, x, y) -> Call:
+    """``condition ? x : y`` with the three shapes broadcast (a number takes the other's
+    dtype)."""
+    if not isinstance(x, Expr):
+        x = const(x, y.dtype)
+    if not isinstance(y, Expr):
+        y = const(y, x.dtype)
+    return make_call("where", (condition, x, y))
+
+
+def _reduce_op(name: str):
+    def f(data: Expr, axis=None, keepdims: bool = False, exclude: bool = False) -> Call:
+        return make_call(name, (data,), {"axis": axis, "keepdims": keepdims, "exclude": exclude})
+
+    f.__name__ = name
+    f.__doc__ = f"The {name} over ``axis`` (an int, ints or None for all dims), Relay's ``{name}``."
+    return f
+
+
+sum = _reduce_op("sum")  # noqa: A001 - Relay's names
+mean = _reduce_op("mean")
+max = _reduce_op("max")  # noqa: A001
+min = _reduce_op("min")  # noqa: A001
+
+
+def cumsum(data: Expr, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Call:
+    """Running sums along ``axis``; ``exclusive`` leaves each element out, ``reverse`` sums
+    from the end (ONNX CumSum's attributes)."""
+    return make_call("cumsum", (data,), {"axis": axis, "exclusive": exclusive, "reverse": reverse})
+
+
+def strided_slice(data: Expr, begin, end, strides=None, axes=None) -> Call:
+    """``data[begin:end:strides]`` per dim (or per dim of ``axes``), clamped as Python's
+    slices are."""
+    attrs = {"begin": tuple(begin), "end": tuple(end)}
+    attrs["strides"] = None if strides is None else tuple(strides)
+    attrs["axes"] = None if axes is None else tuple(axes)
+    return make_call("strided_slice", (data,), attrs)
+
+
+def broadcast_to(data: Expr, shape: Sequence[int]) -> Call:
+    """``data`` broadcast to ``shape`` (numpy's rule)."""
+    return make_call("broadcast_to", (data,), {"shape": tuple(int(d) for d in shape)})
+
+
+def trilu(data: Expr, k: int = 0, upper: bool = True) -> Call:
+    """The upper (``col - row >= k``) or lower (``col - row <= k``) triangle of the last two
+    dims; zero elsewhere."""
+    return make_call("trilu", (data,), {"k": int(k), "upper": bool(upper)})

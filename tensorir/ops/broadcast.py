@@ -13,12 +13,22 @@ __all__ = [
     "bias_add",
     "broadcast_shape",
     "divide",
+    "equal",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "logical_and",
+    "logical_or",
+    "not_equal",
+    "power",
     "left_shift",
     "maximum",
     "minimum",
     "multiply",
     "right_shift",
     "subtract",
+    "where",
 ]
 
 
@@ -160,3 +170,62 @@ def batch_norm(
         return v
 
     return compute(data.shape, f, "T_batch_norm", "ax", tag="injective")
+
+
+# --- ONNX import: math and logic (issue 26) ---
+
+
+def power(a, b) -> Tensor:
+    """``T_power = a ** b`` (float operands; the math library's pow)."""
+    return _binary(a, b, te.power, "T_power")
+
+
+def equal(a, b) -> Tensor:
+    """``T_equal``: bool ``a == b`` with numpy broadcasting."""
+    return _binary(a, b, te.equal, "T_equal")
+
+
+def not_equal(a, b) -> Tensor:
+    """``T_not_equal``: bool ``a != b``."""
+    return _binary(a, b, te.not_equal, "T_not_equal")
+
+
+def less(a, b) -> Tensor:
+    """``T_less``: bool ``a < b``."""
+    return _binary(a, b, lambda x, y: x < y, "T_less")
+
+
+def less_equal(a, b) -> Tensor:
+    """``T_less_equal``: bool ``a <= b``."""
+    return _binary(a, b, lambda x, y: x <= y, "T_less_equal")
+
+
+def greater(a, b) -> Tensor:
+    """``T_greater``: bool ``a > b``."""
+    return _binary(a, b, lambda x, y: x > y, "T_greater")
+
+
+def greater_equal(a, b) -> Tensor:
+    """``T_greater_equal``: bool ``a >= b``."""
+    return _binary(a, b, lambda x, y: x >= y, "T_greater_equal")
+
+
+def logical_and(a, b) -> Tensor:
+    """``T_logical_and``: bool ``a && b`` (non-bool operands are compared with 0)."""
+    return _binary(a, b, te.all, "T_logical_and")
+
+
+def logical_or(a, b) -> Tensor:
+    """``T_logical_or``: bool ``a || b``."""
+    return _binary(a, b, te.any, "T_logical_or")
+
+
+def where(cond: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """``T_where = cond ? x : y`` with the three shapes broadcast together (Relay's where)."""
+    shape = broadcast_shape(broadcast_shape(cond.shape, x.shape, "where"), y.shape, "where")
+    if not shape:
+        raise TensorError("where: 0-d tensors are not supported; reshape to (1,)")
+    rc, rx, ry = _reader(cond, shape), _reader(x, shape), _reader(y, shape)
+    return compute(
+        shape, lambda *i: te.select(rc(i), rx(i), ry(i)), "T_where", "ax", tag="broadcast"
+    )

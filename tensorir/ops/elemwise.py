@@ -7,7 +7,10 @@ from ..dtype import check_dtype, is_float
 from ..tensor import Tensor, TensorError
 from ._util import cast_to, compute
 
-__all__ = ["cast", "clip", "exp", "floor", "negative", "relu", "sigmoid", "sqrt", "tanh"]
+__all__ = [
+    "abs", "cast", "clip", "erf", "exp", "floor", "isinf", "isnan", "log", "logical_not",
+    "negative", "relu", "sigmoid", "sqrt", "tanh",
+]  # fmt: skip
 
 
 def _unary(x: Tensor, f, name: str) -> Tensor:
@@ -66,3 +69,46 @@ def cast(x: Tensor, dtype: str) -> Tensor:
     """``T_cast = dtype(x)``."""
     check_dtype(dtype)
     return _unary(x, lambda v: cast_to(v, dtype), "T_cast")
+
+
+# --- ONNX import: math and logic (issue 26) ---
+
+
+def _float_only(x: Tensor, op: str) -> None:
+    if not is_float(x.dtype):
+        raise TensorError(f"{op}: the input must be a float type, got {x.dtype}")
+
+
+def erf(x: Tensor) -> Tensor:
+    """``T_erf = erf(x)`` (float inputs; the exact Gelu is ``x * 0.5 * (1 + erf(x / sqrt 2))``)."""
+    _float_only(x, "erf")
+    return _unary(x, te.erf, "T_erf")
+
+
+def log(x: Tensor) -> Tensor:
+    """``T_log = log(x)`` (float inputs)."""
+    _float_only(x, "log")
+    return _unary(x, te.log, "T_log")
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001 - topi's name
+    """``T_abs = |x|``."""
+    return _unary(x, te.abs, "T_abs")
+
+
+def isnan(x: Tensor) -> Tensor:
+    """``T_isnan``: bool, true where ``x != x`` (an unordered compare, so only NaN)."""
+    _float_only(x, "isnan")
+    return _unary(x, lambda v: te.not_equal(v, v), "T_isnan")
+
+
+def isinf(x: Tensor) -> Tensor:
+    """``T_isinf``: bool, true where ``|x|`` is infinite."""
+    _float_only(x, "isinf")
+    inf = te.const(float("inf"), x.dtype)
+    return _unary(x, lambda v: te.equal(te.abs(v), inf), "T_isinf")
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """``T_logical_not``: bool ``!x`` (a non-bool input is compared with 0)."""
+    return _unary(x, lambda v: ~(v if v.dtype == "bool" else te.not_equal(v, 0)), "T_logical_not")

@@ -295,3 +295,75 @@ def transpose_ref(a, shape, x):
 
 def cast_ref(a, shape, x):
     return x.astype(a["dtype"])
+
+
+# --- ONNX import: reductions, logic, math (issue 26) ---
+
+
+def erf(x):
+    """erf in float64 (scipy's when installed, else math.erf element by element)."""
+    from ..interp import _erf
+
+    return _erf(x)
+
+
+def where_ref(a, shape, cond, x, y):
+    return np.where(cond.astype(bool), x, y)
+
+
+def logical_ref(f):
+    return lambda a, shape, lhs, rhs: f(lhs.astype(bool), rhs.astype(bool))
+
+
+def reduce_ref(f):
+    """sum / mean / max / min over the attributes' axes (float64 accumulation for sums)."""
+
+    def impl(a, shape, x):
+        nd = x.ndim
+        axes = range(nd) if a["axis"] is None else [int(i) % nd for i in a["axis"]]
+        axes = set(axes)
+        if a["exclude"]:
+            axes = set(range(nd)) - axes
+        if not axes:
+            return x.copy()
+        kw = {"dtype": np.float64} if f in (np.sum, np.mean) and x.dtype.kind == "f" else {}
+        return f(x, axis=tuple(sorted(axes)), keepdims=True, **kw).reshape(shape)
+
+    return impl
+
+
+def layer_norm_ref(a, shape, x, gamma, beta):
+    ax = a["axis"] % x.ndim
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=ax, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=ax, keepdims=True)
+    out = (x64 - mean) / np.sqrt(var + a["epsilon"])
+    if a["scale"]:
+        out = out * _along(gamma, ax, x.ndim)
+    if a["center"]:
+        out = out + _along(beta, ax, x.ndim)
+    return out
+
+
+def cumsum_ref(a, shape, x):
+    ax = a["axis"] % x.ndim
+    src = np.flip(x, ax) if a["reverse"] else x
+    out = np.cumsum(src, axis=ax, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
+    if a["exclusive"]:
+        out = out - src
+    return np.flip(out, ax) if a["reverse"] else out
+
+
+def strided_slice_ref(a, shape, x):
+    from .shape_rules import full_slice
+
+    begin, end, step = full_slice(x.shape, a)
+    return x[tuple(slice(b, e, s) for b, e, s in zip(begin, end, step))]
+
+
+def broadcast_to_ref(a, shape, x):
+    return np.broadcast_to(x, shape).copy()
+
+
+def trilu_ref(a, shape, x):
+    return (np.triu if a["upper"] else np.tril)(x, a["k"])

@@ -28,7 +28,7 @@ from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
-from . import broadcast, elemwise, packed_layout, transform, winograd
+from . import broadcast, elemwise, packed_layout, reduce, slicing, transform, winograd
 from . import reference as ref
 from . import shape_rules as rules
 from ._util import NameScope
@@ -314,6 +314,20 @@ def _binary(name, compute, reference):
     )
 
 
+def _predicate(name, compute, reference):
+    """A broadcasting two-input op with a bool result (comparisons, logical and/or)."""
+    rule = rules.logical_rule if name.startswith("logical") else rules.compare_rule
+    return OpEntry(
+        name,
+        ("lhs", "rhs"),
+        {},
+        rules.BROADCAST,
+        rule,
+        lambda ins, a: compute(ins[0], ins[1]),
+        reference,
+    )
+
+
 def _pool_entry(kind, nsp, attrs, layouts):
     return OpEntry(
         f"nn.{kind}_pool{nsp}d",
@@ -530,6 +544,87 @@ _ENTRIES = (
         ref.cast_ref,
         {"dtype": REQUIRED},
         rules.cast_rule,
+    ),
+    # --- ONNX import: reductions, logic, math (issue 26) ---
+    _unary("erf", elemwise.erf, ref.erf, rule=rules.float_unary_rule),
+    _unary("log", elemwise.log, np.log, rule=rules.float_unary_rule),
+    _unary("abs", elemwise.abs, np.abs),
+    _unary("isnan", elemwise.isnan, np.isnan, rule=rules.predicate_rule(True)),
+    _unary("isinf", elemwise.isinf, np.isinf, rule=rules.predicate_rule(True)),
+    _unary("logical_not", elemwise.logical_not, np.logical_not, rule=rules.predicate_rule(False)),
+    _binary("power", broadcast.power, np.power),
+    _predicate("equal", broadcast.equal, ref.binary_ref(np.equal)),
+    _predicate("not_equal", broadcast.not_equal, ref.binary_ref(np.not_equal)),
+    _predicate("less", broadcast.less, ref.binary_ref(np.less)),
+    _predicate("less_equal", broadcast.less_equal, ref.binary_ref(np.less_equal)),
+    _predicate("greater", broadcast.greater, ref.binary_ref(np.greater)),
+    _predicate("greater_equal", broadcast.greater_equal, ref.binary_ref(np.greater_equal)),
+    _predicate("logical_and", broadcast.logical_and, ref.logical_ref(np.logical_and)),
+    _predicate("logical_or", broadcast.logical_or, ref.logical_ref(np.logical_or)),
+    OpEntry(
+        "where",
+        ("condition", "x", "y"),
+        {},
+        rules.BROADCAST,
+        rules.where_rule,
+        lambda ins, a: broadcast.where(*ins),
+        ref.where_ref,
+    ),
+    *(
+        OpEntry(
+            kind,
+            ("data",),
+            {"axis": None, "keepdims": False, "exclude": False},
+            rules.COMM_REDUCE,
+            rules.reduce_rule,
+            lambda ins, a, k=kind: reduce.reduce(ins[0], k, a["axis"], a["keepdims"], a["exclude"]),
+            ref.reduce_ref(f),
+            rules.fix_reduce,
+        )
+        for kind, f in (("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min))
+    ),
+    OpEntry(
+        "nn.layer_norm",
+        ("data", "gamma", "beta"),
+        {"axis": -1, "epsilon": 1e-5, "center": True, "scale": True},
+        rules.OPAQUE,
+        rules.layer_norm_rule,
+        lambda ins, a: reduce.layer_norm(*ins, a["axis"], a["epsilon"], a["center"], a["scale"]),
+        ref.layer_norm_ref,
+    ),
+    _unary(
+        "cumsum",
+        lambda ins, a: reduce.cumsum(ins[0], a["axis"], a["exclusive"], a["reverse"]),
+        ref.cumsum_ref,
+        {"axis": 0, "exclusive": False, "reverse": False},
+        rules.axis_unary_rule,
+        rules.OPAQUE,
+    ),
+    _unary(
+        "strided_slice",
+        lambda ins, a: slicing.strided_slice(ins[0], *rules.full_slice(ins[0].shape, a)),
+        ref.strided_slice_ref,
+        {"begin": REQUIRED, "end": REQUIRED, "strides": None, "axes": None},
+        rules.strided_slice_rule,
+        rules.INJECTIVE,
+    ),
+    _unary(
+        "broadcast_to",
+        lambda ins, a: slicing.broadcast_to(ins[0], a["shape"]),
+        ref.broadcast_to_ref,
+        {"shape": REQUIRED},
+        rules.broadcast_to_rule,
+        rules.BROADCAST,
+    ),
+    # INJECTIVE, not elemwise: the triangle is of the last two dims, so convert_layout must
+    # not move it into channels-last as it does elementwise ops.
+    _unary(
+        "trilu",
+        lambda ins, a: slicing.trilu(ins[0], a["k"], a["upper"]),
+        ref.trilu_ref,
+        {"k": 0, "upper": True},
+        rules.trilu_rule,
+        rules.INJECTIVE,
     ),
 )
 

@@ -438,3 +438,131 @@ def fix_squeeze(a):
     if isinstance(a["axis"], int | np.integer):
         a["axis"] = (int(a["axis"]),)
     return a
+
+
+# --- ONNX import: reductions, logic, math (issue 26) ---
+
+
+def float_unary_rule(shapes, dtypes, a):
+    """A one-input op of float inputs (erf, log, isnan ...)."""
+    if not np.issubdtype(np.dtype(dtypes[0]), np.floating):
+        raise ShapeError(f"data must be a float type, got {dtypes[0]}")
+    return tuple(shapes[0]), dtypes[0]
+
+
+def predicate_rule(float_only: bool):
+    """A one-input op with a bool result (isnan, isinf, logical_not)."""
+
+    def infer(shapes, dtypes, a):
+        if float_only:
+            float_unary_rule(shapes, dtypes, a)
+        return tuple(shapes[0]), "bool"
+
+    return infer
+
+
+def compare_rule(shapes, dtypes, a):
+    """A broadcasting comparison: one operand dtype, a bool result."""
+    _same_dtype(dtypes, "lhs and rhs")
+    return broadcast_shapes(*shapes), "bool"
+
+
+def logical_rule(shapes, dtypes, a):
+    """logical_and / logical_or: any operand dtypes (non-zero is true), a bool result."""
+    return broadcast_shapes(*shapes), "bool"
+
+
+def where_rule(shapes, dtypes, a):
+    cond, x, y = shapes
+    return (
+        broadcast_shapes(broadcast_shapes(cond, x), y),
+        _same_dtype(dtypes[1:], "x and y"),
+    )
+
+
+def reduce_rule(shapes, dtypes, a):
+    """sum / mean / max / min: the reduced dims dropped (kept as 1 with keepdims); reducing
+    every dim without keepdims leaves shape (1,), never a 0-d tensor."""
+    x = shapes[0]
+    if a["axis"] is None:
+        axes = set(range(len(x)))
+    else:
+        axes = {_axis(int(i), len(x)) for i in a["axis"]}
+    if a["exclude"]:
+        axes = set(range(len(x))) - axes
+    if a["keepdims"]:
+        return tuple(1 if d in axes else n for d, n in enumerate(x)), dtypes[0]
+    return tuple(n for d, n in enumerate(x) if d not in axes) or (1,), dtypes[0]
+
+
+def fix_reduce(a):
+    if isinstance(a["axis"], int | np.integer):
+        a["axis"] = (int(a["axis"]),)
+    elif a["axis"] is not None:
+        a["axis"] = tuple(int(i) for i in a["axis"])
+    return a
+
+
+def layer_norm_rule(shapes, dtypes, a):
+    x = shapes[0]
+    ax = _axis(a["axis"], len(x))
+    for name, s in zip(("gamma", "beta"), shapes[1:]):
+        if tuple(s) != (x[ax],):
+            raise ShapeError(f"{name} must have shape ({x[ax]},) (data's axis {a['axis']})")
+    float_unary_rule(shapes, dtypes, a)
+    return tuple(x), _same_dtype(dtypes)
+
+
+def axis_unary_rule(shapes, dtypes, a):
+    """A one-input op along ``axis`` that keeps the shape (cumsum)."""
+    _axis(a["axis"], len(shapes[0]))
+    return tuple(shapes[0]), dtypes[0]
+
+
+def full_slice(shape, a) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """strided_slice's begin / end / strides for every dim of ``shape``: with ``axes`` the
+    given values are for those dims; the others, and missing strides, take the whole dim."""
+    nd = len(shape)
+    axes = range(nd) if a["axes"] is None else [_axis(int(i), nd, "axes entry") for i in a["axes"]]
+    axes = list(axes)
+    strides = a["strides"] if a["strides"] is not None else (1,) * len(axes)
+    if not len(a["begin"]) == len(a["end"]) == len(strides) == len(axes):
+        raise ShapeError(
+            f"begin {a['begin']}, end {a['end']} and strides {a['strides']} must have one "
+            f"value per sliced axis ({len(axes)})"
+        )
+    begin, end, step = [0] * nd, list(shape), [1] * nd
+    for j, d in enumerate(axes):
+        begin[d], end[d], step[d] = int(a["begin"][j]), int(a["end"][j]), int(strides[j])
+    if 0 in step:
+        raise ShapeError(f"strides {a['strides']} has a step of 0")
+    return tuple(begin), tuple(end), tuple(step)
+
+
+def strided_slice_rule(shapes, dtypes, a):
+    x = shapes[0]
+    begin, end, step = full_slice(x, a)
+    out = tuple(len(range(*slice(b, e, s).indices(n))) for n, b, e, s in zip(x, begin, end, step))
+    if 0 in out:
+        raise ShapeError(f"the slice of {tuple(x)} is empty ({out}); empty tensors are unsupported")
+    return out, dtypes[0]
+
+
+def fix_strided_slice(a):
+    for k in ("begin", "end", "strides", "axes"):
+        if a[k] is not None:
+            a[k] = tuple(int(v) for v in a[k])
+    return a
+
+
+def broadcast_to_rule(shapes, dtypes, a):
+    shape = tuple(int(d) for d in a["shape"])
+    if broadcast_shapes(shapes[0], shape) != shape:
+        raise ShapeError(f"{tuple(shapes[0])} does not broadcast to {shape}")
+    return shape, dtypes[0]
+
+
+def trilu_rule(shapes, dtypes, a):
+    if len(shapes[0]) < 2:
+        raise ShapeError(f"data must have at least 2 dims, got {tuple(shapes[0])}")
+    return tuple(shapes[0]), dtypes[0]

@@ -224,6 +224,32 @@ V = op.var
         (lambda: op.layout_transform(V("x", (1, 3, 5, 7)), "NCHW", "NHWC"), (1, 5, 7, 3)),
         (lambda: op.layout_transform(V("x", (1, 2, 5, 7, 3)), "NDHWC", "NCDHW"), (1, 3, 2, 5, 7)),
         (lambda: nn.relu(V("x", (3,))), (3,)),
+        # ONNX import: reductions, logic, math (issue 26)
+        (lambda: op.erf(V("x", (2, 3))), (2, 3)),
+        (lambda: op.log(V("x", (2, 3))), (2, 3)),
+        (lambda: op.abs(V("x", (2, 3))), (2, 3)),
+        (lambda: op.isnan(V("x", (2, 3))), (2, 3)),
+        (lambda: op.isinf(V("x", (2, 3))), (2, 3)),
+        (lambda: op.logical_not(V("x", (2, 3), "bool")), (2, 3)),
+        (lambda: op.power(V("x", (2, 1)), V("y", (3,))), (2, 3)),
+        (lambda: op.equal(V("x", (2, 1)), V("y", (3,))), (2, 3)),
+        (lambda: op.not_equal(V("x", (2, 1)), V("y", (3,))), (2, 3)),
+        (lambda: op.less(V("x", (4, 1, 3)), V("y", (2, 1))), (4, 2, 3)),
+        (lambda: op.less_equal(V("x", (2, 3)), 0.0), (2, 3)),
+        (lambda: op.greater(V("x", (2, 3)), 0.0), (2, 3)),
+        (lambda: op.greater_equal(V("x", (2, 3)), 0.0), (2, 3)),
+        (lambda: op.logical_and(V("x", (2, 3), "bool"), V("y", (3,), "bool")), (2, 3)),
+        (lambda: op.logical_or(V("x", (2, 1), "bool"), V("y", (3,), "bool")), (2, 3)),
+        (lambda: op.where(V("c", (3,), "bool"), V("x", (2, 1)), V("y", (1,))), (2, 3)),
+        (lambda: op.sum(V("x", (2, 3, 4)), (0, 2)), (3,)),
+        (lambda: op.mean(V("x", (2, 3, 4)), -1, keepdims=True), (2, 3, 1)),
+        (lambda: op.max(V("x", (2, 3, 4))), (1,)),
+        (lambda: op.min(V("x", (2, 3, 4)), 1, exclude=True), (3,)),
+        (lambda: nn.layer_norm(V("x", (2, 3, 8)), V("g", (8,)), V("b", (8,))), (2, 3, 8)),
+        (lambda: op.cumsum(V("x", (2, 5)), 1, exclusive=True), (2, 5)),
+        (lambda: op.strided_slice(V("x", (4, 9)), (1, -1), (99, 0), (2, -3)), (2, 3)),
+        (lambda: op.broadcast_to(V("x", (3, 1)), (2, 3, 4)), (2, 3, 4)),
+        (lambda: op.trilu(V("x", (2, 4, 4)), 1, upper=False), (2, 4, 4)),
     ],
 )
 def test_shape_inference(build, shape):
@@ -452,3 +478,14 @@ def test_main_function_of_a_module_a_function_and_anything_else():
 def test_a_constant_that_does_not_fit_its_dtype_is_a_one_line_error():
     with pytest.raises(ValueError, match=r"^op.const: 137438953472 does not fit int32$"):
         op.add(op.var("x", (2,), "int32"), 2**37)
+
+
+def test_predicates_give_bool_and_where_keeps_its_branch_dtype():
+    x = V("x", (2, 3))
+    for f in (op.isnan, op.isinf):
+        assert f(x).dtype == "bool"
+    for f in (op.equal, op.less, op.greater_equal, op.logical_and):
+        assert f(x, x).dtype == "bool"
+    assert op.where(op.less(x, 0.0), x, 0.0).dtype == "float32"
+    with pytest.raises(ValueError, match="float"):
+        op.erf(V("i", (2,), "int32"))

@@ -3,12 +3,12 @@
 Every rank-4 (rank-5) value the pass touches is either in its original channels-first form
 or in channels-last form. Convolutions and pools are rewritten to channels-last (weights
 transposed OIHW -> HWIO, depthwise -> HWOI, OIDHW -> DHWIO); ops that work in any layout
-(elemwise, broadcast, bias_add, batch_norm, concatenate, pad, softmax) follow their inputs and
-get their axis attributes remapped; every other op (batch_flatten, reshape, transpose, dense,
-...) and the function outputs see the original layout. ``layout_transform`` is inserted only
-where a value crosses between the two forms, at most once per value and direction, so a
-transform pair never appears back to back. Transposes of constant weights are folded by
-``fold_constant`` afterwards.
+(elemwise, broadcast, bias_add, batch_norm, concatenate, pad, softmax, and sum / mean / max /
+min with keepdims) follow their inputs and get their axis attributes remapped; every other op
+(batch_flatten, reshape, transpose, dense, ...) and the function outputs see the original
+layout. ``layout_transform`` is inserted only where a value crosses between the two forms, at
+most once per value and direction, so a transform pair never appears back to back. Transposes
+of constant weights are folded by ``fold_constant`` afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ _POOLS = (
     "nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d",
 )  # fmt: skip
 _AXIS_OPS = ("nn.bias_add", "nn.batch_norm", "concatenate", "nn.softmax")
+_REDUCE_OPS = ("sum", "mean", "max", "min")  # with keepdims: axes remapped, like _AXIS_OPS
 
 
 def _map_axis(axis: int, ndim: int) -> int:
@@ -127,6 +128,10 @@ class _Converter:
             else:
                 args = tuple(self.get(x, True) for x in node.args)
             return make_call(name, args, a.replace(axis=axis))
+        if name in _REDUCE_OPS and a["keepdims"] and a["axis"] is not None:
+            # keepdims keeps the rank, so the result stays channels-last: remap the axes
+            axis = tuple(sorted(_map_axis(x, ndim) for x in a["axis"]))
+            return make_call(name, (self.get(node.args[0], True),), a.replace(axis=axis))
         if name == "nn.pad":
             pw = a["pad_width"]
             src, dst = _FIRST[ndim], _LAST[ndim]
