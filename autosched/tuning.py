@@ -28,6 +28,32 @@ def interruption(exc: BaseException, measurer, resume: str) -> TuningInterrupted
     )
 
 
+def _callbacks(value) -> tuple:
+    """``measure_callbacks`` as a tuple of objects with ``callback(inputs, results)``.
+
+    A str (``measure_callbacks="log.json"``) is iterable character by character and a single
+    callback is not a list: both used to be accepted and then record nothing (or fail late).
+    """
+    example = "e.g. [RecordToFile('log.json')]"
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or hasattr(value, "callback") or not hasattr(
+        value, "__iter__"
+    ):
+        raise TypeError(
+            f"TuningOptions: measure_callbacks must be a list of callbacks, {example}; "
+            f"got {type(value).__name__} {value!r}"
+        )
+    value = tuple(value)
+    for k, cb in enumerate(value):
+        if not callable(getattr(cb, "callback", None)):
+            raise TypeError(
+                f"TuningOptions: measure_callbacks[{k}] ({type(cb).__name__} {cb!r}) has no "
+                f"callback(inputs, results) method; {example}"
+            )
+    return value
+
+
 @dataclass(frozen=True)
 class TuningOptions:
     """How long to tune and how to measure.
@@ -65,7 +91,7 @@ class TuningOptions:
     max_tuning_seconds: float | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "measure_callbacks", tuple(self.measure_callbacks or ()))
+        object.__setattr__(self, "measure_callbacks", _callbacks(self.measure_callbacks))
         if self.max_tuning_seconds is not None and not self.max_tuning_seconds > 0:
             raise ValueError(f"max_tuning_seconds must be > 0, got {self.max_tuning_seconds}")
         if self.num_measure_trials < 0:
