@@ -37,8 +37,10 @@ def _callbacks(value) -> tuple:
     example = "e.g. [RecordToFile('log.json')]"
     if value is None:
         return ()
-    if isinstance(value, str | bytes) or hasattr(value, "callback") or not hasattr(
-        value, "__iter__"
+    if (
+        isinstance(value, str | bytes)
+        or hasattr(value, "callback")
+        or not hasattr(value, "__iter__")
     ):
         raise TypeError(
             f"TuningOptions: measure_callbacks must be a list of callbacks, {example}; "

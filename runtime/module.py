@@ -33,13 +33,13 @@ def cpu_threads(dev: Device, num_threads: int | None):
     return lambda: threads(num_threads)
 
 
-
 def _same_memory(a, b) -> bool:
     """Whether two arguments overlap in memory (numpy arrays) or are one buffer (NDArrays)."""
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         # may_share_memory compares bounds only (cheap); shares_memory settles strided views.
         return np.may_share_memory(a, b) and np.shares_memory(a, b)
     return a is b
+
 
 class Module:
     """A compiled program bound to a device.
