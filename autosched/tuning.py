@@ -75,8 +75,9 @@ class TuningOptions:
     verbose : int
         0 silent, 1 a progress line per round, 2 more.
     builder, runner : "local" or LocalBuilder / LocalRunner
-    measure_callbacks : sequence
-        Called with ``(inputs, results)`` after each measured batch, e.g. ``RecordToFile``.
+    measure_callbacks : list
+        Objects whose ``callback(inputs, results)`` runs after each measured batch, e.g.
+        ``[RecordToFile("log.json")]``; a str or a single callback is a TypeError.
     max_tuning_seconds : float, optional
         A wall-time budget: no new search round starts after this many seconds (the round in
         flight finishes, so the run overshoots by at most one round). With a log, a long tune
