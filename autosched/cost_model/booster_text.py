@@ -125,11 +125,11 @@ def _check_tree(kv: dict, max_feature_idx: int, what: str) -> None:
         raise BoosterTextError(f"{what}: no leaf_value")
     if not all(math.isfinite(v) for v in _floats(kv["leaf_value"], f"{what} leaf_value", n)):
         raise BoosterTextError(f"{what}: leaf values must be finite")
+    if n == 1:
+        return  # LightGBM reads nothing more of a one-leaf tree (its other arrays are empty)
     for key in ("leaf_weight", "leaf_count"):
         if key in kv:
             _floats(kv[key], f"{what} {key}", n)
-    if n == 1:
-        return
     for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
         if key not in kv:
             raise BoosterTextError(f"{what}: no {key}")

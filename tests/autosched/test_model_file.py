@@ -228,3 +228,18 @@ def test_crafted_boosters_in_a_child_process_exit_cleanly(saved_members, tmp_pat
     )
     assert r.returncode == 0, r.stderr.decode(errors="replace")[-500:]
     assert r.stdout.decode().split() == ["refused"] * len(paths)
+
+
+def test_a_model_of_one_leaf_trees_round_trips(tmp_path):
+    # Equal costs: no split has a gain, so every tree is one leaf with empty split arrays.
+    rng = np.random.default_rng(8)
+    m = LGBModel(seed=3, num_warmup_sample=2, num_threads=1)
+    m.features = [rng.random((2, N_FEATURES)).astype(np.float32) for _ in range(8)]
+    m.keys, m.costs = [("w", "llvm")] * 8, [1.0] * 8
+    m.train()
+    assert "num_leaves=1\n" in m.booster.model_to_string()
+    m.save(str(tmp_path / "one.npz"))
+    m2 = LGBModel()
+    m2.load(str(tmp_path / "one.npz"))
+    test = [rng.random((3, N_FEATURES)).astype(np.float32)]
+    np.testing.assert_array_equal(m2.predict_features(test), m.predict_features(test))
