@@ -171,6 +171,16 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
         from .cost_model.model import LGBModel
 
         search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
+    policy_task = getattr(search_policy, "task", task)
+    if policy_task is not task and (
+        policy_task.compute_dag.workload_key != task.compute_dag.workload_key
+        or str(policy_task.target) != str(task.target)
+    ):
+        # It would search and measure the policy's task, reporting it as this one.
+        raise ValueError(
+            f"{task!r}.tune: the search policy was made for another task ({policy_task!r}); "
+            "make it with SketchPolicy(task, ...) of this task"
+        )
     require_measuring_devices([task], options)
     trials = options.trial_limit
     if trials == 0:

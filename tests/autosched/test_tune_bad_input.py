@@ -90,3 +90,13 @@ def test_measure_callbacks_must_be_a_list(callbacks):
     with pytest.raises(TypeError, match=r"TuningOptions: measure_callbacks must be a list"):
         ansor.TuningOptions(measure_callbacks=callbacks)
     ansor.TuningOptions(measure_callbacks=(ansor.RecordToFile("x.json"),))
+
+
+def test_a_search_policy_of_another_task_is_refused():
+    task = ansor.SearchTask(ansor.ComputeDAG(W.matmul(8, 8, 8)), target="llvm")
+    other = ansor.SearchTask(ansor.ComputeDAG(W.matmul(16, 16, 16)), target="llvm")
+    policy = ansor.SketchPolicy(other, ansor.RandomModel(), verbose=0)
+    options = ansor.TuningOptions(num_measure_trials=0, verbose=0)
+    with pytest.raises(ValueError, match=r"the search policy was made for another task"):
+        task.tune(options, search_policy=policy)
+    assert task.tune(options, ansor.SketchPolicy(task, ansor.RandomModel(), verbose=0))
