@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral
 
-from codegen.target import Target
+from codegen.target import Target, is_cross_target
 
 INT32_MAX = 2**31 - 1
 
@@ -117,7 +117,10 @@ class HardwareParams:
 
     ``None`` (or, as in TVM, ``-1``) fields are filled by :meth:`for_target`: on CPU from the
     host, on GPU from the target's device (see :data:`GPU_DEFAULTS` for the defaults used
-    without one). Other values must be positive ints (the two memory sizes may be 0).
+    without one). A CPU target for another machine (``llvm -mtriple=...``) cannot be read from
+    here: its ``num_cores`` and ``vector_unit_bytes`` then are this host's, with a warning that
+    names them; give the device's. Other values must be positive ints (the two memory sizes
+    may be 0).
 
     Parameters
     ----------
@@ -167,6 +170,7 @@ class HardwareParams:
         if given is not None and all(v is not None for v in given.__dict__.values()):
             return given
         defaults = _default_params(target)
+        _warn_host_values_for_cross_target(target, given, defaults)
         if given is None:
             return defaults
         return replace(defaults, **{k: v for k, v in given.__dict__.items() if v is not None})
@@ -185,6 +189,27 @@ class HardwareParams:
             "max_vthread_extent": self.max_vthread_extent,
             "warp_size": self.warp_size,
         }
+
+
+# The fields of a CPU target that describe its machine; the others are GPU limits.
+_CPU_MACHINE_FIELDS = ("num_cores", "vector_unit_bytes")
+
+
+def _warn_host_values_for_cross_target(target: Target, given, defaults) -> None:
+    """A CPU target for another machine (``-mtriple=aarch64-...``, tuned over RPC) has no
+    device to read here: its missing (``None`` / ``-1``) core count and vector width would
+    silently be this host's. Say so, once per target, naming the values used."""
+    if target.kind != "llvm" or not is_cross_target(target):
+        return
+    missing = [f for f in _CPU_MACHINE_FIELDS if given is None or getattr(given, f) is None]
+    if missing:
+        used = ", ".join(f"{f}={getattr(defaults, f)}" for f in missing)
+        warnings.warn(
+            f"HardwareParams: cannot read {' and '.join(missing)} from the device of "
+            f"{str(target)!r} (another machine); using this host's ({used}); pass "
+            f"HardwareParams({', '.join(f + '=...' for f in missing)}) with the device's values",
+            stacklevel=3,
+        )
 
 
 def _host_cores() -> int:

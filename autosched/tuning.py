@@ -28,6 +28,34 @@ def interruption(exc: BaseException, measurer, resume: str) -> TuningInterrupted
     )
 
 
+def _callbacks(value) -> tuple:
+    """``measure_callbacks`` as a tuple of objects with ``callback(inputs, results)``.
+
+    A str (``measure_callbacks="log.json"``) is iterable character by character and a single
+    callback is not a list: both used to be accepted and then record nothing (or fail late).
+    """
+    example = "e.g. [RecordToFile('log.json')]"
+    if value is None:
+        return ()
+    if (
+        isinstance(value, str | bytes)
+        or hasattr(value, "callback")
+        or not hasattr(value, "__iter__")
+    ):
+        raise TypeError(
+            f"TuningOptions: measure_callbacks must be a list of callbacks, {example}; "
+            f"got {type(value).__name__} {value!r}"
+        )
+    value = tuple(value)
+    for k, cb in enumerate(value):
+        if not callable(getattr(cb, "callback", None)):
+            raise TypeError(
+                f"TuningOptions: measure_callbacks[{k}] ({type(cb).__name__} {cb!r}) has no "
+                f"callback(inputs, results) method; {example}"
+            )
+    return value
+
+
 @dataclass(frozen=True)
 class TuningOptions:
     """How long to tune and how to measure.
@@ -47,8 +75,9 @@ class TuningOptions:
     verbose : int
         0 silent, 1 a progress line per round, 2 more.
     builder, runner : "local" or LocalBuilder / LocalRunner
-    measure_callbacks : sequence
-        Called with ``(inputs, results)`` after each measured batch, e.g. ``RecordToFile``.
+    measure_callbacks : list
+        Objects whose ``callback(inputs, results)`` runs after each measured batch, e.g.
+        ``[RecordToFile("log.json")]``; a str or a single callback is a TypeError.
     max_tuning_seconds : float, optional
         A wall-time budget: no new search round starts after this many seconds (the round in
         flight finishes, so the run overshoots by at most one round). With a log, a long tune
@@ -65,7 +94,7 @@ class TuningOptions:
     max_tuning_seconds: float | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "measure_callbacks", tuple(self.measure_callbacks or ()))
+        object.__setattr__(self, "measure_callbacks", _callbacks(self.measure_callbacks))
         if self.max_tuning_seconds is not None and not self.max_tuning_seconds > 0:
             raise ValueError(f"max_tuning_seconds must be > 0, got {self.max_tuning_seconds}")
         if self.num_measure_trials < 0:
@@ -142,6 +171,16 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
         from .cost_model.model import LGBModel
 
         search_policy = SketchPolicy(task, LGBModel(), verbose=options.verbose)
+    policy_task = getattr(search_policy, "task", task)
+    if policy_task is not task and (
+        policy_task.compute_dag.workload_key != task.compute_dag.workload_key
+        or str(policy_task.target) != str(task.target)
+    ):
+        # It would search and measure the policy's task, reporting it as this one.
+        raise ValueError(
+            f"{task!r}.tune: the search policy was made for another task ({policy_task!r}); "
+            "make it with SketchPolicy(task, ...) of this task"
+        )
     require_measuring_devices([task], options)
     trials = options.trial_limit
     if trials == 0:

@@ -73,7 +73,14 @@ class Target:
         for w in words[1:]:
             if not w.startswith("-"):
                 raise ValueError(f"target option {w!r} in {spec!r} must look like -key=value")
-            key, _, value = w.lstrip("-").partition("=")
+            key, eq, value = w.lstrip("-").partition("=")
+            if not key or (eq and not value):
+                # "-" or "-=x" named no option, and "-mcpu=" became "-mcpu=1" (a flag's value).
+                empty = "key" if not key else "value"
+                raise ValueError(
+                    f"target {spec!r}: option {w!r} has an empty {empty}; write -key=value "
+                    "(or -flag for a flag)"
+                )
             opts.append((key, value or "1"))
         object.__setattr__(self, "kind", TargetKind(kind))
         object.__setattr__(self, "options", tuple(opts))

@@ -33,6 +33,14 @@ def cpu_threads(dev: Device, num_threads: int | None):
     return lambda: threads(num_threads)
 
 
+def _same_memory(a, b) -> bool:
+    """Whether two arguments overlap in memory (numpy arrays) or are one buffer (NDArrays)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        # may_share_memory compares bounds only (cheap); shares_memory settles strided views.
+        return np.may_share_memory(a, b) and np.shares_memory(a, b)
+    return a is b
+
+
 class Module:
     """A compiled program bound to a device.
 
@@ -119,6 +127,21 @@ class Module:
                     f"param {name!r} is an output but its array is read-only "
                     "(flags.writeable=False); pass a writable array, e.g. np.empty_like(...)"
                 )
+        self._check_no_aliasing(args)
+
+    def _check_no_aliasing(self, args: Sequence) -> None:
+        """Refuse an output whose memory is also another argument's: kernels read inputs while
+        writing outputs, so ``f(a, a)`` computed from half-overwritten data, silently."""
+        names = [name for name, _, _ in self.params]
+        for k, (name, out) in enumerate(zip(names, args)):
+            if name not in self.outputs:
+                continue
+            for j, (other_name, other) in enumerate(zip(names, args)):
+                if j != k and _same_memory(out, other):
+                    raise ValueError(
+                        f"param {name!r} is an output but its array shares memory with param "
+                        f"{other_name!r}; pass a separate output array, e.g. np.empty_like(...)"
+                    )
 
     def _prepare(self, args: Sequence) -> tuple[dict, list]:
         """Device handles by buffer name, and the (numpy array, handle) pairs to copy back."""

@@ -7,7 +7,8 @@ A saved network is code, like a shared library: load only files you trust. The c
 make sure a file does not lie or break silently, not that it is harmless:
 
 - ``checksum`` (sha256 over the JSON, canonically printed, and every array) must match, so a
-  file edited or damaged after it was written is refused, naming it;
+  file damaged after it was written is refused, naming it. It is unkeyed and stored in the
+  file: it detects accidents, not attackers, who can edit IR or object code and recompute it;
 - a kernel's object code is used only if it was compiled from the code the file shows
   (``code_sha256``) - otherwise the file is refused - and for this host (``host``:
   :func:`runtime.cpu.host_signature`); object code for another host is ignored and the kernel

@@ -16,8 +16,11 @@ object files that LLVM emits for this host or for another target triple
 
 A network's weights go next to it in ``<path>.params.npz`` (numpy arrays, read with
 ``allow_pickle=False``), with their sha256 in the metadata. Loading reads the ELF header
-first, so a library for another architecture is a one-line error instead of a loader message.
-A shared library is code: load only files you trust.
+first, so a library for another architecture is a one-line error instead of a loader message,
+and checks the file's structure and the size + sha256 trailer export appends
+(:mod:`runtime.library_file`), so a truncated file is a one-line error instead of SIGBUS.
+A shared library is code: load only files you trust (the checksums detect accidents, not
+attackers).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CompileError
+from .library_file import check_library_file, seal
 from .plan_file import checksum, npz_path
 
 FORMAT = "autosched-shared-library"
@@ -98,6 +102,8 @@ def check_loadable(path) -> None:
             f"load it on a {arch} device (e.g. remote.upload + remote.load_module over RPC) or "
             "export it again for this machine's target"
         )
+    # dlopen maps segments past the end of a truncated file and the process dies of SIGBUS.
+    check_library_file(path)
 
 
 # ----------------------------------------------------------------------------- export
@@ -228,6 +234,7 @@ def export_shared_library(
             fcompile(str(path), objects, options)
     if not path.exists():
         raise CompileError(f"export_library: the linker did not write {path}")
+    seal(path)
     if arrays:
         np.savez(npz_path(path), **arrays)
 

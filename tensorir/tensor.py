@@ -117,6 +117,8 @@ def _exact_int(value) -> int | None:
     """``value`` as an int when it is one (2, np.int64(2), 2.0), else None (2.5, '2', 'abc')."""
     if isinstance(value, str | bytes):
         return None  # int('2') would parse it, and a str shape is iterable character by character
+    if type(value).__name__ in ("bool", "bool_"):
+        return None  # True == 1: (True, 3) is a mistake, not a (1, 3) shape (numpy's bool too)
     try:
         as_int = int(value)
     except (TypeError, ValueError):
@@ -138,14 +140,22 @@ def _check_shape(shape, what: str) -> tuple[int, ...]:
     return dims
 
 
+def _check_name(name, what: str) -> None:
+    """Names key stages, steps, records and generated code: only a str is one."""
+    if not isinstance(name, str):
+        raise TensorError(f"{what}: name must be a string, got {type(name).__name__} {name!r}")
+
+
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor of the given shape and dtype."""
+    _check_name(name, "placeholder")
     check_dtype(dtype)
     return Tensor(PlaceholderOp(name, _check_shape(shape, f"placeholder {name!r}"), dtype))
 
 
 def reduce_axis(dom, name: str = "rv") -> IterVar:
     """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)``."""
+    _check_name(name, "reduce_axis")
     try:
         lo, hi = (_exact_int(v) for v in dom)
     except (TypeError, ValueError) as exc:
@@ -165,6 +175,7 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None) -
     Axis names are taken from the parameter names of ``fcompute`` (as in TVM), so
     ``lambda i, j: ...`` gives axes ``i`` and ``j``.
     """
+    _check_name(name, "compute")
     shape = _check_shape(shape, f"compute {name!r}")
     params = list(inspect.signature(fcompute).parameters.values())
     if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:

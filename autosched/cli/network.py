@@ -134,6 +134,11 @@ def check_network_args(args) -> None:
             f"{', '.join(NETWORKS)}, or give --onnx FILE"
         )
     lib = getattr(args, "lib", None)
+    # A directory used to be reported as "does not exist": it does, as a directory.
+    if lib and Path(lib).is_dir():
+        raise CLIError(f"--lib {lib} is a directory; give the file `compile -o FILE` wrote")
+    if args.log and Path(args.log).is_dir():
+        _check_log_path(Path(args.log), args.command)
     if lib and not Path(lib).is_file():
         raise CLIError(f"--lib {lib} does not exist; write it with `python -m autosched compile`")
     if args.log and args.command != "tune" and not lib and not Path(args.log).is_file():

@@ -2,8 +2,10 @@
 
 Loading a cost model must not run code from the file (``TaskScheduler(load_model_file=...)``
 may be handed a file from elsewhere), so nothing here is unpickled: the booster is LightGBM's
-own text format, parsed by LightGBM; the training data are numeric arrays read with
-``np.load(allow_pickle=False)``; task keys and the base score are a JSON header.
+own text format, checked tree by tree (:mod:`.booster_text`) before LightGBM parses it, since
+LightGBM's parser aborts the process and its predictor reads out of bounds on malformed trees;
+the training data are numeric arrays read with ``np.load(allow_pickle=False)``; task keys and
+the base score are a JSON header.
 
 Archive members:
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .booster_text import checked_booster_text
 from .features import N_FEATURES
 
 FORMAT_NAME = "autosched.LGBModel"
@@ -135,7 +138,13 @@ def _check(path, m: dict) -> SavedModel:
         import lightgbm as lgb
 
         try:
-            booster = lgb.Booster(model_str=str(m["booster"]))
+            # LightGBM's parser and predictor trust the text (a bad index aborts the process
+            # or reads other memory): it only sees text that passed the structural check.
+            text = checked_booster_text(str(m["booster"]), N_FEATURES)
+        except ValueError as e:
+            raise bad(f"malformed booster ({e})") from e
+        try:
+            booster = lgb.Booster(model_str=text)
         except lgb.basic.LightGBMError as e:
             raise bad(f"LightGBM cannot read the booster ({e})") from e
         if booster.num_feature() != N_FEATURES:

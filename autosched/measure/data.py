@@ -47,6 +47,26 @@ class MeasureInput:
     task: object  # SearchTask (kept untyped here so records can load without a search)
     state: object  # tensorir.schedule.State
 
+    def __post_init__(self):
+        # A state of another DAG lowers and runs another program: it measured without error and
+        # was recorded under this task's workload key. States of the task's own DAG (the
+        # search's) are the same object; an equal DAG built again has the same workload key.
+        dag, task_dag = getattr(self.state, "dag", None), getattr(self.task, "compute_dag", None)
+        if dag is None or task_dag is None or dag is task_dag:
+            return
+        key, task_key = getattr(dag, "workload_key", None), getattr(task_dag, "workload_key", None)
+        if key is not None and task_key is not None and key != task_key:
+            raise ValueError(
+                f"MeasureInput: the state was built from another ComputeDAG ({_outputs(dag)}) "
+                f"than task {self.task!r}'s ({_outputs(task_dag)}); build it from "
+                "task.compute_dag.get_init_state()"
+            )
+
+
+def _outputs(dag) -> str:
+    """A DAG's outputs, e.g. ``C[16, 16]``: enough to tell two DAGs apart in a message."""
+    return ", ".join(f"{t.name}{list(t.shape)}" for t in getattr(dag, "output_tensors", ()))
+
 
 @dataclass(frozen=True)
 class MeasureResult:

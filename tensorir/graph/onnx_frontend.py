@@ -276,6 +276,8 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     ``supported_ops()`` lists the op types; docs/onnx-ops.md lists them with their
     attributes and the graph ops each becomes.
     """
+    from . import onnx_checks  # what the model promises at its edges (issue 27)
+
     onnx = _import_onnx()
     model = load_model(model_or_path)
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
@@ -286,7 +288,8 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
     shape = dict(shape or {})
     imp = _Importer(onnx, graph, opset)
 
-    inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    inits = {t.name: onnx_checks.initializer_array(onnx, t) for t in graph.initializer}
+    onnx_checks.warn_inputs_with_initializers(graph, inits)
     for name, value in inits.items():
         imp.values[name] = Value(static=value, param=name)
     input_names = [i.name for i in graph.input if i.name not in inits]
@@ -306,6 +309,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
         else:
             dt = dtype if isinstance(dtype, str) else "float32"
         var = Var(i.name, _input_shape(i, shape), dt)
+        onnx_checks.check_input_shape(i.name, var.shape)
         imp._names.add(i.name)
         imp.inputs.append(var)
         imp.values[i.name] = Value(expr=var)
@@ -323,6 +327,7 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
         if o.name not in imp.values:
             raise OnnxImportError(f"graph output {o.name!r} is not produced by any node")
         outs.append(imp.expr(imp.values[o.name]))
+    onnx_checks.check_outputs(graph, outs, shape_overridden=bool(shape))
     body = outs[0] if len(outs) == 1 else tuple(outs)
     func = Function(tuple(imp.inputs) + tuple(imp.weights), body)
     used = {v.name for v in imp.weights}

@@ -37,3 +37,15 @@ def test_an_array_of_the_same_size_but_another_shape_is_refused(add_one, which):
         ValueError, match=rf"param '{which}': expected shape \(4, 6\), got \(6, 4\)"
     ):
         add_one(args["A"], args["B"])
+
+
+def test_an_output_sharing_memory_with_an_input_is_refused(add_one):
+    # Kernels read inputs while writing outputs: the same buffer for both gave wrong results.
+    a = np.random.default_rng(2).uniform(-1, 1, (4, 6)).astype("float32")
+    with pytest.raises(ValueError, match="param 'B' is an output but its array shares memory"):
+        add_one(a, a)
+    with pytest.raises(ValueError, match="shares memory with param 'A'"):
+        add_one(a, a.reshape(-1).reshape(4, 6))  # a view of the same buffer
+    out = np.empty((4, 6), "float32")
+    add_one(a, out)  # separate arrays: fine
+    np.testing.assert_allclose(out, a + 1.0)

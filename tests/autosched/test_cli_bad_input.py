@@ -69,6 +69,11 @@ def test_bad_input_shape(shape, tmp_path, capsys):
 
 def test_log_is_a_directory(tmp_path, capsys):
     _fails(["tune", "--log", str(tmp_path)], capsys, f"--log {tmp_path} is a directory")
+    for command in ("compile", "run", "benchmark"):  # said "does not exist"
+        extra = ["-o", str(tmp_path / "x.lib")] if command == "compile" else []
+        argv = [command, "--log", str(tmp_path), *extra]
+        _fails(argv, capsys, f"--log {tmp_path} is a directory")
+    _fails(["run", "--lib", str(tmp_path)], capsys, f"--lib {tmp_path} is a directory")
     missing = tmp_path / "no" / "log.json"
     _fails(["tune", "--log", str(missing)], capsys, f"the directory {missing.parent} does not")
 

@@ -45,6 +45,11 @@ def test_network_shared_library_round_trip(tmp_path):
     with pytest.raises(ValueError, match=r"net.so: net.so.params.npz was changed"):
         ansor.load_module(path)
 
+    cut = tmp_path / "cut.so"  # a partial copy: was SIGBUS inside dlopen
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+    with pytest.raises(ValueError, match=r"cut.so: truncated or damaged shared library"):
+        ansor.load_module(cut)
+
 
 def test_network_for_aarch64_exports_aarch64_objects_and_does_not_run_here(tmp_path):
     rng = np.random.default_rng(6)

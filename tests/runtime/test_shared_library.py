@@ -2,7 +2,10 @@
 fcompile), load_module loads it with ctypes; cross targets emit object code for their triple,
 and a library for another architecture is refused in one line."""
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ import pytest
 import autosched as ansor
 import runtime
 from autosched import testing
+from runtime.library_file import TRAILER_MAGIC, check_library_file, seal
 from runtime.shared_library import elf_machine, host_arch
 
 EM_AARCH64 = 183
@@ -86,3 +90,87 @@ def test_not_a_library_is_one_line_error(tmp_path):
     path.write_text("hello")
     with pytest.raises(ValueError, match=r"junk.so: not a shared library"):
         runtime.load_module(path)
+
+
+# ------------------------------------------------------------------ damaged library files
+# dlopen maps a truncated library's segments past the end of the file and the first touch
+# killed the process with SIGBUS; a truncated or damaged file is now a one-line ValueError.
+
+TRUNCATE_AT = (0.9, 0.75, 0.5, 0.3, 0.1, 0.02)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to link with")
+    path = tmp_path_factory.mktemp("lib") / "matmul.so"
+    ansor.build(_parallel_matmul(), "llvm").export_library(path)
+    return path.read_bytes()
+
+
+def test_truncated_libraries_in_a_child_process_exit_cleanly(exported, tmp_path):
+    # In a fresh process first: a regression kills that process, not the test run.
+    paths = []
+    for frac in TRUNCATE_AT:
+        paths.append(tmp_path / f"cut{int(frac * 100)}.so")
+        paths[-1].write_bytes(exported[: int(len(exported) * frac)])
+    code = (
+        "import sys, runtime\nfor p in sys.argv[1:]:\n    try:\n"
+        "        runtime.load_module(p)\n        print('loaded')\n"
+        "    except ValueError as e:\n        print('refused' if 'truncated' in str(e) else e)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run(
+        [sys.executable, "-c", code, *map(str, paths)], capture_output=True, timeout=300, env=env
+    )
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr.decode(errors='replace')[-300:]}"
+    assert r.stdout.decode().split() == ["refused"] * len(paths)
+
+
+@pytest.mark.parametrize("frac", TRUNCATE_AT)
+def test_truncated_library_is_one_line_error_naming_the_file(exported, tmp_path, frac):
+    path = tmp_path / "cut.so"
+    path.write_bytes(exported[: int(len(exported) * frac)])
+    with pytest.raises(ValueError, match=r"cut\.so: truncated or damaged shared library \(") as e:
+        runtime.load_module(path)
+    assert "\n" not in str(e.value) and "export it again" in str(e.value)
+
+
+def test_changed_byte_is_refused_by_the_recorded_size_and_sha256(exported, tmp_path):
+    data = bytearray(exported)
+    # A letter of the kernel IR in the embedded description: the ELF structure is intact and
+    # the library loads, with a description that no longer tells what its code is.
+    data[data.index(b"define ") + 1] ^= 1
+    path = tmp_path / "flipped.so"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"flipped\.so: damaged shared library: its size or sha"):
+        runtime.load_module(path)
+    grown = tmp_path / "grown.so"  # bytes added after the trailer: no longer a sealed file,
+    grown.write_bytes(exported + b"\0" * 8)  # but still a whole ELF library: it loads
+    runtime.load_module(grown)
+
+
+def test_unsealed_library_gets_the_structure_check_only(exported, tmp_path):
+    unsealed = exported[: -len(TRAILER_MAGIC) - 40]  # as linked, before export sealed it
+    assert unsealed[:4] == b"\x7fELF" and TRAILER_MAGIC not in unsealed[-200:]
+    path = tmp_path / "plain.so"
+    path.write_bytes(unsealed)
+    loaded = runtime.load_module(path)
+    a, b = _inputs()
+    c = np.empty((48, 48), "float32")
+    loaded(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+    path.write_bytes(unsealed[: len(unsealed) // 2])
+    with pytest.raises(ValueError, match="truncated"):
+        runtime.load_module(path)
+
+
+def test_checksum_detects_accidents_not_attackers(exported, tmp_path):
+    # What docs/remote.md says: the sha256 is unkeyed and in the same file, so whoever edits
+    # the library can seal it again and it loads. Only trusted files may be loaded.
+    data = bytearray(exported[: -len(TRAILER_MAGIC) - 40])
+    data[data.index(b"autosched_library_meta")] ^= 1  # an edit of a symbol name's byte
+    path = tmp_path / "edited.so"
+    path.write_bytes(bytes(data))
+    seal(path)
+    check_library_file(path)  # passes: not a defence against a deliberate edit

@@ -66,3 +66,29 @@ def test_uint8_plus_int8_kernel_matches_numpy():
     ansor.build(dag.get_init_state(), target="llvm")(u, s, out)
     np.testing.assert_array_equal(out, ref)
     assert (ref > 127).any() and (ref < 0).any()  # values neither int8 nor uint8 holds
+
+
+# ---------------------------------------------------------------- issue 27: accepted silently
+
+
+@pytest.mark.parametrize("dim", [True, False, np.bool_(True)])
+def test_a_bool_is_not_a_dimension(dim):
+    # True == 1, so (True, 3) used to be a (1, 3) tensor.
+    with pytest.raises(TensorError, match=r"placeholder 'X': every dimension must be a positive"):
+        te.placeholder((dim, 3), name="X")
+    with pytest.raises(TensorError, match=r"compute 'C': every dimension must be a positive"):
+        te.compute((3, dim), lambda i, j: 1.0, name="C")
+    with pytest.raises(TensorError, match=r"reduce_axis 'k': dom must be two ints"):
+        te.reduce_axis((0, dim), name="k")
+
+
+@pytest.mark.parametrize("name", [5, None, ("A",), b"A"])
+def test_a_tensor_name_must_be_a_string(name):
+    match = rf"name must be a string, got {type(name).__name__}"
+    with pytest.raises(TensorError, match=rf"placeholder: {match}"):
+        te.placeholder((2, 3), name=name)
+    A = te.placeholder((2, 3), name="A")
+    with pytest.raises(TensorError, match=rf"compute: {match}"):
+        te.compute((2, 3), lambda i, j: A[i, j], name=name)
+    with pytest.raises(TensorError, match=rf"reduce_axis: {match}"):
+        te.reduce_axis((0, 3), name=name)

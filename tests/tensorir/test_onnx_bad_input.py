@@ -1,6 +1,8 @@
 """from_onnx on bad input: files that are not models, bytes, bad window attributes, shape=
 overrides of another rank, duplicate outputs (issue 14)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -90,10 +92,72 @@ def test_duplicate_graph_outputs_are_all_returned_like_onnxruntime():
         [helper.make_node("Relu", ["x"], ["y"])], [("x", (2, 3))], [("y", (2, 3)), ("y", (2, 3))]
     )
     x = np.random.default_rng(2).uniform(-1, 1, (2, 3)).astype("float32")
-    mod, params = from_onnx(model)
+    with pytest.warns(UserWarning, match=r"graph output 'y' is listed 2 times; each is returned"):
+        mod, params = from_onnx(model)
     ours = evaluate(mod, {"x": x}, params)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     theirs = sess.run(None, {"x": x})
     assert len(ours) == len(theirs) == 2
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- issue 27: accepted silently
+
+RELU = [helper.make_node("Relu", ["x"], ["y"])]
+
+
+@pytest.mark.parametrize("declared", [(3, 2), (2, 3, 1), (2, 4)])
+def test_a_declared_output_shape_that_is_not_the_computed_one_is_refused(declared):
+    model = _model(RELU, [("x", (2, 3))], [("y", declared)])
+    match = rf"graph output 'y': the model declares shape {re.escape(str(declared))} but the"
+    with pytest.raises(OnnxImportError, match=match + r" graph computes \(2, 3\)"):
+        from_onnx(model)
+
+
+def test_declared_output_shapes_that_fit_and_symbolic_dims_are_accepted():
+    for declared in [(2, 3), ("N", 3), ("N", "C"), None]:
+        from_onnx(_model(RELU, [("x", (2, 3))], [("y", declared)]))
+
+
+def test_a_declared_output_shape_off_after_a_shape_override_is_a_warning():
+    # shape= changed the batch: the model's own output shape is expectedly stale.
+    model = _model(RELU, [("x", (1, 3))], [("y", (1, 3))])
+    with pytest.warns(UserWarning, match=r"graph output 'y': the model declares shape \(1, 3\)"):
+        mod, _ = from_onnx(model, shape={"x": (4, 3)})
+    assert mod["main"].body.shape == (4, 3)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0)])
+def test_a_zero_size_input_is_refused(shape):
+    with pytest.raises(OnnxImportError, match=r"input 'x' has a zero-size dimension"):
+        from_onnx(_model(RELU, [("x", shape)], [("y", None)]))
+    with pytest.raises(OnnxImportError, match=r"input 'x' has a zero-size dimension"):
+        from_onnx(_model(RELU, [("x", (2, 3))], [("y", None)]), shape={"x": shape})
+
+
+def _add_w(w, as_input=False):
+    inputs = [("x", (2, 3))] + ([("w", (2, 3))] if as_input else [])
+    return _model([helper.make_node("Add", ["x", "w"], ["y"])], inputs, [("y", None)], [("w", w)])
+
+
+@pytest.mark.parametrize("keep", [10, 12, 0])
+def test_raw_data_shorter_than_the_initializer_shape_is_refused(keep):
+    w = np.random.default_rng(3).uniform(-1, 1, (2, 3)).astype("float32")
+    model = _add_w(w)
+    model.graph.initializer[0].raw_data = model.graph.initializer[0].raw_data[:keep]
+    match = rf"initializer 'w': its data holds {keep} bytes but shape \(2, 3\) of float32 needs 24"
+    with pytest.raises(OnnxImportError, match=match):
+        from_onnx(model)
+
+
+def test_an_input_that_is_also_an_initializer_is_a_weight_with_a_warning():
+    # ONNX lets an initializer give a graph input its default; autosched imports it as a weight
+    # (the default), says so, and does not make it an input.
+    rng = np.random.default_rng(4)
+    w = rng.uniform(-1, 1, (2, 3)).astype("float32")
+    with pytest.warns(UserWarning, match=r"graph input 'w' also has an initializer: imported as"):
+        mod, params = from_onnx(_add_w(w, as_input=True))
+    assert [p.name for p in mod["main"].params] == ["x", "w"] and "w" in params
+    x = rng.uniform(-1, 1, (2, 3)).astype("float32")
+    np.testing.assert_array_equal(evaluate(mod, {"x": x}, params), x + w)
