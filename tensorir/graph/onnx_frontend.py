@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtype import DTYPES
+from . import onnx_ops_nn  # noqa: F401 - registers its converters in CONVERTERS
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
 
@@ -125,7 +126,8 @@ class _Importer:
                 )
         if not proto.output or not proto.output[0]:
             node.fail("has no output")
-        node.check_single_output()
+        if not getattr(fn, "multi_output", False):  # LSTM, GRU: a tuple of outputs
+            node.check_single_output()
         for i, name in enumerate(proto.input):
             if name and name not in self.values:
                 node.fail(f"input {i} {name!r} is not produced by any earlier node or input")
@@ -135,16 +137,20 @@ class _Importer:
             raise
         except (ValueError, TypeError, KeyError) as e:
             raise OnnxImportError(f"{node.where}: {e}") from e
+        outs = out if isinstance(out, tuple) else (out,)
+        for name, one in zip(proto.output, outs):
+            if name:
+                self.values[name] = self._result(one, proto, name)
+
+    def _result(self, out, proto, name: str) -> Value:
         if isinstance(out, Value):
-            result = out
-        elif isinstance(out, Expr):
-            result = Value(expr=out)
-        else:
-            # Folded from an initializer (a transposed weight, say): still a parameter, named
-            # after the node's output; from Constants and shape arithmetic: a constant.
-            derived = any(self.values[n].param for n in proto.input if n)
-            result = Value(static=np.asarray(out), param=proto.output[0] if derived else None)
-        self.values[proto.output[0]] = result
+            return out
+        if isinstance(out, Expr):
+            return Value(expr=out)
+        # Folded from an initializer (a transposed weight, say): still a parameter, named
+        # after the node's output; from Constants and shape arithmetic: a constant.
+        derived = any(self.values[n].param for n in proto.input if n)
+        return Value(static=np.asarray(out), param=name if derived else None)
 
 
 def load_model(model_or_path):

@@ -18,6 +18,7 @@ __all__ = [
     "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
     "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift", "floor",
     "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast",
+    "strided_slice",
 ]  # fmt: skip
 
 
@@ -134,3 +135,17 @@ def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
 
 def cast(data: Expr, dtype: str) -> Call:
     return make_call("cast", (data,), {"dtype": dtype})
+
+
+def strided_slice(data: Expr, begin, end, strides=None, axes=None) -> Call:
+    """``data[begin:end:strides]`` on ``axes`` (dims 0, 1, ... when None), static bounds with
+    Python's slice rules (negative indices count from the end, bounds clamp)."""
+    return make_call(
+        "strided_slice",
+        (data,),
+        {
+            "begin": tuple(begin), "end": tuple(end),
+            "strides": None if strides is None else tuple(strides),
+            "axes": None if axes is None else tuple(axes),
+        },
+    )  # fmt: skip
