@@ -383,3 +383,34 @@ def test_rnn_weights_must_be_initializers():
     model = make([node], {"x": (3, 1, 4), "W": (1, 6, 4)}, ["y"], {"R": rand(1, 6, 2)})
     with pytest.raises(OnnxImportError, match=r"'g' \(GRU\): input 1 \(W.*known at import"):
         from_onnx(model)
+
+
+def test_conv_transpose_is_a_tunable_task(tmp_path):
+    """The transposed conv is a conv-like reduction task: a short tune measures without errors
+    and the tuned build still matches onnxruntime."""
+    x = rand(1, 4, 5, 5)
+    inits = {"wt": rand(4, 3, 3, 3), "bt": rand(3)}
+    node = helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["y"], strides=[2, 2])
+    model = make([node], {"x": x.shape}, ["y"], inits)
+    mod, params = from_onnx(model)
+    tasks, _ = ansor.extract_tasks(mod, params, "llvm")
+    (task,) = tasks
+    assert "conv2d_transpose_nhwc" in str(task.compute_dag)
+    log = tmp_path / "log.json"
+    search = ansor.SearchParams(evolutionary_search_population=8, evolutionary_search_num_iters=1)
+    task.tune(
+        ansor.TuningOptions(num_measure_trials=2, num_measures_per_round=2, verbose=0,
+                            measure_callbacks=[ansor.RecordToFile(log)]),
+        ansor.SketchPolicy(task, ansor.RandomModel(), params=search, verbose=0),
+    )  # fmt: skip
+    records = list(ansor.load_records(log))
+    assert records and all(r.error_no == 0 for _, r in records)
+    with ansor.ApplyHistoryBest(log) as ctx, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the layout transforms around it are untuned
+        lib = ansor.build(mod, "llvm", params=params)
+    assert task.workload_key in ctx.hit_keys
+    gm = ansor.GraphModule(lib)
+    gm.set_input("x", x)
+    gm.run()
+    np.testing.assert_allclose(gm.get_output(0).numpy(), ort_run(model, {"x": x})[0], rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
