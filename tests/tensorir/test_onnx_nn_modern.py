@@ -317,6 +317,31 @@ def test_lstm_peepholes_clip_and_static_initial_state():
     check(model, {"x": rand(SEQ, BATCH, INP)})
 
 
+@pytest.mark.parametrize("op_type, gates", [("LSTM", 4), ("GRU", 3)])
+def test_batch_first_layout_and_clip(op_type, gates):
+    """layout=1 (batch first; onnxruntime has no kernel for it): ours against onnxruntime on
+    the same layer in layout 0, fed and read transposed."""
+    nd = 2
+    inits = {
+        "W": rand(nd, gates * HID, INP), "R": rand(nd, gates * HID, HID),
+        "B": rand(nd, 2 * gates * HID),
+    }  # fmt: skip
+    x, h0 = rand(BATCH, SEQ, INP), rand(BATCH, nd, HID)
+
+    def layer(layout, xshape, hshape):
+        node = helper.make_node(op_type, ["x", "W", "R", "B", "", "h0"], ["Y", "Y_h"],
+                                hidden_size=HID, direction="bidirectional", clip=0.7,
+                                layout=layout)  # fmt: skip
+        return make([node], {"x": xshape, "h0": hshape}, ["Y", "Y_h"], inits, opset=14)
+
+    y, y_h = ort_run(layer(0, (SEQ, BATCH, INP), (nd, BATCH, HID)),
+                     {"x": x.transpose(1, 0, 2), "h0": h0.transpose(1, 0, 2)})  # fmt: skip
+    mod, params = from_onnx(layer(1, x.shape, h0.shape))
+    ours_y, ours_h = evaluate(mod, {"x": x, "h0": h0}, params)
+    np.testing.assert_allclose(ours_y, y.transpose(2, 0, 1, 3), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours_h, y_h.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+
+
 def test_lstm_only_last_state_as_torch_uses_it():
     """The legacy exporter's nn.LSTM: Y squeezed; Y_h output alone (Y_c unused)."""
     model, feeds = _rnn_model("LSTM", "forward", True, 4, outputs=["Y", "Y_h", ""])
