@@ -303,7 +303,9 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
             raise OnnxImportError(f"graph output {o.name!r} is not produced by any node")
         outs.append(imp.expr(imp.values[o.name]))
     body = outs[0] if len(outs) == 1 else tuple(outs)
-    func = Function(tuple(imp.inputs) + tuple(imp.weights), body)
+    func = onnx_ops_nn.drop_reshape_round_trips(
+        Function(tuple(imp.inputs) + tuple(imp.weights), body)
+    )
     used = {v.name for v in imp.weights}
     params = {k: v for k, v in imp.params.items() if k in used}
     return Module.from_function(func), params

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import image, nn, op
-from .ir import Constant, Expr
+from .ir import Call, Constant, Expr, Function, calls, rewrite
 from .onnx_ops import CONVERTERS, Node, _pads, _register
 
 # --- convolutions ----------------------------------------------------------------------------
@@ -144,7 +144,47 @@ def _instance_norm(node: Node):
     if len(x.shape) < 3:
         node.fail(f"needs an (N, C, ...) input with spatial dims, got shape {x.shape}")
     eps = float(node.attr("epsilon", 1e-5))
+    folded = _decomposed_group_norm(node, x, eps)
+    if folded is not None:
+        return folded
     return nn.instance_norm(x, node.expr(1), node.expr(2), axis=1, epsilon=eps)
+
+
+def _decomposed_group_norm(node: Node, x: Expr, eps: float) -> Expr | None:
+    """torch's GroupNorm before opset 18, ``Reshape(x, (N, G, -1)) -> InstanceNormalization``,
+    as ``reshape(group_norm(x))``: the Reshape back that follows cancels against it
+    (:func:`drop_reshape_round_trips`), so the norm stays on the 4-D tensor and follows the
+    NHWC pass instead of pinning it to NCHW between two layout transforms."""
+    if not (isinstance(x, Call) and x.op == "reshape"):
+        return None
+    src = x.args[0]
+    if len(x.shape) != 3 or len(src.shape) < 3 or x.shape[0] != src.shape[0]:
+        return None
+    groups, channels = x.shape[1], src.shape[1]
+    scale, bias = node.value(1), node.value(2)
+    if channels % groups or scale.static is None or bias.static is None:
+        return None
+    rep = channels // groups
+    gamma = node.imp.derived(scale, "_per_channel", np.repeat(scale.static, rep))
+    beta = node.imp.derived(bias, "_per_channel", np.repeat(bias.static, rep))
+    norm = nn.group_norm(src, gamma, beta, num_groups=groups, axis=1, epsilon=eps)
+    return op.reshape(norm, x.shape)
+
+
+def drop_reshape_round_trips(func: Function) -> Function:
+    """``reshape(reshape(y, s), y.shape)`` -> ``y`` (same parameters). Row-major reshapes
+    compose, so this is exact; the importer runs it for the GroupNorm pattern above."""
+
+    def round_trip(node, arg) -> bool:
+        return (
+            isinstance(node, Call) and node.op == "reshape" and isinstance(arg, Call)
+            and arg.op == "reshape" and arg.args[0].shape == node.shape
+        )  # fmt: skip
+
+    if not any(round_trip(c, c.args[0]) for c in calls(func)):
+        return func  # nothing to drop: the very same Function
+    new = rewrite(func, lambda n, a: a[0].args[0] if a and round_trip(n, a[0]) else None)
+    return Function(func.params, new.body, func.name)
 
 
 @_register("GroupNormalization", "epsilon num_groups stash_type")

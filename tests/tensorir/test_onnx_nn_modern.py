@@ -164,7 +164,14 @@ def test_group_norm_as_torch_exports_it_before_opset_18():
         helper.make_node("Add", ["m", "beta"], ["a"]),
         helper.make_node("Conv", ["a", "w2"], ["y"]),
     ]
-    check(make(nodes, {"x": x.shape}, ["y"], inits), {"x": x}, build=True)
+    model = make(nodes, {"x": x.shape}, ["y"], inits)
+    mod = check(model, {"x": x}, build=True)
+    # imported as one group_norm on the 4-D tensor (the reshapes cancel), so it goes NHWC
+    assert "reshape" not in ops_of(mod) and "nn.group_norm" in ops_of(mod)
+    func = optimize(mod, from_onnx(model)[1])
+    (norm,) = [c for c in calls(func) if c.op == "nn.group_norm"]
+    assert norm.attrs["axis"] == 3 and norm.attrs["num_groups"] == 2
+    assert [c.op for c in calls(func)].count("layout_transform") == 2
 
 
 # --- resize ----------------------------------------------------------------------------------
