@@ -215,13 +215,21 @@ def test_resize(case, opset):
     assert ops_of(mod) == ["image.resize2d"]
 
 
-def test_resize_sizes_on_two_axes_and_upsample():
+def test_resize_sizes_on_two_axes_1d_and_upsample():
     x = rand(1, 2, 3, 5)
     node = helper.make_node(
         "Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3],
         coordinate_transformation_mode="half_pixel",
     )  # fmt: skip
     check(make([node], {"x": x.shape}, ["y"], {"sizes": np.array([6, 4])}, opset=18), {"x": x})
+    # nn.Upsample(scale_factor=2, mode="linear") on (N, C, W) as the legacy exporter writes it
+    x1 = rand(2, 3, 5)
+    node = helper.make_node(
+        "Resize", ["x1", "roi", "s1"], ["y"], mode="linear",
+        coordinate_transformation_mode="pytorch_half_pixel",
+    )  # fmt: skip
+    inits = {"roi": np.zeros(0, np.float32), "s1": np.array([1, 1, 2], np.float32)}
+    check(make([node], {"x1": x1.shape}, ["y"], inits), {"x1": x1}, build=True)
     up = helper.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")
     scales = np.array([1, 1, 2, 2], np.float32)
     check(make([up], {"x": x.shape}, ["y"], {"scales": scales}, opset=9), {"x": x})
@@ -277,11 +285,10 @@ SEQ, BATCH, INP, HID = 3, 2, 4, 5
 
 def _rnn_model(op_type, direction, with_init, gates, extra_attrs=(), opset=17, outputs=None):
     nd = 2 if direction == "bidirectional" else 1
-    inits = {
-        "W": rand(nd, gates * HID, INP), "R": rand(nd, gates * HID, HID),
-        "B": rand(nd, 2 * gates * HID),
-    }  # fmt: skip
-    names = ["x", "W", "R", "B", "", "h0"] if with_init else ["x", "W", "R", "B"]
+    inits = {"W": rand(nd, gates * HID, INP), "R": rand(nd, gates * HID, HID)}
+    if with_init:  # the bias is optional too: left out in the cases without initial states
+        inits["B"] = rand(nd, 2 * gates * HID)
+    names = ["x", "W", "R", "B", "", "h0"] if with_init else ["x", "W", "R"]
     inputs = {"x": (SEQ, BATCH, INP)}
     if with_init:
         inputs["h0"] = (nd, BATCH, HID)
