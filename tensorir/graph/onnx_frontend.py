@@ -14,7 +14,7 @@ import numpy as np
 from ..dtype import DTYPES
 from . import onnx_ops_nn  # noqa: F401 - registers its converters in CONVERTERS
 from .ir import Constant, Expr, Function, Module, Var
-from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
+from .onnx_ops import CONVERTERS, MULTI_OUTPUT, Node, OnnxImportError, Value
 
 __all__ = ["OnnxImportError", "from_onnx", "load_model", "supported_ops"]
 
@@ -126,7 +126,7 @@ class _Importer:
                 )
         if not proto.output or not proto.output[0]:
             node.fail("has no output")
-        if not getattr(fn, "multi_output", False):  # LSTM, GRU: a tuple of outputs
+        if proto.op_type not in MULTI_OUTPUT:
             node.check_single_output()
         for i, name in enumerate(proto.input):
             if name and name not in self.values:
@@ -137,7 +137,7 @@ class _Importer:
             raise
         except (ValueError, TypeError, KeyError) as e:
             raise OnnxImportError(f"{node.where}: {e}") from e
-        outs = out if isinstance(out, tuple) else (out,)
+        outs = out if isinstance(out, list) else [out]
         for name, one in zip(proto.output, outs):
             if name:
                 self.values[name] = self._result(one, proto, name)

@@ -121,6 +121,9 @@ class Node:
 
 _Converter = Callable[[Node], object]
 CONVERTERS: dict[str, tuple[_Converter, frozenset[str]]] = {}
+# Op types whose converter may be given several outputs: it returns a list, one result per
+# output it supports (LSTM: Y, Y_h, Y_c).
+MULTI_OUTPUT: set[str] = set()
 
 
 def _register(op_types: str, attrs: str = ""):

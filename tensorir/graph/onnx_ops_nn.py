@@ -19,7 +19,7 @@ import numpy as np
 
 from . import image, nn, op
 from .ir import Call, Constant, Expr, Function, calls, rewrite
-from .onnx_ops import CONVERTERS, Node, _pads, _register
+from .onnx_ops import CONVERTERS, MULTI_OUTPUT, Node, _pads, _register
 
 # --- convolutions ----------------------------------------------------------------------------
 
@@ -476,10 +476,7 @@ def _lstm(node: Node):
         ys.append(hs)
         last_h.append(hid)
         last_c.append(cell)
-    return rnn.stack(ys), rnn.last(last_h), rnn.last(last_c)
-
-
-_lstm.multi_output = True
+    return [rnn.stack(ys), rnn.last(last_h), rnn.last(last_c)]
 
 
 @_register("GRU", _RNN_ATTRS + "linear_before_reset")
@@ -522,7 +519,7 @@ def _gru(node: Node):
             hid = hs[t] = new if hid is None else op.add(new, op.multiply(z, hid))
         ys.append(hs)
         last_h.append(hid)
-    return rnn.stack(ys), rnn.last(last_h)
+    return [rnn.stack(ys), rnn.last(last_h)]
 
 
-_gru.multi_output = True
+MULTI_OUTPUT.update(("LSTM", "GRU"))
