@@ -83,6 +83,7 @@ def ops_of(mod):
         ((2, 4, 5, 5), (4, 2, 2, 2), dict(strides=[2, 2])),  # the U-Net upsampling block
         ((1, 4, 4, 5), (4, 3, 3, 2), dict(group=2, dilations=[2, 1], pads=[0, 1, 2, 0])),
         ((1, 3, 4, 4), (3, 2, 3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+        ((1, 2, 4, 6), (2, 3, 3, 3), dict(strides=[3, 2], auto_pad="SAME_LOWER")),
         ((1, 3, 4, 4), (3, 2, 3, 3), dict(strides=[2, 2], output_shape=[8, 9])),
         ((1, 4, 4, 4), (4, 1, 3, 3), dict(group=4, strides=[1, 2], pads=[2, 2, 2, 2])),
         ((2, 3, 7), (3, 4, 3), dict(strides=[3], pads=[1, 0], output_padding=[2])),  # 1-D
@@ -183,6 +184,7 @@ _RESIZE_CASES = [
     ("nearest", "half_pixel", "round_prefer_floor", dict(sizes=[2, 3, 9, 5])),
     ("nearest", "half_pixel", "round_prefer_ceil", dict(scales=[1, 1, 0.5, 2])),
     ("nearest", "align_corners", "ceil", dict(sizes=[2, 3, 7, 11])),
+    ("nearest", "tf_half_pixel_for_nn", "floor", dict(scales=[1, 1, 2, 1.5])),
     ("linear", "half_pixel", None, dict(scales=[1, 1, 2, 2])),  # bilinear, align_corners=False
     ("linear", "pytorch_half_pixel", None, dict(sizes=[2, 3, 1, 13])),
     ("linear", "align_corners", None, dict(scales=[1, 1, 2, 1.5])),
