@@ -124,9 +124,12 @@ class _Importer:
                 node.fail(
                     f"attribute {name} is not supported; supported: {sorted(known) or 'none'}"
                 )
-        if not proto.output or not proto.output[0]:
+        if proto.op_type in MULTI_OUTPUT:
+            if not any(proto.output):  # LSTM may leave Y out and ask for Y_h alone
+                node.fail("has no output")
+        elif not proto.output or not proto.output[0]:
             node.fail("has no output")
-        if proto.op_type not in MULTI_OUTPUT:
+        else:
             node.check_single_output()
         for i, name in enumerate(proto.input):
             if name and name not in self.values:

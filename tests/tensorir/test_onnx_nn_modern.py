@@ -358,6 +358,12 @@ def test_batch_first_layout_and_clip(op_type, gates):
     np.testing.assert_allclose(ours_h, y_h.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
 
 
+def test_rnn_without_y():
+    model, feeds = _rnn_model("GRU", "reverse", True, 3, outputs=["", "Y_h"])
+    del model.graph.output[0]
+    check(model, feeds)
+
+
 def test_lstm_only_last_state_as_torch_uses_it():
     """The legacy exporter's nn.LSTM: Y squeezed; Y_h output alone (Y_c unused)."""
     model, feeds = _rnn_model("LSTM", "forward", True, 4, outputs=["Y", "Y_h", ""])
