@@ -292,8 +292,8 @@ def _resize_node(node: Node):
         node.unsupported("antialias", node.attr("antialias"), [0])
     if mode == "cubic" and node.attr("exclude_outside", 0):
         node.unsupported("exclude_outside", node.attr("exclude_outside"), [0])
-    if node.opset < 11:  # Resize-10: (X, scales), asymmetric, nearest rounds down
-        coord, nearest = "asymmetric", "floor"
+    if node.opset < 11:  # Resize-10: (X, scales), asymmetric, Upsample's nearest rule
+        coord, nearest = "asymmetric", None
         scales, sizes = _optional_static(node, 1, "scales"), None
     else:
         coord = node.attr("coordinate_transformation_mode", "half_pixel")
@@ -302,11 +302,25 @@ def _resize_node(node: Node):
         sizes = _optional_static(node, 3, "sizes")
     if coord not in _COORD_MODES:
         node.unsupported("coordinate_transformation_mode", coord, _COORD_MODES)
-    if mode == "nearest" and nearest not in _NEAREST_MODES:
+    if mode == "nearest" and nearest is not None and nearest not in _NEAREST_MODES:
         node.unsupported("nearest_mode", nearest, _NEAREST_MODES)
     out_sizes, spatial_scales = _resize_dims(node, x.shape, scales, sizes)
+    if nearest is None:
+        nearest = _simple_nearest(node, spatial_scales) if mode == "nearest" else ""
     cubic_a = float(node.attr("cubic_coeff_a", -0.75))
     return _resize(node, x, out_sizes, spatial_scales, mode, coord, nearest, cubic_a)
+
+
+def _simple_nearest(node: Node, scales) -> str:
+    """Upsample's and Resize-10's nearest: the source index rounds down when upsampling and
+    up when downsampling (onnxruntime's "simple" mode), one rule for both dims here."""
+    down = {s < 1 for s in scales}
+    if len(down) > 1:
+        node.fail(
+            f"nearest with spatial scales {list(scales)} that upsample one dim and downsample "
+            "the other is not supported before opset 11"
+        )
+    return "ceil" if down.pop() else "floor"
 
 
 @_register("Upsample", "mode scales")
@@ -321,7 +335,8 @@ def _upsample(node: Node):
     if scales is None:
         node.fail("needs scales (attribute before opset 9, input from 9 on)")
     out_sizes, spatial_scales = _resize_dims(node, x.shape, [float(s) for s in scales], None)
-    return _resize(node, x, out_sizes, spatial_scales, mode, "asymmetric", "floor", -0.75)
+    nearest = _simple_nearest(node, spatial_scales) if mode == "nearest" else ""
+    return _resize(node, x, out_sizes, spatial_scales, mode, "asymmetric", nearest, -0.75)
 
 
 # --- recurrent layers ------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def test_resize(case, opset):
     assert ops_of(mod) == ["image.resize2d"]
 
 
-def test_resize_sizes_on_two_axes_1d_and_upsample():
+def test_resize_sizes_on_two_axes_1d_opset_10_and_upsample():
     x = rand(1, 2, 3, 5)
     node = helper.make_node(
         "Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3],
@@ -232,6 +232,12 @@ def test_resize_sizes_on_two_axes_1d_and_upsample():
     )  # fmt: skip
     inits = {"roi": np.zeros(0, np.float32), "s1": np.array([1, 1, 2], np.float32)}
     check(make([node], {"x1": x1.shape}, ["y"], inits), {"x1": x1}, build=True)
+    # Resize-10: nearest rounds the source index down when upsampling, up when downsampling
+    for mode, sc in (("nearest", [1, 1, 0.6, 0.75]), ("nearest", [1, 1, 2, 3]),
+                     ("linear", [1, 1, 2, 0.75])):  # fmt: skip
+        r10 = helper.make_node("Resize", ["x", "s"], ["y"], mode=mode)
+        model = make([r10], {"x": x.shape}, ["y"], {"s": np.array(sc, np.float32)}, opset=10)
+        check(model, {"x": x})
     up = helper.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")
     scales = np.array([1, 1, 2, 2], np.float32)
     check(make([up], {"x": x.shape}, ["y"], {"scales": scales}, opset=9), {"x": x})
