@@ -125,9 +125,10 @@ def _transpose_pads(node: Node, sizes, kernel, strides, dil, out_pad) -> tuple[i
         full = strides[j] * (sizes[j] - 1) + out_pad[j] + (kernel[j] - 1) * dil[j] + 1
         total = full - target[j]
         if total < 0:
+            what = "output_shape" if node.attr("output_shape") is not None else f"auto_pad={mode}"
             node.fail(
-                f"output_shape {list(target)} is larger than the full output of dim {j} "
-                f"({full}); raise output_padding instead"
+                f"the output size {list(target)} ({what}) is larger than the full output of "
+                f"spatial dim {j} ({full}); padding the output is not supported"
             )
         small, big = total // 2, total - total // 2
         before.append(small if mode == "SAME_UPPER" else big)

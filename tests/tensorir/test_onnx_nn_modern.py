@@ -413,7 +413,7 @@ def test_lstm_only_last_state_as_torch_uses_it():
             helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct",
                              output_shape=[20, 20]),
             {"w": rand(2, 3, 2, 2)},
-            r"'ct' \(ConvTranspose\): output_shape \[20, 20\] is larger",
+            r"'ct' \(ConvTranspose\): the output size \[20, 20\] \(output_shape\) is larger",
         ),
         (
             helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
