@@ -4,7 +4,7 @@ a printer, and the model zoo (``get_network``).
 See docs/graph-ir.md for the API and docs/graph-ops.md for the op vocabulary.
 """
 
-from . import nn, op, shapes
+from . import image, nn, op, shapes
 from .ir import (
     Attrs,
     Call,
@@ -30,6 +30,7 @@ from .zoo import NETWORKS, get_network
 __all__ = [
     "NETWORKS", "OPS", "Attrs", "Call", "Constant", "Expr", "Function", "Module",
     "OnnxImportError", "ShapeError", "Var", "astext", "bind_params", "calls", "evaluate",
-    "free_vars", "from_onnx", "get_network", "get_op", "make_call", "nn", "op", "post_order",
+    "free_vars", "from_onnx", "get_network", "get_op", "image", "make_call", "nn", "op",
+    "post_order",
     "rewrite", "shapes", "users",
 ]  # fmt: skip

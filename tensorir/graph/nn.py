@@ -227,3 +227,51 @@ def layer_norm(data: Expr, gamma: Expr, beta: Expr, axis: int = -1, epsilon: flo
         (data, gamma, beta),
         {"axis": axis, "epsilon": float(epsilon), "center": center, "scale": scale},
     )
+# --- issue 26: ops of modern ONNX exports ----------------------------------------------------
+
+
+def conv2d_transpose(
+    data: Expr,
+    weight: Expr,
+    strides=(1, 1),
+    padding=(0, 0, 0, 0),
+    output_padding=(0, 0),
+    dilation=(1, 1),
+    groups: int = 1,
+    channels: int | None = None,
+    kernel_size=None,
+    data_layout: str = "NCHW",
+    kernel_layout: str = "",
+    out_dtype: str = "",
+) -> Call:
+    """Transposed 2-D convolution (ONNX's ConvTranspose).
+
+    ``weight`` is IOHW ``(CI, CO/groups, KH, KW)`` for NCHW data (ONNX's layout) and HWIO
+    ``(KH, KW, CI, CO/groups)`` for NHWC. ``padding`` (top, left, bottom, right) crops the full
+    output; ``output_padding`` adds rows / columns at the bottom / right. Output size per dim:
+    ``stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - pad_before - pad_after``.
+    """
+    return make_call(
+        "nn.conv2d_transpose",
+        (data, weight),
+        dict(
+            strides=strides, padding=padding, output_padding=output_padding, dilation=dilation,
+            groups=groups, channels=channels, kernel_size=kernel_size, data_layout=data_layout,
+            kernel_layout=kernel_layout, out_dtype=out_dtype,
+        ),
+    )  # fmt: skip
+
+
+def group_norm(data: Expr, gamma: Expr, beta: Expr, num_groups: int, axis: int = 1,
+               epsilon: float = 1e-5, center: bool = True, scale: bool = True) -> Call:  # fmt: skip
+    """Normalize each sample over each group of ``num_groups`` channel groups (channels on
+    ``axis``) and every other non-batch dim; ``gamma``/``beta`` are (C,)."""
+    attrs = dict(num_groups=num_groups, axis=axis, epsilon=epsilon, center=center, scale=scale)
+    return make_call("nn.group_norm", (data, gamma, beta), attrs)
+
+
+def instance_norm(data: Expr, gamma: Expr, beta: Expr, axis: int = 1, epsilon: float = 1e-5,
+                  center: bool = True, scale: bool = True) -> Call:  # fmt: skip
+    """``group_norm`` with one channel per group."""
+    attrs = dict(axis=axis, epsilon=epsilon, center=center, scale=scale)
+    return make_call("nn.instance_norm", (data, gamma, beta), attrs)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtype import DTYPES
-from . import onnx_ops_math  # noqa: F401 - registers its converters
+from . import onnx_ops_math, onnx_ops_nn  # noqa: F401 - they register their converters
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, MULTI_OUTPUT, Node, OnnxImportError, Value
 
@@ -130,9 +130,12 @@ class _Importer:
                 node.fail(
                     f"attribute {name} is not supported; supported: {sorted(known) or 'none'}"
                 )
-        if not proto.output or not proto.output[0]:
+        if proto.op_type in MULTI_OUTPUT:
+            if not any(proto.output):  # LSTM may leave Y out and ask for Y_h alone
+                node.fail("has no output")
+        elif not proto.output or not proto.output[0]:
             node.fail("has no output")
-        if proto.op_type not in MULTI_OUTPUT:
+        else:
             node.check_single_output()
         for i, name in enumerate(proto.input):
             if name in self.dropped:
@@ -329,7 +332,9 @@ def from_onnx(model_or_path, shape: Mapping[str, tuple] | None = None, dtype="fl
         outs.append(imp.expr(imp.values[o.name]))
     onnx_checks.check_outputs(graph, outs, shape_overridden=bool(shape))
     body = outs[0] if len(outs) == 1 else tuple(outs)
-    func = Function(tuple(imp.inputs) + tuple(imp.weights), body)
+    func = onnx_ops_nn.drop_reshape_round_trips(
+        Function(tuple(imp.inputs) + tuple(imp.weights), body)
+    )
     used = {v.name for v in imp.weights}
     params = {k: v for k, v in imp.params.items() if k in used}
     return Module.from_function(func), params

@@ -123,7 +123,7 @@ _Converter = Callable[[Node], object]
 CONVERTERS: dict[str, tuple[_Converter, frozenset[str]]] = {}
 # Op types whose converter may be given several outputs: it returns a list, one result per
 # output it supports (Split: all of them; LayerNormalization: the first, and a later node
-# that reads the others fails naming them).
+# that reads the others fails naming them; LSTM / GRU: Y, Y_h, Y_c).
 MULTI_OUTPUT: set[str] = set()
 
 

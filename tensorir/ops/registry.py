@@ -28,14 +28,18 @@ from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
-from . import broadcast, elemwise, packed_layout, reduce, slicing, transform, winograd
+from . import broadcast, elemwise, nn_rules, packed_layout, reduce, slicing, transform, winograd
+from . import nn_reference as nn_ref
 from . import reference as ref
 from . import shape_rules as rules
 from ._util import NameScope
 from .conv2d import conv2d
+from .conv2d_transpose import conv2d_transpose
 from .conv3d import conv3d
 from .dense import batch_matmul, dense
+from .norm import group_norm
 from .pool import adaptive_pool, global_pool, pool
+from .resize import resize2d
 from .softmax import softmax
 
 __all__ = [
@@ -625,6 +629,94 @@ _ENTRIES = (
         {"k": 0, "upper": True},
         rules.trilu_rule,
         rules.INJECTIVE,
+    ),
+    # --- ONNX import: conv transpose, resize, norms (issue 26) ---
+    OpEntry(
+        "nn.conv2d_transpose",
+        ("data", "weight"),
+        {
+            "strides": (1, 1),
+            "padding": (0, 0, 0, 0),
+            "output_padding": (0, 0),
+            "dilation": (1, 1),
+            "groups": 1,
+            "channels": None,
+            "kernel_size": None,
+            "data_layout": "NCHW",
+            "kernel_layout": "",
+            "out_dtype": "",
+        },
+        rules.OUT_ELEMWISE_FUSABLE,
+        nn_rules.conv2d_transpose_rule,
+        lambda ins, a: conv2d_transpose(
+            ins[0],
+            ins[1],
+            a["strides"],
+            a["padding"],
+            a["output_padding"],
+            a["dilation"],
+            a["groups"],
+            a["data_layout"],
+            a["kernel_layout"],
+            a["out_dtype"],
+        ),
+        nn_ref.conv2d_transpose_ref,
+        nn_rules.fix_conv2d_transpose,
+    ),
+    OpEntry(
+        "nn.group_norm",
+        ("data", "gamma", "beta"),
+        {"num_groups": REQUIRED, "axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
+        rules.OPAQUE,
+        nn_rules.group_norm_rule,
+        lambda ins, a: group_norm(
+            *ins, a["num_groups"], a["axis"], a["epsilon"], a["center"], a["scale"]
+        ),
+        nn_ref.group_norm_ref,
+    ),
+    OpEntry(
+        "nn.instance_norm",
+        ("data", "gamma", "beta"),
+        {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
+        rules.OPAQUE,
+        nn_rules.instance_norm_rule,
+        lambda ins, a: group_norm(
+            *ins,
+            ins[0].shape[a["axis"] % ins[0].ndim],
+            a["axis"],
+            a["epsilon"],
+            a["center"],
+            a["scale"],
+            op="nn.instance_norm",
+        ),
+        nn_ref.instance_norm_ref,
+    ),
+    OpEntry(
+        "image.resize2d",
+        ("data",),
+        {
+            "size": REQUIRED,
+            "layout": "NCHW",
+            "method": "linear",
+            "coordinate_transformation_mode": "half_pixel",
+            "rounding_method": "",
+            "cubic_alpha": -0.5,
+            "scales": None,
+        },
+        rules.INJECTIVE,
+        nn_rules.resize2d_rule,
+        lambda ins, a: resize2d(
+            ins[0],
+            a["size"],
+            a["layout"],
+            a["method"],
+            a["coordinate_transformation_mode"],
+            a["rounding_method"],
+            a["cubic_alpha"],
+            a["scales"],
+        ),
+        nn_ref.resize2d_ref,
+        nn_rules.fix_resize2d,
     ),
 )
 

@@ -15,6 +15,7 @@ from tensorir.graph import (
     calls,
     evaluate,
     free_vars,
+    image,
     make_call,
     nn,
     op,
@@ -176,6 +177,22 @@ V = op.var
             ),
             (1, 7, 7, 7),
         ),
+        (
+            lambda: nn.conv2d_transpose(
+                V("x", (1, 4, 5, 6)), V("w", (4, 3, 3, 3)), strides=2, padding=1, output_padding=1
+            ),
+            (1, 3, 10, 12),
+        ),
+        (
+            lambda: nn.conv2d_transpose(
+                V("x", (1, 5, 6, 4)), V("w", (2, 2, 4, 3)), strides=2, groups=2, data_layout="NHWC"
+            ),
+            (1, 10, 12, 6),
+        ),
+        (lambda: nn.group_norm(V("x", (2, 6, 3)), V("g", (6,)), V("b", (6,)), 3), (2, 6, 3)),
+        (lambda: nn.instance_norm(V("x", (2, 3, 6)), V("g", (6,)), V("b", (6,)), -1), (2, 3, 6)),
+        (lambda: image.resize2d(V("x", (1, 4, 5, 2)), (8, 10), layout="NHWC"), (1, 8, 10, 2)),
+        (lambda: op.strided_slice(V("x", (4, 6)), (1, -1), (3, 0), (1, -2)), (2, 3)),
         (lambda: nn.dense(V("x", (3, 10)), V("w", (4, 10))), (3, 4)),
         (lambda: nn.batch_matmul(V("x", (2, 3, 5)), V("y", (2, 4, 5))), (2, 3, 4)),
         (lambda: nn.bias_add(V("x", (1, 4, 4, 6)), V("b", (6,)), axis=3), (1, 4, 4, 6)),

@@ -545,10 +545,10 @@ def test_second_outputs_are_refused():
         from_onnx(make([node], {"x": (2, 2)}, {"y": None}))
 
 
-def test_conv1d_is_refused():
+def test_conv_on_a_2d_tensor_is_refused():
     node = helper.make_node("Conv", ["x", "w"], ["y"])
-    model = make([node], {"x": (1, 2, 8)}, {"y": None}, {"w": rand(3, 2, 3)})
-    with pytest.raises(OnnxImportError, match=r"#0 \(unnamed\) \(Conv\).*1-D.*4-D \(NCHW\)"):
+    model = make([node], {"x": (2, 8)}, {"y": None}, {"w": rand(3, 2, 3)})
+    with pytest.raises(OnnxImportError, match=r"#0 \(unnamed\) \(Conv\).*2-D.*3-D \(NCW\)"):
         from_onnx(model)
 
 

@@ -1,14 +1,15 @@
 """``convert_layout``: NCHW -> NHWC (and NCDHW -> NDHWC), as Relay's ConvertLayout.
 
 Every rank-4 (rank-5) value the pass touches is either in its original channels-first form
-or in channels-last form. Convolutions and pools are rewritten to channels-last (weights
-transposed OIHW -> HWIO, depthwise -> HWOI, OIDHW -> DHWIO); ops that work in any layout
-(elemwise, broadcast, bias_add, batch_norm, concatenate, pad, softmax, and sum / mean / max /
-min with keepdims) follow their inputs and get their axis attributes remapped; every other op
-(batch_flatten, reshape, transpose, dense, ...) and the function outputs see the original
-layout. ``layout_transform`` is inserted only where a value crosses between the two forms, at
-most once per value and direction, so a transform pair never appears back to back. Transposes
-of constant weights are folded by ``fold_constant`` afterwards.
+or in channels-last form. Convolutions, transposed convolutions, pools and resizes are
+rewritten to channels-last (weights transposed OIHW -> HWIO, depthwise -> HWOI, OIDHW -> DHWIO,
+IOHW -> HWIO); ops that work in any layout (elemwise, broadcast, bias_add, batch / group /
+instance norm, concatenate, pad, softmax, and sum / mean / max / min with keepdims) follow
+their inputs and get their axis attributes remapped; every other op (batch_flatten, reshape,
+transpose, dense, ...) and the function outputs see the original layout. ``layout_transform``
+is inserted only where a value crosses between the two forms, at most once per value and
+direction, so a transform pair never appears back to back. Transposes of constant weights are
+folded by ``fold_constant`` afterwards.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ __all__ = ["convert_layout"]
 
 _FIRST = {4: "NCHW", 5: "NCDHW"}
 _LAST = {4: "NHWC", 5: "NDHWC"}
-_CONV_LAST = {"nn.conv2d": ("NCHW", "NHWC"), "nn.conv3d": ("NCDHW", "NDHWC")}
+_CONV_LAST = {
+    "nn.conv2d": ("NCHW", "NHWC"), "nn.conv3d": ("NCDHW", "NDHWC"),
+    "nn.conv2d_transpose": ("NCHW", "NHWC"),  # IOHW -> HWIO, as a conv's OIHW -> HWIO
+}  # fmt: skip
 _POOLS = (
     "nn.max_pool2d", "nn.avg_pool2d", "nn.max_pool3d", "nn.avg_pool3d",
-    "nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d",
+    "nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d", "image.resize2d",
 )  # fmt: skip
-_AXIS_OPS = ("nn.bias_add", "nn.batch_norm", "concatenate", "nn.softmax")
+_NORMS = ("nn.batch_norm", "nn.group_norm", "nn.instance_norm")  # data, then (C,) vectors
+_AXIS_OPS = ("nn.bias_add", "concatenate", "nn.softmax") + _NORMS
 _REDUCE_OPS = ("sum", "mean", "max", "min")  # with keepdims: axes remapped, like _AXIS_OPS
 
 
@@ -121,7 +126,7 @@ class _Converter:
         pattern = OPS[name].pattern
         if name in _AXIS_OPS:
             axis = _map_axis(a["axis"], ndim)
-            if name == "nn.batch_norm":
+            if name in _NORMS:
                 args = (self.get(node.args[0], True), *(self.new[x] for x in node.args[1:]))
             elif name == "nn.bias_add":
                 args = (self.get(node.args[0], True), self.new[node.args[1]])

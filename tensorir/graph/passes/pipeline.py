@@ -15,7 +15,7 @@ from .winograd import alter_op_layout_winograd
 
 __all__ = ["optimize"]
 
-_LAYOUT_OPS = ("nn.conv2d", "nn.conv3d")
+_LAYOUT_OPS = ("nn.conv2d", "nn.conv3d", "nn.conv2d_transpose")
 
 
 def _needs_convert(func: Function, layout: str) -> bool:
