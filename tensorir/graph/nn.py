@@ -227,6 +227,8 @@ def layer_norm(data: Expr, gamma: Expr, beta: Expr, axis: int = -1, epsilon: flo
         (data, gamma, beta),
         {"axis": axis, "epsilon": float(epsilon), "center": center, "scale": scale},
     )
+
+
 # --- issue 26: ops of modern ONNX exports ----------------------------------------------------
 
 
