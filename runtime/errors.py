@@ -17,3 +17,9 @@ class CompileError(RuntimeError):
 
 class LaunchError(RuntimeError):
     """A compiled kernel could not be launched or reported a failure while running."""
+
+
+class IndexOutOfRangeError(LaunchError, IndexError):
+    """A kernel met a data-dependent index outside its tensor (``A[B[i]]`` with ``B[i]``
+    out of range, e.g. a token id not below the vocabulary size): the kernel read no element
+    outside the tensor, and its outputs are not valid."""
