@@ -493,7 +493,9 @@ class ExprEmitter:
         wrote_bb = self.block("index_error_first")
         bld.cbranch(bld.extract_value(first, 1), wrote_bb, done_bb)
         bld.position_at_end(wrote_bb)
-        value = v if v.type == I64 else (bld.sext(v, I64) if is_signed(e.dtype) else bld.zext(v, I64))
+        value = (
+            v if v.type == I64 else (bld.sext(v, I64) if is_signed(e.dtype) else bld.zext(v, I64))
+        )
         bld.store(value, bld.gep(slot, [zero, ir.Constant(I32, 1)], inbounds=True))
         bld.branch(done_bb)
         bld.position_at_end(done_bb)

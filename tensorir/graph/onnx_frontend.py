@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtype import DTYPES
+from . import onnx_ops_index  # noqa: F401  (registers Gather, GatherElements, Einsum)
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, Node, OnnxImportError, Value
 

@@ -28,7 +28,7 @@ from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
-from . import broadcast, elemwise, packed_layout, transform, winograd
+from . import broadcast, elemwise, indexing, packed_layout, transform, winograd
 from . import reference as ref
 from . import shape_rules as rules
 from ._util import NameScope
@@ -530,6 +530,25 @@ _ENTRIES = (
         ref.cast_ref,
         {"dtype": REQUIRED},
         rules.cast_rule,
+    ),
+    # --- ONNX import: gather, einsum (issue 26) ---
+    OpEntry(
+        "take",
+        ("data", "indices"),
+        {"axis": 0, "mode": "clip"},
+        rules.INJECTIVE,
+        indexing.take_rule,
+        lambda ins, a: indexing.take(ins[0], ins[1], a["axis"], a["mode"]),
+        indexing.take_ref,
+    ),
+    OpEntry(
+        "gather",
+        ("data", "indices"),
+        {"axis": 0, "mode": "fast"},
+        rules.INJECTIVE,
+        indexing.gather_rule,
+        lambda ins, a: indexing.gather(ins[0], a["axis"], ins[1], a["mode"]),
+        indexing.gather_ref,
     ),
 )
 
