@@ -224,6 +224,9 @@ V = op.var
         (lambda: op.layout_transform(V("x", (1, 3, 5, 7)), "NCHW", "NHWC"), (1, 5, 7, 3)),
         (lambda: op.layout_transform(V("x", (1, 2, 5, 7, 3)), "NDHWC", "NCDHW"), (1, 3, 2, 5, 7)),
         (lambda: nn.relu(V("x", (3,))), (3,)),
+        (lambda: op.take(V("x", (10, 4)), V("i", (2, 3), "int64"), mode="fast"), (2, 3, 4)),
+        (lambda: op.take(V("x", (2, 5, 4)), op.const(-1, "int64"), axis=1), (2, 4)),
+        (lambda: op.gather(V("x", (3, 5)), 1, V("i", (3, 2), "int32")), (3, 2)),
     ],
 )
 def test_shape_inference(build, shape):
