@@ -57,7 +57,8 @@ def normalize_index(k, n: int, mode: str):
         return te.min(te.max(k, te.const(0, k.dtype)), te.const(n - 1, k.dtype))
     if mode == "wrap":
         return te.floormod(k, te.const(n, k.dtype))
-    return te.if_then_else(k < te.const(0, k.dtype), k + te.const(n, k.dtype), k)
+    # select, not if_then_else: both branches are safe, and a select vectorizes
+    return te.select(k < te.const(0, k.dtype), k + te.const(n, k.dtype), k)
 
 
 # --- take ------------------------------------------------------------------------------------
