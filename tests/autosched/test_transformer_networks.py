@@ -111,3 +111,15 @@ def test_gpt2_bert_base_and_vit_graphs():
         weights = [v for v in free_vars(out) if v.name not in ("input_ids", "data")]
         count = sum(int(np.prod(v.shape)) for v in weights)
         assert count == pytest.approx(n_params, rel=0.01), name
+
+
+def test_cli_compiles_and_runs_bert_tiny(tmp_path, capsys, monkeypatch):
+    from autosched.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no default log: every kernel on its default schedule
+    lib = tmp_path / "bert.json"
+    with pytest.warns(UserWarning, match="default schedule"):
+        assert main(["compile", "--network", "bert-tiny", "-o", str(lib)]) == 0
+    assert main(["run", "--network", "bert-tiny", "--lib", str(lib), "--repeat", "1",
+                 "--min-repeat-ms", "0"]) == 0  # fmt: skip
+    assert "(1, 128, 128): max relative error" in capsys.readouterr().out
