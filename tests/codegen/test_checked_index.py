@@ -149,3 +149,23 @@ def test_opencl_kernel_never_reads_outside_the_table():
     out = run_on_backend(backend, src, {"table": a, "ids": b})["C"].reshape(N, COLS)
     # out-of-range ids read row 0 (no error reporting on GPUs yet), never past the table
     np.testing.assert_allclose(out, np.stack([a[3], a[0], a[0]]) * 2.0)
+
+
+def test_measurement_inputs_keep_ids_inside_the_table():
+    from autosched.measure.worker import random_inputs
+    from tensorir.ops.indexing import take
+
+    table = te.placeholder((3, 4), name="types")
+    ids = te.placeholder((2, 50), name="token_type_ids", dtype="int64")
+    other = te.placeholder((5,), name="n", dtype="int32")
+    out = take(table, ids, 0, "fast")
+    plus = te.compute((2, 50, 4), lambda i, j, k: out[i, j, k] + other[k % 5].astype("float32"))
+    dag = ComputeDAG([table, ids, other, plus])
+    arrs = dict(zip([t.name for t in dag.input_tensors], random_inputs(dag)))
+    assert arrs["token_type_ids"].min() >= 0 and arrs["token_type_ids"].max() == 2
+    assert arrs["n"].min() >= 1  # other integer inputs keep their rule
+    m = ansor.build(dag.get_init_state(), "llvm")
+    res = np.zeros((2, 50, 4), np.float32)
+    m(*[arrs[t.name] for t in dag.input_tensors], res)  # no IndexOutOfRangeError
+    want = arrs["types"][arrs["token_type_ids"]] + arrs["n"][np.arange(4) % 5]
+    np.testing.assert_allclose(res, want)
