@@ -254,7 +254,8 @@ class GraphModule:
 
     # -------------------------------------------------------------- graph I/O
     def set_input(self, key=None, value=None, **params) -> None:
-        """Copy an input (numpy array or NDArray) into the network, by name."""
+        """Copy an input (numpy array or NDArray) into the network, by name. An integer input
+        takes any integer array its dtype holds exactly (int32 ids for an int64 input)."""
         items = dict(params)
         if key is not None:
             items[key] = value
@@ -265,8 +266,13 @@ class GraphModule:
             arr = val.numpy() if isinstance(val, NDArray) else np.asarray(val)
             if tuple(arr.shape) != spec.shape:
                 raise ValueError(f"input {name!r}: expected shape {spec.shape}, got {arr.shape}")
-            if arr.dtype != np_dtype(spec.dtype):
-                raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
+            want = np_dtype(spec.dtype)
+            if arr.dtype != want:
+                # int32 token ids into an int64 input: widened, as nothing is lost
+                if arr.dtype.kind in "iu" and want.kind in "iu" and np.can_cast(arr.dtype, want):
+                    arr = arr.astype(want)
+                else:
+                    raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
             self._buffers[spec.storage].copyfrom(np.ascontiguousarray(arr).reshape(-1))
 
     def set_input_zero_copy(self, name: str, value: NDArray) -> None:

@@ -202,6 +202,9 @@ CONTRACT_OPS = [
     "squeeze",
     "layout_transform",
     "cast",
+    # --- ONNX import: gather, einsum (issue 26) ---
+    "take",
+    "gather",
 ]
 
 
