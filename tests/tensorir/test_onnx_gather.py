@@ -274,3 +274,33 @@ def test_einsum_unsupported_forms_name_the_node(eq, shapes, msg):
     )
     with pytest.raises(OnnxImportError, match=rf"'ein' \(Einsum\): .*{msg}"):
         from_onnx(model)
+
+
+def test_legacy_bert_attention_mask_from_an_int64_input_compiled():
+    """The legacy exporter's extended attention mask: Unsqueeze(attention_mask) -> Cast(float)
+    -> Sub(1, m) -> Mul(-10000) added to the scores (MatMul of q and k^T) before Softmax."""
+    s, d = 5, 4
+    nodes = [
+        helper.make_node("Gather", ["emb", "input_ids"], ["x"]),  # (1, s, d)
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["x", "xt"], ["scores"]),  # (1, s, s)
+        helper.make_node("Unsqueeze", ["attention_mask", "ax1"], ["m1"]),  # (1, 1, s)
+        helper.make_node("Cast", ["m1"], ["mf"], to=F),
+        helper.make_node("Sub", ["one", "mf"], ["inv"]),
+        helper.make_node("Mul", ["inv", "big"], ["bias"]),
+        helper.make_node("Add", ["scores", "bias"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+    ]
+    model = make(
+        nodes,
+        {"input_ids": (I64, [1, s]), "attention_mask": (I64, [1, s])},
+        {"probs": (F, [1, s, s])},
+        {
+            "emb": rand(11, d),
+            "ax1": np.array([1], np.int64),
+            "one": np.float32(1.0),
+            "big": np.float32(-10000.0),
+        },
+    )
+    feeds = {"input_ids": ids(1, s, vocab=11), "attention_mask": np.array([[1, 1, 1, 0, 0]])}
+    check(model, feeds, compiled=True)
