@@ -275,15 +275,16 @@ class CRenderer:
         )
 
     def checked_index(self, e: CheckedIndex) -> str:
-        """A data-dependent index, 0 where it is outside ``[0, extent)``: the kernel never
-        reads outside the tensor. (GPU kernels do not report the error yet; the CPU's do.)"""
+        """A data-dependent index, clamped into ``[0, extent)`` (as bound inference clamps it
+        when it sizes a buffer): the kernel never reads outside the tensor. (GPU kernels do not
+        report the error yet; the CPU's do.)"""
         t = self.ctype("int64" if e.dtype == "int64" else "int32")
         tag = "i64" if e.dtype == "int64" else "i32"
         ut = "unsigned " + t if self.lang == "cuda" else "u" + t
         name = self.helper(
             f"checked_index_{tag}",
             f"{self.helper_qualifier} {t} checked_index_{tag}({t} x, {t} n) "
-            f"{{ return (({ut})x < ({ut})n) ? x : 0; }}",
+            f"{{ return (({ut})x < ({ut})n) ? x : (x < 0 ? 0 : n - 1); }}",
         )
         return f"{name}({self.expr(e.index)}, {self.expr(Const(e.extent, e.dtype))})"
 

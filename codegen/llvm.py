@@ -112,7 +112,8 @@ def build_llvm(program: Program, cpu_features=(), check_indices: bool = True) ->
     check_indices : bool
         Check data-dependent indices (``CheckedIndex``) at run time: an out-of-range one makes
         the entry return INDEX_ERROR_STATUS (the runtime raises an error naming it) and reads
-        element 0 instead. False emits the bare index (``AUTOSCHED_CHECK_INDICES=0``).
+        the nearest element inside the tensor instead. False emits the bare index
+        (``AUTOSCHED_CHECK_INDICES=0``).
 
     Returns
     -------

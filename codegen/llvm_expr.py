@@ -461,8 +461,8 @@ class ExprEmitter:
 
     # ------------------------------------------------------------------ checked indices
     def _checked_index(self, e: CheckedIndex, wide: bool) -> ir.Value:
-        """``e.index`` if in ``[0, extent)``, else 0 after recording the error (the first
-        one wins) in the module's error slot: ``[check number + 1, value]``."""
+        """``e.index`` if in ``[0, extent)``, else clamped into it after recording the error
+        (the first one wins) in the module's error slot: ``[check number + 1, value]``."""
         v = self.expr(e.index, wide)
         if not self.check_indices:
             return v
@@ -499,7 +499,12 @@ class ExprEmitter:
         bld.store(value, bld.gep(slot, [zero, ir.Constant(I32, 1)], inbounds=True))
         bld.branch(done_bb)
         bld.position_at_end(done_bb)
-        return bld.select(ok, v, ir.Constant(v.type, 0))
+        # Clamped, as bound inference clamps a data-dependent index when it sizes a buffer
+        # computed inside the loop nest: the read stays inside that buffer too.
+        low = bld.icmp_signed("<", v, ir.Constant(v.type, 0)) if is_signed(e.dtype) else None
+        last = ir.Constant(v.type, e.extent - 1)
+        fallback = last if low is None else bld.select(low, ir.Constant(v.type, 0), last)
+        return bld.select(ok, v, fallback)
 
     # ------------------------------------------------------------------ memory
     def address(self, buf, index: ir.Value) -> ir.Value:

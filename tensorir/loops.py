@@ -83,9 +83,10 @@ class CheckedIndex(Expr):
     ``A[B[i], j]`` does), since nothing proves it in range. Its value is ``index`` when
     ``0 <= index < extent``; otherwise the kernel records the error (the CPU backend makes its
     entry return ``codegen.llvm.INDEX_ERROR_STATUS`` and the runtime raises an error naming
-    the value, the tensor and the axis), and the value is 0, so the kernel never reads outside
-    the tensor. ``AUTOSCHED_CHECK_INDICES=0`` makes the LLVM backend emit the bare index
-    (docs/graph-ops.md).
+    the value, the tensor and the axis), and the value is clamped into ``[0, extent)`` (as
+    bound inference clamps such an index when it sizes a buffer), so the kernel never reads
+    outside the tensor or a buffer computed for the read. ``AUTOSCHED_CHECK_INDICES=0`` makes
+    the LLVM backend emit the bare index (docs/graph-ops.md).
     """
 
     index: Expr

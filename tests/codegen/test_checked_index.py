@@ -87,6 +87,27 @@ def test_parallel_vectorized_gather_checks_every_lane():
         m(a, k, c)
 
 
+def test_table_computed_at_the_lookup_loop_is_never_read_outside():
+    # Bound inference sizes T's buffer to the one row the lookup reads, clamping the id; the
+    # checked index clamps the same way, so a bad id stays inside that one-row buffer.
+    A = te.placeholder((ROWS, COLS), name="A")
+    B = te.placeholder((N,), name="ids", dtype="int64")
+    T = te.compute((ROWS, COLS), lambda r, c: A[r, c] * 2.0, name="T")
+    C = te.compute((N, COLS), lambda i, j: T[B[i], j], name="C")
+    s = ComputeDAG([A, B, C]).get_init_state()
+    s.compute_at(T, C, s[C].iters[0])
+    m = ansor.build(s, "llvm")
+    good = RNG.integers(0, ROWS, N)
+    a, b, c = arrays(good)
+    m(a, b, c)
+    np.testing.assert_allclose(c, a[good] * 2.0)
+    for bad in (ROWS, 2**31 - 1, -(2**40)):
+        with pytest.raises(IndexOutOfRangeError, match=f"index {bad} is out of range"):
+            m(a, np.array([1, bad, 2], np.int64), c)
+    prog = str(lower(s))
+    assert "allocate T[4]" in prog  # one row: an unclamped fallback would read outside it
+
+
 def test_switch_drops_the_check(monkeypatch):
     from autosched.kernel import generate_source
 
@@ -147,8 +168,8 @@ def test_opencl_kernel_never_reads_outside_the_table():
     src = build_opencl(lower(_gpu_state())).as_dict()
     a, b, _ = arrays([3, 2**31 - 1, -5])
     out = run_on_backend(backend, src, {"table": a, "ids": b})["C"].reshape(N, COLS)
-    # out-of-range ids read row 0 (no error reporting on GPUs yet), never past the table
-    np.testing.assert_allclose(out, np.stack([a[3], a[0], a[0]]) * 2.0)
+    # out-of-range ids read the nearest row (no error reporting on GPUs yet), never past it
+    np.testing.assert_allclose(out, np.stack([a[3], a[ROWS - 1], a[0]]) * 2.0)
 
 
 def test_measurement_inputs_keep_ids_inside_the_table():
