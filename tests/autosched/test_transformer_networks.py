@@ -95,6 +95,13 @@ def test_bert_tiny_seed_flow_tune_build_run(bert_tiny, tmp_path):
     bad[0, 3] = 30522
     with pytest.raises(IndexOutOfRangeError, match="index 30522 is out of range"):
         module.run(input_ids=bad)
+    # an int64 input takes int32 ids (widened exactly), not floats or uint64
+    module.run(input_ids=ids.astype(np.int32))
+    np.testing.assert_allclose(module.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="input 'input_ids': expected dtype int64, got float32"):
+        module.set_input("input_ids", ids.astype(np.float32))
+    with pytest.raises(TypeError, match="expected dtype int64, got uint64"):
+        module.set_input("input_ids", ids.astype(np.uint64))
 
 
 def test_gpt2_bert_base_and_vit_graphs():
@@ -123,17 +130,3 @@ def test_cli_compiles_and_runs_bert_tiny(tmp_path, capsys, monkeypatch):
     assert main(["run", "--network", "bert-tiny", "--lib", str(lib), "--repeat", "1",
                  "--min-repeat-ms", "0"]) == 0  # fmt: skip
     assert "(1, 128, 128): max relative error" in capsys.readouterr().out
-
-
-def test_int64_input_takes_int32_ids_but_not_floats(bert_tiny):
-    mod, params, _, _, ids = bert_tiny
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        module = ansor.GraphModule(ansor.build(mod, "llvm", params=params))
-    module.run(input_ids=ids.astype(np.int32))  # widened exactly
-    ref = evaluate(mod, {"input_ids": ids}, params)
-    np.testing.assert_allclose(module.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
-    with pytest.raises(TypeError, match="input 'input_ids': expected dtype int64, got float32"):
-        module.set_input("input_ids", ids.astype(np.float32))
-    with pytest.raises(TypeError, match="expected dtype int64, got uint64"):
-        module.set_input("input_ids", ids.astype(np.uint64))
