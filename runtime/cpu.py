@@ -533,7 +533,10 @@ def index_error(symbol_address, name: str) -> IndexOutOfRangeError | None:
         f"kernel {name!r}: index {value} is out of range for axis {axis} of tensor {tensor!r} "
         f"(size {extent}; valid indices are 0..{int(extent) - 1}): a data-dependent index "
         "read from an input (a token id, say) is outside the table; fix the input. Nothing was "
-        "read outside the tensor and this run's outputs are invalid"
+        "read outside the tensor and this run's outputs are invalid",
+        tensor=tensor,
+        axis=int(axis),
+        value=value,
     )
 
 

@@ -93,8 +93,10 @@ def test_bert_tiny_seed_flow_tune_build_run(bert_tiny, tmp_path):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     bad = ids.copy()
     bad[0, 3] = 30522
-    with pytest.raises(IndexOutOfRangeError, match="index 30522 is out of range"):
+    with pytest.raises(IndexOutOfRangeError, match="index 30522 is out of range") as err:
         module.run(input_ids=bad)
+    assert "is a network weight of shape (30522, 128)" in str(err.value)
+    assert (err.value.value, err.value.axis) == (30522, 0)
     # an int64 input takes int32 ids (widened exactly), not floats or uint64
     module.run(input_ids=ids.astype(np.int32))
     np.testing.assert_allclose(module.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
