@@ -142,7 +142,7 @@ def test_out_of_range_id_is_an_error_naming_value_and_tensor_not_a_read_past_the
         feeds = dict(good, input_ids=good["input_ids"].copy())
         feeds["input_ids"][1, 4] = bad_id
         seen = bad_id + 13 if bad_id < 0 else bad_id  # the kernel sees -14 as -1
-        msg = rf"index {seen} is out of range for axis 0 .*size 13.*a network weight of shape \(13, 8"
+        msg = rf"index {seen} is out of range for axis 0 .*size 13.*network weight of shape \(13, 8"
         with pytest.raises(IndexOutOfRangeError, match=msg):
             m.run(**feeds)
         with pytest.raises(IndexError, match=f"index {bad_id} is out of range"):
