@@ -77,7 +77,7 @@ def _emit(program, target: Target):
     if target.kind == "llvm":
         from codegen.llvm import build_llvm
 
-        return build_llvm(program, cpu_features(target))
+        return build_llvm(program, cpu_features(target), env("AUTOSCHED_CHECK_INDICES"))
     if target.kind == "cuda":
         from codegen.cuda import build_cuda
 

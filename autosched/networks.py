@@ -2,7 +2,8 @@
 
 Returns ``(mod, params, input_shape, output_shape)`` like the tutorials' ``get_network``; see
 ``tensorir.graph.zoo`` for the networks (resnet-N, resnet3d-N, mobilenet, squeezenet_v1.1,
-inception_v3) and how their deterministic random weights are drawn.
+inception_v3, and the transformers bert-tiny, bert-base, gpt2 (int64 ``input_ids``, ``seq_len=``)
+and vit-b16) and how their deterministic random weights are drawn.
 """
 
 from tensorir.graph.zoo import NETWORKS, get_network

@@ -35,6 +35,7 @@ from tensorir.loops import (
     Allocate,
     Barrier,
     Buffer,
+    CheckedIndex,
     For,
     If,
     Load,
@@ -252,6 +253,8 @@ class CRenderer:
             return f"({text} != 0)" if e.buffer.dtype == "bool" else text
         if isinstance(e, Binary):
             return self.binary(e)
+        if isinstance(e, CheckedIndex):
+            return self.checked_index(e)
         if isinstance(e, Not):
             return f"(!{self.expr(e.a)})"
         if isinstance(e, Select | IfThenElse):
@@ -270,6 +273,20 @@ class CRenderer:
             f"cannot generate {self.lang} code for a {type(e).__name__} expression ({e}); "
             "lower the program to loop IR first"
         )
+
+    def checked_index(self, e: CheckedIndex) -> str:
+        """A data-dependent index, clamped into ``[0, extent)`` (as bound inference clamps it
+        when it sizes a buffer): the kernel never reads outside the tensor. (GPU kernels do not
+        report the error yet; the CPU's do.)"""
+        t = self.ctype("int64" if e.dtype == "int64" else "int32")
+        tag = "i64" if e.dtype == "int64" else "i32"
+        ut = "unsigned " + t if self.lang == "cuda" else "u" + t
+        name = self.helper(
+            f"checked_index_{tag}",
+            f"{self.helper_qualifier} {t} checked_index_{tag}({t} x, {t} n) "
+            f"{{ return (({ut})x < ({ut})n) ? x : (x < 0 ? 0 : n - 1); }}",
+        )
+        return f"{name}({self.expr(e.index)}, {self.expr(Const(e.extent, e.dtype))})"
 
     def binary(self, e: Binary) -> str:
         op, dtype = e.op, e.a.dtype

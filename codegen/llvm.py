@@ -47,6 +47,13 @@ from .llvm_expr import I32, I64, PTR, ExprEmitter, VecVar, lanes_of, mem_type
 from .llvm_vector import depends_on, emitted_size, referenced, stride, vectorizable
 from .source import BufferSpec, Launch, Source
 
+# Data-dependent indices (tensorir.loops.CheckedIndex): an out-of-range one sets the module's
+# global ``<entry>__index_error`` (i64 [check number + 1, value]) and the entry returns
+# INDEX_ERROR_STATUS; ``<entry>__index_checks`` holds one "tensor<TAB>axis<TAB>extent" line per
+# check, so runtime/cpu.py can name them (it keeps its own copy of these names: the ABI).
+INDEX_ERROR_STATUS = 3
+INDEX_ERROR_SUFFIX = "__index_error"
+INDEX_CHECKS_SUFFIX = "__index_checks"
 PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"  # the ABI before (runtime/cpu.py keeps it)
 MAX_STACK_BYTES = 64 * 1024  # larger Allocates use malloc/free
@@ -92,7 +99,7 @@ def entry_name(program: Program) -> str:
     return name
 
 
-def build_llvm(program: Program, cpu_features=()) -> Source:
+def build_llvm(program: Program, cpu_features=(), check_indices: bool = True) -> Source:
     """Compile a loop-IR Program to LLVM IR text for the CPU.
 
     Parameters
@@ -102,6 +109,11 @@ def build_llvm(program: Program, cpu_features=()) -> Source:
         LLVM names of the CPU features the code may use (``runtime.cpu.host_cpu_features()``
         for this host). With ``avx512vnni`` / ``avxvnni``, uint8 x int8 -> int32 dot-product
         loops use ``vpdpbusd`` (:mod:`codegen.llvm_dot`); without, they stay scalar loops.
+    check_indices : bool
+        Check data-dependent indices (``CheckedIndex``) at run time: an out-of-range one makes
+        the entry return INDEX_ERROR_STATUS (the runtime raises an error naming it) and reads
+        the nearest element inside the tensor instead. False emits the bare index
+        (``AUTOSCHED_CHECK_INDICES=0``).
 
     Returns
     -------
@@ -115,7 +127,7 @@ def build_llvm(program: Program, cpu_features=()) -> Source:
         variables, buffers used outside their Allocate, unsupported dtypes).
     """
     dot = dot_product_features(cpu_features)
-    gen = _Generator(program, dot[0] if dot else None)
+    gen = _Generator(program, dot[0] if dot else None, check_indices)
     code = gen.run()
     if gen.used_dot_product:
         code = REQUIRES_HEADER + dot[1] + "\n" + code
@@ -132,8 +144,11 @@ def build_llvm(program: Program, cpu_features=()) -> Source:
 
 
 class _Generator(ExprEmitter):
-    def __init__(self, program: Program, dot_width: int | None = None):
+    def __init__(self, program: Program, dot_width: int | None = None, check_indices=True):
         self.program = program
+        self.check_indices = check_indices
+        self.index_checks: list = []  # the CheckedIndex nodes emitted, in check-number order
+        self._index_error = None
         self.dot_width = dot_width  # bits of the vpdpbusd to use, None: none
         self.used_dot_product = False
         self.module = ir.Module(name=program.name)
@@ -174,9 +189,33 @@ class _Generator(ExprEmitter):
             arg.add_attribute("noalias")
             self.fn.bufs[buf] = arg
         self.stmt(p.body)
-        self.b.ret(ir.Constant(I32, 0))
+        self.b.ret(self._status())
         self._close_fn(self.fn)
         return str(self.module)
+
+    def index_error_slot(self) -> ir.Value:
+        """The module's ``[check number + 1, value]`` of the first out-of-range index."""
+        if self._index_error is None:
+            slot = ir.GlobalVariable(self.module, ir.ArrayType(I64, 2),
+                                     self.entry + INDEX_ERROR_SUFFIX)  # fmt: skip
+            slot.initializer = ir.Constant(ir.ArrayType(I64, 2), [0, 0])
+            self._index_error = slot
+        return self._index_error
+
+    def _status(self) -> ir.Value:
+        """0, or INDEX_ERROR_STATUS when a data-dependent index was out of range."""
+        if self._index_error is None:
+            return ir.Constant(I32, 0)
+        lines = "".join(f"{c.tensor}\t{c.axis}\t{c.extent}\n" for c in self.index_checks)
+        text = bytearray(lines.encode() + b"\0")
+        table = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), len(text)),
+                                  self.entry + INDEX_CHECKS_SUFFIX)  # fmt: skip
+        table.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(text)), text)
+        table.global_constant = True
+        zero = ir.Constant(I32, 0)
+        failed = self.b.load(self.b.gep(self._index_error, [zero, zero], inbounds=True))
+        bad = self.b.icmp_unsigned("!=", failed, ir.Constant(I64, 0))
+        return self.b.select(bad, ir.Constant(I32, INDEX_ERROR_STATUS), ir.Constant(I32, 0))
 
     def block(self, hint: str) -> ir.Block:
         self.n_blocks += 1

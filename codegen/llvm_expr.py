@@ -39,7 +39,7 @@ from tensorir.expr import (
     as_expr,
     walk,
 )
-from tensorir.loops import Load
+from tensorir.loops import CheckedIndex, Load
 
 from .llvm_vector import const_int, depends_on, is_nonneg, stride
 
@@ -214,6 +214,8 @@ class ExprEmitter:
             return self._if_then_else(e, wide)
         if isinstance(e, Call):
             return self._call(e)
+        if isinstance(e, CheckedIndex):
+            return self._checked_index(e, wide)
         raise ValueError(
             f"the LLVM backend cannot compile expression {type(e).__name__} ({e}); "
             "te-level nodes (TensorRead, Reduce) must be lowered to loop IR first"
@@ -456,6 +458,53 @@ class ExprEmitter:
                 return bld.fptrunc(self.math(name, [x]), et)
             return bld.call(self.intrinsic(libname, t, [t]), args)
         raise ValueError(f"the LLVM backend has no implementation of math function {name!r}")
+
+    # ------------------------------------------------------------------ checked indices
+    def _checked_index(self, e: CheckedIndex, wide: bool) -> ir.Value:
+        """``e.index`` if in ``[0, extent)``, else clamped into it after recording the error
+        (the first one wins) in the module's error slot: ``[check number + 1, value]``."""
+        v = self.expr(e.index, wide)
+        if not self.check_indices:
+            return v
+        check = len(self.index_checks)
+        self.index_checks.append(e)
+        if lanes_of(v):
+            return self.per_lane(lambda x: self._check_scalar(x, e, check), v)
+        return self._check_scalar(v, e, check)
+
+    def _check_scalar(self, v: ir.Value, e: CheckedIndex, check: int) -> ir.Value:
+        bld = self.b
+        # One unsigned compare covers both ends: a negative index is a huge unsigned one.
+        ok = bld.icmp_unsigned("<", v, ir.Constant(v.type, e.extent))
+        fail_bb, done_bb = self.block("index_error"), self.block("index_ok")
+        bld.cbranch(ok, done_bb, fail_bb)
+        # Out-of-range ids are rare: say so, so the check stays off the hot path.
+        bld.block.terminator.set_weights([1 << 20, 1])
+        bld.position_at_end(fail_bb)
+        slot = self.index_error_slot()
+        zero = ir.Constant(I32, 0)
+        first = bld.cmpxchg(
+            bld.gep(slot, [zero, zero], inbounds=True),
+            ir.Constant(I64, 0),
+            ir.Constant(I64, check + 1),
+            "monotonic",
+            "monotonic",
+        )
+        wrote_bb = self.block("index_error_first")
+        bld.cbranch(bld.extract_value(first, 1), wrote_bb, done_bb)
+        bld.position_at_end(wrote_bb)
+        value = (
+            v if v.type == I64 else (bld.sext(v, I64) if is_signed(e.dtype) else bld.zext(v, I64))
+        )
+        bld.store(value, bld.gep(slot, [zero, ir.Constant(I32, 1)], inbounds=True))
+        bld.branch(done_bb)
+        bld.position_at_end(done_bb)
+        # Clamped, as bound inference clamps a data-dependent index when it sizes a buffer
+        # computed inside the loop nest: the read stays inside that buffer too.
+        low = bld.icmp_signed("<", v, ir.Constant(v.type, 0)) if is_signed(e.dtype) else None
+        last = ir.Constant(v.type, e.extent - 1)
+        fallback = last if low is None else bld.select(low, ir.Constant(v.type, 0), last)
+        return bld.select(ok, v, fallback)
 
     # ------------------------------------------------------------------ memory
     def address(self, buf, index: ir.Value) -> ir.Value:

@@ -34,9 +34,13 @@ import numpy as np
 
 from . import cpu_pool
 from .environment import cpu_count, env
-from .errors import CompileError, LaunchError
+from .errors import CompileError, IndexOutOfRangeError, LaunchError
 
 PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
+# codegen/llvm.py's checked data-dependent indices (the ABI: kept in step with it).
+INDEX_ERROR_STATUS = 3
+INDEX_ERROR_SUFFIX = "__index_error"
+INDEX_CHECKS_SUFFIX = "__index_checks"
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector load
 
@@ -510,6 +514,47 @@ class CompiledCPU:
         return str(self.module)
 
 
+def index_error(symbol_address, name: str) -> IndexOutOfRangeError | None:
+    """The error of kernel ``name``'s out-of-range data-dependent index, read (and cleared, for
+    the next run) from its module's error slot; ``symbol_address(symbol)`` gives a global's
+    address (0 if absent). None when the kernel has no such slot."""
+    slot_addr = symbol_address(name + INDEX_ERROR_SUFFIX)
+    table_addr = symbol_address(name + INDEX_CHECKS_SUFFIX)
+    if not slot_addr or not table_addr:
+        return None
+    slot = (ctypes.c_int64 * 2).from_address(slot_addr)
+    check, value = int(slot[0]), int(slot[1])
+    slot[0] = slot[1] = 0
+    lines = ctypes.string_at(table_addr).decode().splitlines()
+    if not 1 <= check <= len(lines):
+        return None
+    tensor, axis, extent = lines[check - 1].split("\t")
+    return IndexOutOfRangeError(
+        f"kernel {name!r}: index {value} is out of range for axis {axis} of tensor {tensor!r} "
+        f"(size {extent}; valid indices are 0..{int(extent) - 1}): a data-dependent index "
+        "read from an input (a token id, say) is outside the table; fix the input. Nothing was "
+        "read outside the tensor and this run's outputs are invalid",
+        tensor=tensor,
+        axis=int(axis),
+        value=value,
+    )
+
+
+def _status_error(compiled, name: str, status: int) -> LaunchError:
+    if status == INDEX_ERROR_STATUS:
+        # A JIT engine can look the error slot up; an exported library keeps it internal.
+        lookup = getattr(compiled.engine, "get_global_value_address", None)
+        err = index_error(lookup, name) if lookup is not None else None
+        if err is None:
+            err = IndexOutOfRangeError(
+                f"kernel {name!r}: a data-dependent index (a token id, say) is out of range "
+                "for its tensor; fix the input. Nothing was read outside the tensor and this "
+                "run's outputs are invalid"
+            )
+        return err
+    return LaunchError(f"kernel {name!r} failed with status {status} (out of memory?)")
+
+
 class CPUBackend:
     """The host CPU through llvmlite (see the module docstring for the calling convention)."""
 
@@ -592,7 +637,7 @@ class CPUBackend:
             raise LaunchError(f"kernel {name!r} was not compiled; have {have}")
         status = fn(*[h.ctypes.data for h in handles])
         if status != 0:
-            raise LaunchError(f"kernel {name!r} failed with status {status} (out of memory?)")
+            raise _status_error(compiled, name, status)
 
     def bind(self, compiled: CompiledCPU, name: str, grid, block, handles: list):
         """``launch`` with its arguments converted once: a zero-argument callable."""
@@ -603,8 +648,9 @@ class CPUBackend:
         ptrs = [h.ctypes.data for h in handles]
 
         def run() -> None:
-            if fn(*ptrs) != 0:
-                raise LaunchError(f"kernel {name!r} failed with a non-zero status")
+            status = fn(*ptrs)
+            if status != 0:
+                raise _status_error(compiled, name, status)
 
         run.handles = list(handles)  # the pointers are only valid while the arrays live
         return run

@@ -112,6 +112,16 @@ VARIABLES: dict[str, Variable] = {
             "the most statements plus expression nodes one kernel may emit after unrolling; "
             "larger kernels are refused by build and network builds (KernelSizeError)",
         ),
+        Variable(
+            "AUTOSCHED_CHECK_INDICES",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            True,
+            "check data-dependent indices (A[B[i]], embedding lookups) at run time: an "
+            "out-of-range one is an IndexOutOfRangeError naming the value and the tensor; 0 "
+            "drops the check for speed once the inputs are validated (an out-of-range id then "
+            "reads outside the tensor)",
+        ),
     )
 }
 

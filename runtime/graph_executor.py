@@ -18,6 +18,7 @@ import numpy as np
 
 from .device import Device
 from .device import device as make_device
+from .errors import IndexOutOfRangeError
 from .graph_functions import GraphFunctions
 from .module import Module, cpu_threads, load_module
 from .ndarray import NDArray, empty, np_dtype
@@ -243,8 +244,35 @@ class GraphModule:
         """Enqueue the whole network: one CUDA graph replay where possible, else each kernel."""
         if self._cuda_graph is not None and self._cuda_graph.launch():
             return
-        for fn in self._run_fns:
-            fn()
+        for k, fn in enumerate(self._run_fns):
+            try:
+                fn()
+            except IndexOutOfRangeError as e:
+                raise self._in_network(e, k) from None
+
+    def _in_network(self, err: IndexOutOfRangeError, k: int) -> IndexOutOfRangeError:
+        """``err`` of call ``k`` with what its tensor is in the network (a kernel only knows
+        its own parameter names, ``placeholder``...)."""
+        kernel, args = self.plan.calls[k]
+        names = [p[0] for p in self.modules[kernel].params]
+        if err.tensor not in names:
+            return err
+        sid = args[names.index(err.tensor)]
+        inputs = {spec.storage: name for name, spec in self.plan.inputs.items()}
+        if sid in inputs:
+            what = f"the network input {inputs[sid]!r}"
+        elif sid in self.plan.constants:
+            shape = tuple(np.shape(self.plan.constants[sid]))
+            what = f"a network weight of shape {shape}"
+        else:
+            what = "an intermediate tensor"
+        call = self.plan.names[k] if k < len(self.plan.names) else f"call {k}"
+        return IndexOutOfRangeError(
+            f"{err} [network call {k} ({call}): {err.tensor!r} is {what}]",
+            err.tensor,
+            err.axis,
+            err.value,
+        )
 
     @property
     def cuda_graph(self):
@@ -254,7 +282,8 @@ class GraphModule:
 
     # -------------------------------------------------------------- graph I/O
     def set_input(self, key=None, value=None, **params) -> None:
-        """Copy an input (numpy array or NDArray) into the network, by name."""
+        """Copy an input (numpy array or NDArray) into the network, by name. An integer input
+        takes any integer array its dtype holds exactly (int32 ids for an int64 input)."""
         items = dict(params)
         if key is not None:
             items[key] = value
@@ -265,8 +294,13 @@ class GraphModule:
             arr = val.numpy() if isinstance(val, NDArray) else np.asarray(val)
             if tuple(arr.shape) != spec.shape:
                 raise ValueError(f"input {name!r}: expected shape {spec.shape}, got {arr.shape}")
-            if arr.dtype != np_dtype(spec.dtype):
-                raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
+            want = np_dtype(spec.dtype)
+            if arr.dtype != want:
+                # int32 token ids into an int64 input: widened, as nothing is lost
+                if arr.dtype.kind in "iu" and want.kind in "iu" and np.can_cast(arr.dtype, want):
+                    arr = arr.astype(want)
+                else:
+                    raise TypeError(f"input {name!r}: expected dtype {spec.dtype}, got {arr.dtype}")
             self._buffers[spec.storage].copyfrom(np.ascontiguousarray(arr).reshape(-1))
 
     def set_input_zero_copy(self, name: str, value: NDArray) -> None:

@@ -25,7 +25,7 @@ from .dtype import is_int
 from .expr import Binary, Cast, Const, Expr, IfThenElse, Not, Reduce, Select, TensorRead, Var
 from .expr import children as expr_children
 
-__all__ = ["exact_range", "out_of_range_read", "unbound_variable"]
+__all__ = ["exact_range", "index_extents", "out_of_range_read", "unbound_variable"]
 
 Ranges = Mapping[Var, tuple[int, int]]  # inclusive [lo, hi] of each variable
 _DEAD = "dead"  # a guard that never holds: its branch is never evaluated
@@ -253,3 +253,23 @@ def read_error(tensor: str, shape, dim: int, index: str, values: str) -> str:
         f"{list(shape)}); guard padded reads with te.if_then_else(cond, A[...], 0) or pad the "
         "tensor first (topi pad)"
     )
+
+
+def index_extents(ops) -> dict[str, int]:
+    """Tensors read as data-dependent indices (``B`` in ``A[B[i], j]``), by name: the smallest
+    extent of the axes they index, so values in ``[0, extent)`` are in range for every read
+    (what a measurement's random inputs must respect; lowering checks them at run time)."""
+    out: dict[str, int] = {}
+    from .expr import walk
+
+    for op in ops:
+        for node in walk(op.body):
+            if not isinstance(node, TensorRead):
+                continue
+            for axis, index in enumerate(node.indices):
+                for inner in walk(index):
+                    if isinstance(inner, TensorRead):
+                        extent = int(node.tensor.shape[axis])
+                        name = inner.tensor.name
+                        out[name] = min(out.get(name, extent), extent)
+    return out

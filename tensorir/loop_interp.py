@@ -23,6 +23,7 @@ from .loops import (
     Allocate,
     Barrier,
     Buffer,
+    CheckedIndex,
     For,
     If,
     Load,
@@ -49,6 +50,15 @@ def _oob(name: str, index: int, size: int):
     raise LoopInterpError(
         f"buffer {name!r}: flat index {index} is out of bounds [0, {size}); "
         "check the lowering's bounds / tail guards"
+    )
+
+
+def _checked(index: int, extent: int, tensor: str, axis: int) -> int:
+    if 0 <= index < extent:
+        return index
+    raise IndexError(
+        f"index {index} is out of range for axis {axis} of tensor {tensor!r} (size {extent}): "
+        "a data-dependent index (a token id, say) is outside the table; fix the input"
     )
 
 
@@ -146,6 +156,7 @@ _GLOBALS = {
     "_ceil": lambda x: float(math.ceil(x)),
     "_int": _to_int,
     "_oob": _oob,
+    "_checked": _checked,
     "_sel": lambda c, t, f: t if c else f,
     "_shl": _shl,
     "_inf": math.inf,
@@ -262,6 +273,8 @@ class _Emitter:
             if is_bool(e.dtype):
                 return f"bool({v})"
             return f"_int({v})"
+        if isinstance(e, CheckedIndex):
+            return f"_checked({self.expr(e.index)}, {e.extent}, {e.tensor!r}, {e.axis})"
         if isinstance(e, Call):
             args = ", ".join(self.expr(a) for a in e.args)
             return f"{_FUNCS[e.name]}({args})"

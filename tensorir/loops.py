@@ -75,6 +75,39 @@ class Load(Expr):
         return f"{self.buffer.name}[{fmt(self.index)}]"
 
 
+@dataclass(frozen=True, repr=False)
+class CheckedIndex(Expr):
+    """``index`` along ``axis`` of tensor ``tensor`` (extent ``extent``), checked at run time.
+
+    Lowering wraps every index of a read that is data dependent (it reads a tensor, as
+    ``A[B[i], j]`` does), since nothing proves it in range. Its value is ``index`` when
+    ``0 <= index < extent``; otherwise the kernel records the error (the CPU backend makes its
+    entry return ``codegen.llvm.INDEX_ERROR_STATUS`` and the runtime raises an error naming
+    the value, the tensor and the axis), and the value is clamped into ``[0, extent)`` (as
+    bound inference clamps such an index when it sizes a buffer), so the kernel never reads
+    outside the tensor or a buffer computed for the read. ``AUTOSCHED_CHECK_INDICES=0`` makes
+    the LLVM backend emit the bare index (docs/graph-ops.md).
+    """
+
+    index: Expr
+    extent: int
+    tensor: str
+    axis: int
+
+    @property
+    def dtype(self) -> str:
+        return self.index.dtype
+
+    def expr_children(self) -> tuple[Expr, ...]:
+        return (self.index,)
+
+    def with_children(self, new: tuple[Expr, ...]) -> CheckedIndex:
+        return CheckedIndex(new[0], self.extent, self.tensor, self.axis)
+
+    def to_text(self, fmt) -> str:
+        return f"checked({fmt(self.index)}, {self.extent}, {self.tensor}.{self.axis})"
+
+
 class Stmt:
     """Base class of loop-IR statements."""
 

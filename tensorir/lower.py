@@ -26,6 +26,7 @@ from .loops import (
     Allocate,
     Barrier,
     Buffer,
+    CheckedIndex,
     For,
     If,
     Load,
@@ -127,9 +128,9 @@ class _Lowerer:
             buf = self.params.get(name)
             if buf is None:
                 raise LowerError(f"tensor {name!r} is read but has neither a stage nor a param")
-            idx = [self.te_to_loop(i) for i in node.indices]
+            idx = _checked(node, [self.te_to_loop(i) for i in node.indices])
             return Load(buf, self.flat_param(buf, idx), node.dtype)
-        idx = [self.te_to_loop(i) for i in node.indices]
+        idx = _checked(node, [self.te_to_loop(i) for i in node.indices])
         mins = [self.te_to_loop(m) for m in info.region_min]
         rel = [i - m if not _is_zero(m) else i for i, m in zip(idx, mins, strict=True)]
         return Load(info.buffer, self.flat(info, rel), node.dtype)
@@ -412,6 +413,19 @@ def _and(conds) -> Expr:
     out = conds[0]
     for c in conds[1:]:
         out = out & c
+    return out
+
+
+def _checked(node: TensorRead, idx: list) -> list:
+    """The loop-IR indices of ``node`` with each data-dependent one (it reads a tensor, as in
+    ``A[B[i], j]``) wrapped in a CheckedIndex: nothing proves such an index in range, so the
+    kernel checks it at run time instead of reading outside the tensor."""
+    out = []
+    for axis, (te_index, loop_index) in enumerate(zip(node.indices, idx, strict=True)):
+        if any(isinstance(n, TensorRead) for n in walk(te_index)):
+            extent = int(node.tensor.shape[axis])
+            loop_index = CheckedIndex(loop_index, extent, node.tensor.name, axis)
+        out.append(loop_index)
     return out
 
 

@@ -189,7 +189,9 @@ def _load_network(args):
     mod, params, input_shape, _ = get_network(
         args.network, batch_size=args.batch_size, layout=args.layout
     )
-    return mod, params, tuple(input_shape), "data", args.network
+    # "data", or the int64 "input_ids" of the zoo's bert-* / gpt2
+    name = mod["main"].params[0].name
+    return mod, params, tuple(input_shape), name, args.network
 
 
 def _log_path(args, name: str) -> Path:
@@ -268,10 +270,18 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
     dev = ansor.device(lib.target.device_kind, 0)
     module = ansor.GraphModule(lib, dev)
     rng = np.random.default_rng(0)
-    data = rng.uniform(-1, 1, input_shape).astype("float32")
-    module.set_input(input_name, data)
+    feeds = {}
+    for var in mod["main"].params:  # every graph input (an ONNX BERT has three)
+        if var.name in params:
+            continue
+        if np.issubdtype(np.dtype(var.dtype), np.integer):
+            # ids, token types, masks: 0 and 1 are valid for any embedding table or mask
+            feeds[var.name] = rng.integers(0, 2, var.shape).astype(var.dtype)
+        else:
+            feeds[var.name] = rng.uniform(-1, 1, var.shape).astype(var.dtype)
+    module.set_input(**feeds)
     module.run()
-    refs = evaluate(mod, {input_name: data}, params)
+    refs = evaluate(mod, feeds, params)
     refs = refs if isinstance(refs, list) else [refs]
     outs = [module.get_output(k).numpy() for k in range(module.get_num_outputs())]
     ok, lines = check_outputs(outs, refs)

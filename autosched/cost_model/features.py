@@ -40,7 +40,7 @@ import numpy as np
 
 from tensorir.dtype import is_float, itemsize
 from tensorir.expr import Binary, Call, Cast, Const, IfThenElse, Not, Select, Var
-from tensorir.loops import Allocate, For, If, Load, Program, Seq, Store
+from tensorir.loops import Allocate, CheckedIndex, For, If, Load, Program, Seq, Store
 
 from .feature_index import contiguous_elems, linearize, region_size
 
@@ -151,6 +151,9 @@ def _count_ops(e, counts: list, loads: list) -> None:
         elif isinstance(node, Not):
             counts[14] += 1
             stack.append(node.a)
+        elif isinstance(node, CheckedIndex):  # one unsigned compare against the extent
+            counts[11] += 1
+            stack.append(node.index)
 
 
 # --------------------------------------------------------------------------- the walk

@@ -28,6 +28,8 @@ import traceback
 
 import numpy as np
 
+from tensorir.bounds_check import index_extents
+
 from .data import MeasureErrorNo, is_outlier
 
 # The error codes as plain ints (what the worker sends back), from the data-only module.
@@ -133,10 +135,13 @@ def random_inputs(dag) -> list[np.ndarray]:
     """Reproducible random inputs: uniform [-1, 1] floats, small positive ints.
 
     Never zeros or ones, which hide wrong indexing; ints stay positive so that integer division
-    and modulo in a DAG neither divide by zero nor depend on C-vs-Python rounding of negatives.
+    and modulo in a DAG neither divide by zero nor depend on C-vs-Python rounding of negatives;
+    a tensor used as a data-dependent index stays below the extent it indexes.
     """
     rng = np.random.default_rng(_SEED)
     arrays = []
+    # Index tensors (token ids of an embedding lookup) stay inside the tables they index.
+    index_limit = index_extents(dag.compute_ops)
     for t in dag.input_tensors:
         dt = np.dtype(t.dtype)
         shape = tuple(int(s) for s in t.shape)
@@ -144,6 +149,8 @@ def random_inputs(dag) -> list[np.ndarray]:
             arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dt))
         elif dt.kind == "b":
             arrays.append(rng.integers(0, 2, shape).astype(dt))
+        elif t.name in index_limit:
+            arrays.append(rng.integers(0, max(1, min(index_limit[t.name], 8)), shape).astype(dt))
         else:
             arrays.append(rng.integers(1, 8, shape).astype(dt))
     return arrays

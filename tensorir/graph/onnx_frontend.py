@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtype import DTYPES
-from . import onnx_ops_math, onnx_ops_nn  # noqa: F401 - they register their converters
+from . import onnx_ops_index, onnx_ops_math, onnx_ops_nn  # noqa: F401 - they register their converters
 from .ir import Constant, Expr, Function, Module, Var
 from .onnx_ops import CONVERTERS, MULTI_OUTPUT, Node, OnnxImportError, Value
 

@@ -670,15 +670,3 @@ def _shape(node: Node):
     shape = np.asarray(node.value(0).shape, dtype=np.int64)
     start, end = node.attr("start", 0), node.attr("end")
     return shape[start:end]
-
-
-@_register("Gather", "axis")
-def _gather(node: Node):
-    data = node.value(0)
-    if data.static is None:
-        node.fail(
-            "Gather is only supported on values known at import time (such as the output of "
-            "Shape), not on graph tensors"
-        )
-    idx = node.static(1, "indices")
-    return np.take(data.static, idx, axis=int(node.attr("axis", 0)))

@@ -17,7 +17,8 @@ from .ir import Call, Constant, Expr, Var, make_call
 __all__ = [
     "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
     "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift", "floor",
-    "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast",
+    "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast", "take",
+    "gather",
     # ONNX import: reductions, logic, math (issue 26)
     "erf", "log", "abs", "isnan", "isinf", "logical_not", "power", "equal", "not_equal",
     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where",
@@ -230,3 +231,17 @@ def trilu(data: Expr, k: int = 0, upper: bool = True) -> Call:
     """The upper (``col - row >= k``) or lower (``col - row <= k``) triangle of the last two
     dims; zero elsewhere."""
     return make_call("trilu", (data,), {"k": int(k), "upper": bool(upper)})
+def take(data: Expr, indices: Expr, axis: int = 0, mode: str = "clip") -> Call:
+    """``data`` indexed along ``axis`` by the integer tensor ``indices`` (np.take): an
+    embedding lookup is ``take(table, input_ids, axis=0, mode="fast")``. ``mode``: "clip"
+    (Relay's default) clamps, "wrap" takes indices modulo the axis, "fast" counts negatives
+    from the end and makes any other index outside the axis a run-time error
+    (tensorir.ops.indexing)."""
+    return make_call("take", (data, indices), {"axis": int(axis), "mode": mode})
+
+
+def gather(data: Expr, axis: int, indices: Expr, mode: str = "fast") -> Call:
+    """``out[i] = data[i[:axis], indices[i], i[axis+1:]]`` (ONNX GatherElements); Relay's
+    argument order. ``mode`` as in :func:`take` (default "fast": negatives count from the end,
+    anything else outside the axis is an error)."""
+    return make_call("gather", (data, indices), {"axis": int(axis), "mode": mode})

@@ -28,7 +28,17 @@ from ..tensor import Tensor, TensorError
 
 # Import functions, not submodules: the package re-exports functions named like their modules
 # (``ops.dense``, ``ops.pool``, ``ops.softmax``), which shadow the module attributes.
-from . import broadcast, elemwise, nn_rules, packed_layout, reduce, slicing, transform, winograd
+from . import (
+    broadcast,
+    elemwise,
+    indexing,
+    nn_rules,
+    packed_layout,
+    reduce,
+    slicing,
+    transform,
+    winograd,
+)
 from . import nn_reference as nn_ref
 from . import reference as ref
 from . import shape_rules as rules
@@ -717,6 +727,25 @@ _ENTRIES = (
         ),
         nn_ref.resize2d_ref,
         nn_rules.fix_resize2d,
+    ),
+    # --- ONNX import: gather, einsum (issue 26) ---
+    OpEntry(
+        "take",
+        ("data", "indices"),
+        {"axis": 0, "mode": "clip"},
+        rules.INJECTIVE,
+        indexing.take_rule,
+        lambda ins, a: indexing.take(ins[0], ins[1], a["axis"], a["mode"]),
+        indexing.take_ref,
+    ),
+    OpEntry(
+        "gather",
+        ("data", "indices"),
+        {"axis": 0, "mode": "fast"},
+        rules.INJECTIVE,
+        indexing.gather_rule,
+        lambda ins, a: indexing.gather(ins[0], a["axis"], ins[1], a["mode"]),
+        indexing.gather_ref,
     ),
 )
 

@@ -269,10 +269,18 @@ ALL_OPS = [
     ("trilu", [(2, 4, 5)], {"k": -1, "upper": False}),
 ]
 INTEGER_OPS = ("right_shift", "left_shift")  # built on integers below
+INDEX_CASES = [  # int64 indices, built below (op, data shape, indices shape, attrs)
+    ("take", (7, 3), (2, 4), {"axis": 0, "mode": "fast"}),
+    ("take", (2, 7, 3), (), {"axis": 1, "mode": "fast"}),
+    ("take", (2, 7), (5,), {"axis": -1, "mode": "clip"}),
+    ("take", (2, 7), (5,), {"axis": 1, "mode": "wrap"}),
+    ("gather", (3, 7), (3, 4), {"axis": 1}),
+    ("gather", (7, 3), (2, 3), {"axis": 0, "mode": "wrap"}),
+]
 
 
 def test_all_ops_cases_cover_the_registry():
-    covered = {op for op, _, _ in ALL_OPS} | set(INTEGER_OPS)
+    covered = {op for op, _, _ in ALL_OPS} | set(INTEGER_OPS) | {c[0] for c in INDEX_CASES}
     # winograd's conv is built in test_winograd_builds_and_matches_numpy above
     missing = set(ops.SUPPORTED_OPS) - covered
     assert missing == {"nn.contrib_conv2d_winograd_without_weight_transform"}
@@ -299,6 +307,23 @@ def test_integer_ops_build_with_the_default_schedule(op):
               rng.integers(0, 12, (5,)).astype("int32")]  # fmt: skip
     dag, (got,) = _build_and_run([*ins, out], arrays)
     np.testing.assert_array_equal(got, getattr(np, op)(*arrays))
+
+
+@pytest.mark.parametrize("op,dshape,ishape,attrs", INDEX_CASES)
+def test_index_ops_build_with_the_default_schedule(op, dshape, ishape, attrs):
+    rng = np.random.default_rng(2)
+    scope = ops.NameScope()
+    ins = [scope.placeholder(dshape), scope.placeholder(ishape, "int64")]
+    out = ops.compute_op(op, ins, attrs, name_scope=scope)
+    n = dshape[attrs["axis"]]
+    lo, hi = (-3 * n, 3 * n) if attrs.get("mode") in ("clip", "wrap") else (-n, n)
+    arrays = [rng.standard_normal(dshape).astype("float32"),
+              rng.integers(lo, hi, ishape).astype("int64")]  # fmt: skip
+    dag, (got,) = _build_and_run([*ins, out], arrays)
+    np.testing.assert_array_equal(got, eval_dag(dag, arrays)[0])
+    entry = ops.registry.get_entry(op)
+    full = entry.normalize(attrs, 2)
+    np.testing.assert_array_equal(got, entry.reference(full, got.shape, *arrays))
 
 
 def _seed_pairs():

@@ -267,6 +267,9 @@ V = op.var
         (lambda: op.strided_slice(V("x", (4, 9)), (1, -1), (99, 0), (2, -3)), (2, 3)),
         (lambda: op.broadcast_to(V("x", (3, 1)), (2, 3, 4)), (2, 3, 4)),
         (lambda: op.trilu(V("x", (2, 4, 4)), 1, upper=False), (2, 4, 4)),
+        (lambda: op.take(V("x", (10, 4)), V("i", (2, 3), "int64"), mode="fast"), (2, 3, 4)),
+        (lambda: op.take(V("x", (2, 5, 4)), op.const(-1, "int64"), axis=1), (2, 4)),
+        (lambda: op.gather(V("x", (3, 5)), 1, V("i", (3, 2), "int32")), (3, 2)),
     ],
 )
 def test_shape_inference(build, shape):

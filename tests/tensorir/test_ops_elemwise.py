@@ -232,6 +232,9 @@ CONTRACT_OPS = [
     "strided_slice",
     "broadcast_to",
     "trilu",
+    # --- ONNX import: gather, einsum (issue 26) ---
+    "take",
+    "gather",
 ]
 
 
