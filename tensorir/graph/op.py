@@ -231,6 +231,8 @@ def trilu(data: Expr, k: int = 0, upper: bool = True) -> Call:
     """The upper (``col - row >= k``) or lower (``col - row <= k``) triangle of the last two
     dims; zero elsewhere."""
     return make_call("trilu", (data,), {"k": int(k), "upper": bool(upper)})
+
+
 def take(data: Expr, indices: Expr, axis: int = 0, mode: str = "clip") -> Call:
     """``data`` indexed along ``axis`` by the integer tensor ``indices`` (np.take): an
     embedding lookup is ``take(table, input_ids, axis=0, mode="fast")``. ``mode``: "clip"
