@@ -11,6 +11,7 @@ boundary: everything binds to 127.0.0.1 unless told otherwise, and TLS certifica
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 log = logging.getLogger("autosched.rpc")
@@ -85,3 +86,49 @@ def add_tls_arguments(parser) -> None:
 
 def security_from_args(args):
     return make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+
+
+def plain_http_routes(security, role: str):
+    """A context in which a dask ``role`` ("scheduler" or "worker") made with TLS serves only
+    health checks on its plain-HTTP port (dask's pages there show identity, logs and call
+    stacks to anyone, unauthenticated); without TLS nothing changes."""
+    if security is None:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.config.set({f"distributed.{role}.http.routes": ["distributed.http.health"]})
+
+
+# dask's client-side loggers, whose tracebacks on a lost tracker are not the user's business:
+# the runner says it in one line (RPCRunner's warning).
+_DASK_CLIENT_LOGGERS = (
+    "distributed.client",
+    "distributed.core",
+    "distributed.batched",
+    "distributed.comm",
+    "distributed.comm.tcp",
+    "distributed.utils",
+    "distributed.protocol.core",
+)
+
+
+class _OneLine(logging.Filter):
+    """Drops the traceback of dask's client-side records and keeps WARNING and above only
+    when they are not about a lost connection (which the runner reports itself)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            record.exc_info = None
+            record.exc_text = None
+            return False  # a traceback of a connection dask lost: the runner reports it
+        return record.levelno >= logging.ERROR
+
+
+def quiet_dask_logs() -> None:
+    """Keep dask's client-side tracebacks (a tracker restart prints two) out of the tuning
+    output: those loggers pass ERROR lines without traceback; the runner reports a lost
+    tracker in one line."""
+    for name in _DASK_CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OneLine) for f in logger.filters):
+            logger.addFilter(_OneLine())
