@@ -99,8 +99,8 @@ def plain_http_routes(security, role: str):
     return dask.config.set({f"distributed.{role}.http.routes": ["distributed.http.health"]})
 
 
-# dask's client-side loggers, whose tracebacks on a lost tracker are not the user's business:
-# the runner says it in one line (RPCRunner's warning).
+# dask's client-side loggers, whose tracebacks when the tracker goes away (a restart prints
+# two chained ones) are not the user's business.
 _DASK_CLIENT_LOGGERS = (
     "distributed.client",
     "distributed.core",
@@ -108,26 +108,44 @@ _DASK_CLIENT_LOGGERS = (
     "distributed.comm",
     "distributed.comm.tcp",
     "distributed.utils",
-    "distributed.protocol.core",
 )
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            break
+        exc = nxt
+    return exc
+
+
 class _OneLine(logging.Filter):
-    """Drops the traceback of dask's client-side records and keeps WARNING and above only
-    when they are not about a lost connection (which the runner reports itself)."""
+    """Turns a dask client-side record with a traceback into one line naming its root cause
+    (``dask lost the connection to the RPC tracker: ConnectionRefusedError: ...``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info:
+        if record.exc_info and record.exc_info[1] is not None:
+            root = _root_cause(record.exc_info[1])
+            text = " ".join(str(root).split())[:200]
+            what = " ".join(record.getMessage().split())[:200]
+            record.msg = (
+                f"dask ({record.name}): {what + '; ' if what else ''}"
+                f"{type(root).__name__}{': ' + text if text else ''} (the RPC tracker went away "
+                "or restarted?)"
+            )
+            record.args = ()
             record.exc_info = None
             record.exc_text = None
-            return False  # a traceback of a connection dask lost: the runner reports it
-        return record.levelno >= logging.ERROR
+            record.stack_info = None
+        return True
 
 
 def quiet_dask_logs() -> None:
-    """Keep dask's client-side tracebacks (a tracker restart prints two) out of the tuning
-    output: those loggers pass ERROR lines without traceback; the runner reports a lost
-    tracker in one line."""
+    """Keep dask's client-side tracebacks out of the tuning output: each such record becomes
+    one line naming its root cause. Installed by :class:`autosched.rpc.TrackerSession`."""
     for name in _DASK_CLIENT_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _OneLine) for f in logger.filters):

@@ -89,7 +89,27 @@ def fake_device_call(op, args, timeout=None):
     return _measure_reply(costs, code, name)
 
 
+def _send_evil_exceptions() -> None:
+    """Make this dask worker report an EvilError as the raw pickle of an Evil object (what
+    a hostile worker can send in place of dask's own checked exception pickle)."""
+    import pickle
+
+    import distributed.worker as dask_worker
+    from distributed.protocol import to_serialize
+
+    original = dask_worker.error_message
+
+    def error_message(e, status="error"):
+        msg = original(e, status)
+        if isinstance(e, EvilError):
+            msg["exception"] = to_serialize(pickle.dumps(Evil()))
+        return msg
+
+    dask_worker.error_message = error_message
+
+
 if __name__ == "__main__":
     MODE = sys.argv[1]
     server.device_call = fake_device_call
+    _send_evil_exceptions()
     sys.exit(rpc_server.main(sys.argv[2:]))

@@ -129,7 +129,10 @@ def test_a_server_cannot_run_code_on_the_client(cluster, task):
         for mode in ("pickle", "raise"):
             (junk.workdir / "control").write_text(mode)
             (result,) = _in_thread(lambda: runner.run(inputs, built))
-            assert not cluster["marker"].exists(), f"{mode}: a server's pickle ran on the client"
+            marker = cluster["marker"]
+            assert not marker.exists(), (
+                f"{mode}: {marker.read_text()} (the client is {os.getpid()})"
+            )
             assert result.error_no != MeasureErrorNo.NO_ERROR, mode
             assert cluster["address"]["junk"] in result.error_msg, (mode, result.error_msg)
             assert "\n" not in result.error_msg
