@@ -27,13 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import DEFAULT_HOST, DEFAULT_PORT, distributed, quiet_dask_logs, tracker_address
-from .queue import queue_state, task_error, text_summary
+from .queue import queue_state, request_state, task_error, text_summary
 from .server import SESSION_OP_TIMEOUT, device_call
 from .wire import BadReply, decode_reply
 
 #: Seconds a client waits for a reply beyond the request's own timeout (the server's
 #: queue, a device process restarting) before it calls the server hung.
 REPLY_MARGIN_S = 30.0
+#: Seconds without a heartbeat after which the tracker's view of a server is stale (dask's
+#: heartbeats come every second or so).
+SILENT_S = 20.0
 
 
 class NoServerError(LookupError):
@@ -199,6 +202,15 @@ class TrackerSession:
             if isinstance(text, str):
                 raise RemoteError(text if where in text else f"{text} (on {where})")
         raise BadReply(f"malformed reply from {where}: not {{'ok': ...}} or {{'error': str}}")
+
+    def waiting_behind_others(self, key: str) -> bool:
+        """Whether the request ``key`` has not started yet on a server that is alive (it
+        waits behind other clients' requests), as the tracker sees it."""
+        try:
+            state = self.client.run_on_scheduler(request_state, key=key)
+            return not state["started"] and float(state["silent_s"]) < SILENT_S
+        except Exception:
+            return False
 
     def error_text(self, key: str) -> str:
         """The tracker's one-line text of a failed task (what dask keeps as text, not the

@@ -53,3 +53,15 @@ def task_error(dask_scheduler, key: str) -> str:
         return "the tracker no longer knows the task"
     text = getattr(ts, "exception_text", None) or ""
     return str(text)[:400] or "the server raised an error the tracker did not describe"
+
+
+def request_state(dask_scheduler, key: str) -> dict:
+    """Run on the tracker: whether the request ``key`` has started on its server
+    (``started``), and seconds since that server's last heartbeat (``silent_s``)."""
+    from time import time
+
+    ts = dask_scheduler.tasks.get(key)
+    ws = getattr(ts, "processing_on", None)
+    if ws is None:
+        return {"started": False, "silent_s": 0.0}
+    return {"started": ts in ws.executing, "silent_s": float(time() - ws.last_seen)}

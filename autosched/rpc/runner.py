@@ -43,6 +43,9 @@ from .wire import BadReply
 log = logging.getLogger("autosched.rpc.runner")
 
 POLL_S = 0.5
+# A request that has not started on a live server (other clients' requests go first) gets its
+# deadline renewed, up to this many deadlines in all.
+MAX_QUEUE_WAITS = 10
 
 
 class RPCRunner:
@@ -215,10 +218,11 @@ class RPCRunner:
         pending = list(reversed(todo))
         in_flight: dict = {}  # future -> (index, server, submitted at)
         resent: set = set()  # indices sent again after their server left
+        sent: dict = {}  # index -> when it was sent to its server
         no_server_since = None
 
-        def record(i, start, code, msg):
-            results[i] = failed_result(code, msg, spent(i) + time.perf_counter() - start)
+        def record(i, code, msg):
+            results[i] = failed_result(code, msg, spent(i) + time.perf_counter() - sent[i])
 
         while pending or in_flight:
             busy = {server for _, server, _ in in_flight.values()}
@@ -230,25 +234,32 @@ class RPCRunner:
                     worker=server,
                 )  # fmt: skip
                 in_flight[future] = (i, server, time.perf_counter())
+                sent[i] = time.perf_counter()
                 future.add_done_callback(lambda _: finished.set())
             finished.wait(POLL_S)
             finished.clear()
             now = time.perf_counter()
             progress = False
             for future in [f for f in in_flight if f.done()]:
-                i, server, start = in_flight.pop(future)
+                i, server, _ = in_flight.pop(future)
                 progress = True
-                secs = spent(i) + now - start
+                secs = spent(i) + now - sent[i]
                 try:
                     results[i] = finish(i, tracker.read(future, server), secs, server)
                     self.server_counts[server] += 1
                 except (RemoteError, BadReply) as exc:
                     if future.status == "cancelled":
-                        record(i, start, MeasureErrorNo.RUNTIME_DEVICE, self._tracker_lost_msg())
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, self._tracker_lost_msg())
                     else:
-                        record(i, start, MeasureErrorNo.RUNTIME_DEVICE, str(exc)[:600])
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, str(exc)[:600])
             for future in [f for f, (_, _, t) in in_flight.items() if now - t > wait_s]:
-                i, server, start = in_flight.pop(future)
+                i, server, _ = in_flight[future]
+                if now - sent[i] < MAX_QUEUE_WAITS * wait_s and tracker.waiting_behind_others(
+                    future.key
+                ):  # the server is alive and busy with other clients' requests: not hung
+                    in_flight[future] = (i, server, now)
+                    continue
+                del in_flight[future]
                 self._cancel(future)
                 self.hung_servers.add(server)
                 msg = (
@@ -258,7 +269,7 @@ class RPCRunner:
                     "nothing more"
                 )
                 log.warning("RPCRunner: %s", msg)
-                record(i, start, MeasureErrorNo.RUN_TIMEOUT, msg)
+                record(i, MeasureErrorNo.RUN_TIMEOUT, msg)
             if progress:
                 no_server_since = None
                 continue
@@ -267,13 +278,13 @@ class RPCRunner:
                 self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
                 return
             servers = [a for a, keys in tracker.servers().items() if self.key in keys]
-            for future, (i, server, start) in list(in_flight.items()):
+            for future, (i, server, _) in list(in_flight.items()):
                 if server not in servers:  # the server left: send its candidate elsewhere
                     del in_flight[future]
                     self._cancel(future)
                     if i in resent:
                         msg = f"the RPC server {server} left the tracker while measuring"
-                        record(i, start, MeasureErrorNo.RUNTIME_DEVICE, msg)
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, msg)
                     else:
                         resent.add(i)
                         pending.append(i)

@@ -250,9 +250,13 @@ def test_dag_travels_as_checked_plain_data():
 # ----------------------------------------------------------------------------- 3. hangs
 
 
-def test_hung_servers_time_out_and_tuning_goes_on(cluster, task):
+@pytest.mark.slow
+def test_hung_servers_time_out_and_tuning_goes_on(cluster, task, monkeypatch):
     """One server SIGSTOPped, one that never answers, one good: every candidate gets a result,
     the hung ones RUN_TIMEOUT naming their server, and the good server measures the rest."""
+    from autosched.rpc import client
+
+    monkeypatch.setattr(client, "REPLY_MARGIN_S", 10.0)  # deadlines of 2 * 3 + 10 s
     stopped = cluster["servers"]["stopped"]
     address = cluster["address"]
     inputs, built = _built(task, 8)
@@ -272,6 +276,28 @@ def test_hung_servers_time_out_and_tuning_goes_on(cluster, task):
     named = {name for name in ("stopped", "hang") for r in timeouts if address[name] in r.error_msg}
     assert len(named) == len(timeouts), [r.error_msg for r in timeouts]
     assert all(address["good"] not in r.error_msg for r in timeouts)
+
+
+@pytest.mark.slow
+def test_waiting_behind_another_clients_request_is_not_a_hang(cluster, task, monkeypatch):
+    """The deadline counts from when the request starts on a live server: a server busy
+    with another client's long request is not called hung."""
+    from autosched.rpc import client
+
+    monkeypatch.setattr(client, "REPLY_MARGIN_S", 1.0)  # deadlines of 2 * 3 + 1 s
+    inputs, built = _built(task)
+    runner = rpc.RPCRunner("cpu", "127.0.0.1", cluster["port"], number=1, timeout=3)
+    blocker = dict(runner._payload(inputs[0], built[0]), min_repeat_ms=9_000.0)
+    with rpc.connect_tracker("127.0.0.1", cluster["port"]) as other, runner:
+        busy = other.submit("cpu", "measure", blocker, timeout=30)
+        deadline = time.monotonic() + 60
+        while not other.client.processing().get(cluster["address"]["cpu"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        (result,) = _in_thread(lambda: runner.run(inputs, built))
+        assert other.reply(busy, None, 120)["error_no"] == MeasureErrorNo.NO_ERROR
+    assert result.error_no == MeasureErrorNo.NO_ERROR, result.error_msg
+    assert not runner.hung_servers
 
 
 # ----------------------------------------------------------------------------- 2. code on servers
