@@ -26,7 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import DEFAULT_HOST, DEFAULT_PORT, distributed, quiet_dask_logs, tracker_address
+from .cluster import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    distributed,
+    log,
+    quiet_dask_logs,
+    tracker_address,
+)
 from .queue import queue_state, request_state, task_error, text_summary
 from .server import SESSION_OP_TIMEOUT, device_call
 from .wire import BadReply, decode_reply
@@ -55,8 +62,16 @@ class RemoteTimeout(RemoteError, TimeoutError):
 _CLIENT_CLASS: list = []
 
 
+def _plain_warning(event) -> None:
+    """A dask worker's warning event, reported without reading (unpickling) its payload."""
+    log.warning("a dask worker sent a warning event (not unpickled: it is a pickle)")
+
+
 def _plain_client_class():
-    """dask's Client, except that a task's failure never unpickles what a server sent."""
+    """dask's Client, except that it never unpickles what a server sent: not a failed task's
+    exception, not a result's type, not a warning event (the three places where dask's client
+    calls ``pickle.loads`` on bytes a worker chose, besides results, which the msgpack-only
+    deserializers cover)."""
     if not _CLIENT_CLASS:
         dd = distributed()
 
@@ -66,6 +81,19 @@ def _plain_client_class():
                 # text of the error is read from the tracker instead (TrackerSession.reply).
                 del exception, traceback
                 super()._handle_task_erred(key, RemoteError(f"task {key} failed"), None)
+
+            def _handle_key_in_memory(self, key=None, type=None, workers=None):
+                # ``type`` is the pickled type of the result, as the worker chose to send it;
+                # dask unpickles it for a repr. Never read it.
+                del type
+                super()._handle_key_in_memory(key=key, type=None, workers=workers)
+
+            def subscribe_topic(self, topic, handler):
+                # dask's handler of workers' "warn" events unpickles their message and
+                # category: any worker could run code here. Such a warning is one plain line.
+                if topic == "warn":
+                    handler = _plain_warning
+                super().subscribe_topic(topic, handler)
 
         _CLIENT_CLASS.append(PlainDataClient)
     return _CLIENT_CLASS[0]

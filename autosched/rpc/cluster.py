@@ -108,6 +108,7 @@ _DASK_CLIENT_LOGGERS = (
     "distributed.comm",
     "distributed.comm.tcp",
     "distributed.utils",
+    "distributed.protocol.core",
 )
 
 
@@ -124,17 +125,19 @@ def _root_cause(exc: BaseException) -> BaseException:
 
 class _OneLine(logging.Filter):
     """Turns a dask client-side record with a traceback into one line naming its root cause
-    (``dask lost the connection to the RPC tracker: ConnectionRefusedError: ...``)."""
+    (``dask (distributed.client): ConnectionRefusedError: ... (the RPC tracker went away or
+    restarted?)``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
             root = _root_cause(record.exc_info[1])
             text = " ".join(str(root).split())[:200]
             what = " ".join(record.getMessage().split())[:200]
+            lost = isinstance(root, OSError | TimeoutError) or "Comm" in type(root).__name__
             record.msg = (
                 f"dask ({record.name}): {what + '; ' if what else ''}"
-                f"{type(root).__name__}{': ' + text if text else ''} (the RPC tracker went away "
-                "or restarted?)"
+                f"{type(root).__name__}{': ' + text if text else ''}"
+                f"{' (the RPC tracker went away or restarted?)' if lost else ''}"
             )
             record.args = ()
             record.exc_info = None

@@ -121,7 +121,7 @@ def request_problem(job: dict) -> str | None:
         target = Target(str(job.get("target")))
     except Exception as exc:
         return f"{_describe()} refuses the target {job.get('target')!r}: {exc}"[:400]
-    kind = LANGS.get("llvm" if target.kind == "llvm" else target.kind)
+    kind = LANGS.get(target.kind)
     if kind not in _server["devices"]:
         return (
             f"{_describe()} refuses a {target.kind} kernel: it serves "

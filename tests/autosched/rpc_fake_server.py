@@ -7,7 +7,9 @@ submits by its module and name, so it runs this one):
 * ``hang``: never answers (stays connected; its heartbeats go on);
 * ``control``: does what the file ``control`` in its working directory says, read per
   request: ``pickle`` answers an object whose unpickling writes the file named by
-  ``$AUTOSCHED_TEST_MARKER``, ``raise`` raises an exception that does the same, ``garbage N``
+  ``$AUTOSCHED_TEST_MARKER``, ``raise`` raises an exception that does the same, ``warn``
+  sends a dask warning event that does the same and ``type`` a result type that does the
+  same (both answer garbage 0), ``garbage N``
   answers the N-th of :data:`GARBAGE` (a ``vta_measure`` request gets a reply without
   ``cycles``).
 """
@@ -80,6 +82,15 @@ def fake_device_call(op, args, timeout=None):
         return Evil()
     if what[0] == "raise":
         raise EvilError("no")
+    if what[0] == "type":
+        what = ["garbage", "0"]
+    if what[0] == "warn":  # a dask "warn" event, which dask's client unpickles on arrival
+        import pickle
+
+        from distributed import get_worker
+
+        get_worker().log_event("warn", {"message": pickle.dumps(Evil())})
+        what = ["garbage", "0"]
     if op == "vta_measure":
         reply = {"error_no": 0, "error_msg": "", "server": name}  # no "cycles"
         return reply if encode_reply is None else encode_reply(reply)
@@ -106,6 +117,19 @@ def _send_evil_exceptions() -> None:
         return msg
 
     dask_worker.error_message = error_message
+
+    # "type": the pickled type of a result that dask's client unpickles on arrival
+    from distributed.worker_state_machine import WorkerState
+
+    finished_msg = WorkerState._get_task_finished_msg
+
+    def evil_finished_msg(self, *args, **kwargs):
+        msg = finished_msg(self, *args, **kwargs)
+        if Path("control").read_text().split()[0] == "type":
+            msg.type = pickle.dumps(Evil())
+        return msg
+
+    WorkerState._get_task_finished_msg = evil_finished_msg
 
 
 if __name__ == "__main__":
