@@ -1,6 +1,6 @@
 """Remote devices on dask.distributed, with real processes on 127.0.0.1: the tracker and
 servers started with the seed's commands, queries, tuning through RPCRunner, a server killed
-mid-run, unknown keys, priorities, artifact checks, a remote GraphModule and TLS."""
+mid-run, unknown keys, priorities, request checks, a remote GraphModule and TLS."""
 
 import contextlib
 import os
