@@ -9,7 +9,10 @@ on this machine; each runner measures the same set. Reported:
 - measured trials per minute of each runner (``min_repeat_ms`` makes it measurement-bound;
   the target is 2 servers >= 1.7x one server);
 - the remote overhead per candidate: RPC with one server minus LocalRunner, both with
-  ``number=1, repeat=1, min_repeat_ms=0`` (the target is < 20 ms on localhost).
+  ``number=1, repeat=1, min_repeat_ms=0``. It includes the server's own build of each
+  candidate (servers build from the state, never run code they receive: docs/remote.md):
+  about 180 ms for this matmul on a loaded 2-core machine, where loading a sent object file
+  took about 25 ms.
 
 Servers are started with ``python -m autosched.exec.rpc_server`` against a tracker started
 with ``python -m autosched.exec.rpc_tracker``, each pinned to its own core when there are

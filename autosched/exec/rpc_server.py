@@ -26,6 +26,7 @@ from ..rpc.cluster import (
     add_tls_arguments,
     distributed,
     log,
+    plain_http_routes,
     security_from_args,
     split_host_port,
     tracker_address,
@@ -60,18 +61,20 @@ async def serve(args, security) -> None:
     name = f"server:{args.key}:{socket.gethostname()}:{os.getpid()}"
     while True:
         try:
-            async with dd.Worker(
-                address,
-                nthreads=1,
-                resources={args.key: 1},
-                name=name,
-                host=args.host,
-                port=args.port or None,
-                security=security,
-                protocol="tls" if security is not None else "tcp",
-                death_timeout=None,
-                memory_limit=0,
-            ) as worker:
+            with plain_http_routes(security, "worker"):
+                worker = dd.Worker(
+                    address,
+                    nthreads=1,
+                    resources={args.key: 1},
+                    name=name,
+                    host=args.host,
+                    port=args.port or None,
+                    security=security,
+                    protocol="tls" if security is not None else "tcp",
+                    death_timeout=None,
+                    memory_limit=0,
+                )
+            async with worker:
                 print(f"rpc_server: key {args.key!r} serving at {worker.address}", flush=True)
                 await worker.finished()
         except (OSError, TimeoutError) as e:

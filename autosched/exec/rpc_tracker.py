@@ -4,7 +4,9 @@ A dask scheduler: device servers register with it under their key, clients (``RP
 ``autosched.rpc.connect_tracker``) send it requests, which it hands to a free server of the
 key, higher priority first. It binds 127.0.0.1 unless ``--host`` says otherwise: anyone who
 can reach it can run code on every server (docs/remote.md); use the TLS options beyond this
-machine.
+machine. With TLS the tracker serves no dashboard and its HTTP port answers health checks
+only: dask's dashboard and info pages (workers' identity, logs, call stacks) are plain HTTP
+without authentication.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..rpc.cluster import (
     DEFAULT_PORT,
     add_tls_arguments,
     distributed,
+    plain_http_routes,
     security_from_args,
 )
 
@@ -37,6 +40,16 @@ def parse_args(argv=None):
 
 async def serve(host: str, port: int, security=None, dashboard: int | None = None) -> None:
     dd = distributed()
+    if security is not None and dashboard is not None:
+        raise ValueError(
+            "--dashboard serves the workers' identity, logs and call stacks over plain HTTP "
+            "without authentication: it is not served with TLS; drop --dashboard"
+        )
+    with plain_http_routes(security, "scheduler"):
+        await _serve(dd, host, port, security, dashboard)
+
+
+async def _serve(dd, host, port, security, dashboard) -> None:
     async with dd.Scheduler(
         host=host,
         port=port,

@@ -9,9 +9,11 @@
 from .client import (
     NoServerError,
     RemoteDevice,
+    RemoteError,
     RemoteGraphModule,
     RemoteModule,
     RemoteSession,
+    RemoteTimeout,
     TrackerSession,
     connect_tracker,
 )
@@ -22,9 +24,11 @@ __all__ = [
     "NoServerError",
     "RPCRunner",
     "RemoteDevice",
+    "RemoteError",
     "RemoteGraphModule",
     "RemoteModule",
     "RemoteSession",
+    "RemoteTimeout",
     "TrackerSession",
     "connect_tracker",
     "make_security",

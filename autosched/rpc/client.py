@@ -7,25 +7,96 @@ devices (:class:`RemoteDevice`) read their attributes on the server and whose
 (:class:`RemoteModule`, :class:`RemoteGraphModule`). Every request is the one server function
 :func:`autosched.rpc.server.device_call` with plain data, queued with the session's priority
 (higher first) behind the server's resource ``{key: 1}``.
+
+What comes back is plain data only: the server answers reply bytes
+(:mod:`autosched.rpc.wire`) that :meth:`TrackerSession.reply` decodes strictly; this client's
+dask connection deserializes msgpack only (no pickle, and not dask's own serializers, which
+unpickle a type), and a task that failed on a server is reported by the tracker's one-line
+text of its error, never by unpickling the exception the server sent.
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 
-from .cluster import DEFAULT_HOST, DEFAULT_PORT, distributed, tracker_address
-from .queue import queue_state, text_summary
-from .server import device_call
+from .cluster import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    distributed,
+    log,
+    quiet_dask_logs,
+    tracker_address,
+)
+from .queue import queue_state, request_state, task_error, text_summary
+from .server import SESSION_OP_TIMEOUT, device_call
+from .wire import BadReply, decode_reply
+
+#: Seconds a client waits for a reply beyond the request's own timeout (the server's
+#: queue, a device process restarting) before it calls the server hung.
+REPLY_MARGIN_S = 30.0
+#: Seconds without a heartbeat after which the tracker's view of a server is stale (dask's
+#: heartbeats come every second or so).
+SILENT_S = 20.0
 
 
 class NoServerError(LookupError):
     """No server with the requested key registered at the tracker in time."""
+
+
+class RemoteError(RuntimeError):
+    """A request failed on a server, or its reply was not well-formed (one line naming the
+    server)."""
+
+
+class RemoteTimeout(RemoteError, TimeoutError):
+    """A server did not answer a request within its timeout plus :data:`REPLY_MARGIN_S`."""
+
+
+_CLIENT_CLASS: list = []
+
+
+def _plain_warning(event) -> None:
+    """A dask worker's warning event, reported without reading (unpickling) its payload."""
+    log.warning("a dask worker sent a warning event (not unpickled: it is a pickle)")
+
+
+def _plain_client_class():
+    """dask's Client, except that it never unpickles what a server sent: not a failed task's
+    exception, not a result's type, not a warning event (the three places where dask's client
+    calls ``pickle.loads`` on bytes a worker chose, besides results, which the msgpack-only
+    deserializers cover)."""
+    if not _CLIENT_CLASS:
+        dd = distributed()
+
+        class PlainDataClient(dd.Client):
+            def _handle_task_erred(self, key=None, exception=None, traceback=None):
+                # dask would unpickle ``exception`` (bytes a worker chose) right here; the
+                # text of the error is read from the tracker instead (TrackerSession.reply).
+                del exception, traceback
+                super()._handle_task_erred(key, RemoteError(f"task {key} failed"), None)
+
+            def _handle_key_in_memory(self, key=None, type=None, workers=None):
+                # ``type`` is the pickled type of the result, as the worker chose to send it;
+                # dask unpickles it for a repr. Never read it.
+                del type
+                super()._handle_key_in_memory(key=key, type=None, workers=workers)
+
+            def subscribe_topic(self, topic, handler):
+                # dask's handler of workers' "warn" events unpickles their message and
+                # category: any worker could run code here. Such a warning is one plain line.
+                if topic == "warn":
+                    handler = _plain_warning
+                super().subscribe_topic(topic, handler)
+
+        _CLIENT_CLASS.append(PlainDataClient)
+    return _CLIENT_CLASS[0]
 
 
 def connect_tracker(host=DEFAULT_HOST, port=DEFAULT_PORT, security=None, timeout=10.0):
@@ -49,15 +120,20 @@ class TrackerSession:
     """A connection to the tracker (see :func:`connect_tracker`)."""
 
     def __init__(self, host, port, security=None, timeout=10.0):
-        dd = distributed()
+        distributed()
+        quiet_dask_logs()
         self.host, self.port, self.security = host, int(port), security
         self.address = tracker_address(host, port, security)
         try:
-            self.client = dd.Client(
+            self.client = _plain_client_class()(
                 self.address,
                 security=security,
                 timeout=f"{float(timeout)}s",
                 set_as_default=False,
+                # Requests go out as dask sends them (the function by reference); only
+                # msgpack comes back in.
+                deserializers=["msgpack"],
+                direct_to_workers=False,
             )
         except (OSError, TimeoutError) as e:
             tls = " (with TLS: check the certificates)" if security is not None else ""
@@ -120,6 +196,59 @@ class TrackerSession:
             pure=False,
         )
 
+    def reply(self, future, server: str | None, wait_s: float | None):
+        """The decoded value of a request's ``future`` (``{"ok": value}`` from the server);
+        :class:`RemoteError` naming ``server`` when it failed or its reply is malformed,
+        :class:`RemoteTimeout` when no reply came within ``wait_s`` seconds."""
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(wait_s):
+            future.cancel()
+            where = server or "the server"
+            raise RemoteTimeout(f"no reply from {where} within {wait_s:g} s (hung or stopped?)")
+        return self.read(future, server)
+
+    def read(self, future, server: str | None):
+        """The decoded value of a finished request (see :meth:`reply`)."""
+        where = server or "the server"
+        if future.status == "error":
+            raise RemoteError(f"the request failed on {where}: {self.error_text(future.key)}")
+        if future.status != "finished":
+            raise RemoteError(f"the request to {where} was {future.status} (tracker lost?)")
+        try:
+            raw = future.result(timeout=REPLY_MARGIN_S)
+        except Exception as exc:  # e.g. a reply dask cannot read as msgpack
+            msg = " ".join(str(exc).split())[:200]
+            raise RemoteError(
+                f"malformed reply from {where}: {type(exc).__name__}: {msg}"
+            ) from None
+        envelope = decode_reply(raw, where)
+        if isinstance(envelope, dict) and set(envelope) == {"ok"}:
+            return envelope["ok"]
+        if isinstance(envelope, dict) and set(envelope) == {"error"}:
+            text = envelope["error"]
+            if isinstance(text, str):
+                raise RemoteError(text if where in text else f"{text} (on {where})")
+        raise BadReply(f"malformed reply from {where}: not {{'ok': ...}} or {{'error': str}}")
+
+    def waiting_behind_others(self, key: str) -> bool:
+        """Whether the request ``key`` has not started yet on a server that is alive (it
+        waits behind other clients' requests), as the tracker sees it."""
+        try:
+            state = self.client.run_on_scheduler(request_state, key=key)
+            return not state["started"] and float(state["silent_s"]) < SILENT_S
+        except Exception:
+            return False
+
+    def error_text(self, key: str) -> str:
+        """The tracker's one-line text of a failed task (what dask keeps as text, not the
+        pickled exception)."""
+        try:
+            text = self.client.run_on_scheduler(task_error, key=key)
+        except Exception as exc:
+            return f"(its error could not be read from the tracker: {type(exc).__name__})"
+        return " ".join(str(text).split())[:400] if isinstance(text, str) else "unknown error"
+
     def request(self, key: str, priority: int = 1, session_timeout: float = 0, timeout=10.0):
         """A session on one server of ``key`` (waiting up to ``timeout`` s for one).
 
@@ -167,7 +296,11 @@ class RemoteSession:
         future = self.tracker.submit(
             self.key, op, args, priority=self.priority, timeout=timeout, worker=self.server
         )
-        return future.result()
+        wait_s = float(timeout or SESSION_OP_TIMEOUT) + REPLY_MARGIN_S
+        try:
+            return self.tracker.reply(future, self.server, wait_s)
+        except BadReply as exc:
+            raise RemoteError(str(exc)) from None
 
     def new_handle(self, what: str) -> str:
         return f"{self._id}-{what}-{next(self._handles)}"
@@ -200,11 +333,25 @@ class RemoteSession:
             self.call("upload", name=name + ".params.npz", data=params.read_bytes())
         return name
 
-    def load_module(self, name: str, dev: RemoteDevice | None = None) -> RemoteModule:
-        """Load a library uploaded as ``name`` on the server's device (default: its CPU)."""
+    def load_module(
+        self, name: str, dev: RemoteDevice | None = None, *, trust: bool = False
+    ) -> RemoteModule:
+        """Load a library uploaded as ``name`` on the server's device (default: its CPU).
+
+        A library is code: loading it runs its constructors and then its kernels on the
+        server. Pass ``trust=True`` to say that you built it (``export_library``) and want
+        the server to run it; without it the request is refused before anything is loaded.
+        """
+        if trust is not True:
+            raise ValueError(
+                f"load_module({name!r}): loading a library runs its code on the server; pass "
+                "trust=True for a library you built (export_library)"
+            )
         dev = dev or self.cpu()
         handle = self.new_handle("lib")
-        desc = self.call("load", handle=handle, name=name, kind=dev.kind, index=dev.index)
+        desc = self.call(
+            "load", handle=handle, name=name, kind=dev.kind, index=dev.index, trust=True
+        )
         return RemoteModule(self, handle, desc, dev)
 
     def __repr__(self) -> str:

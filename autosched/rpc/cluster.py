@@ -11,6 +11,7 @@ boundary: everything binds to 127.0.0.1 unless told otherwise, and TLS certifica
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 log = logging.getLogger("autosched.rpc")
@@ -85,3 +86,70 @@ def add_tls_arguments(parser) -> None:
 
 def security_from_args(args):
     return make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+
+
+def plain_http_routes(security, role: str):
+    """A context in which a dask ``role`` ("scheduler" or "worker") made with TLS serves only
+    health checks on its plain-HTTP port (dask's pages there show identity, logs and call
+    stacks to anyone, unauthenticated); without TLS nothing changes."""
+    if security is None:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.config.set({f"distributed.{role}.http.routes": ["distributed.http.health"]})
+
+
+# dask's client-side loggers, whose tracebacks when the tracker goes away (a restart prints
+# two chained ones) are not the user's business.
+_DASK_CLIENT_LOGGERS = (
+    "distributed.client",
+    "distributed.core",
+    "distributed.batched",
+    "distributed.comm",
+    "distributed.comm.tcp",
+    "distributed.utils",
+    "distributed.protocol.core",
+)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            break
+        exc = nxt
+    return exc
+
+
+class _OneLine(logging.Filter):
+    """Turns a dask client-side record with a traceback into one line naming its root cause
+    (``dask (distributed.client): ConnectionRefusedError: ... (the RPC tracker went away or
+    restarted?)``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            root = _root_cause(record.exc_info[1])
+            text = " ".join(str(root).split())[:200]
+            what = " ".join(record.getMessage().split())[:200]
+            lost = isinstance(root, OSError | TimeoutError) or "Comm" in type(root).__name__
+            record.msg = (
+                f"dask ({record.name}): {what + '; ' if what else ''}"
+                f"{type(root).__name__}{': ' + text if text else ''}"
+                f"{' (the RPC tracker went away or restarted?)' if lost else ''}"
+            )
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
+        return True
+
+
+def quiet_dask_logs() -> None:
+    """Keep dask's client-side tracebacks out of the tuning output: each such record becomes
+    one line naming its root cause. Installed by :class:`autosched.rpc.TrackerSession`."""
+    for name in _DASK_CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OneLine) for f in logger.filters):
+            logger.addFilter(_OneLine())

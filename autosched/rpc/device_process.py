@@ -16,9 +16,10 @@ import traceback
 import numpy as np
 
 from ..measure.data import MeasureErrorNo
-from ..measure.worker import _device_usable, _Runner, check_output, short_error
+from ..measure.worker import _device_usable, _param_array, _Runner, check_output, short_error
 
 NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
 RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
 WRONG_ANSWER = int(MeasureErrorNo.WRONG_ANSWER)
@@ -48,29 +49,45 @@ class DeviceState:
         return attrs
 
     # ------------------------------------------------------------------ measurement
-    def measure(self, job: dict) -> tuple:
-        """``(costs, error_no, error_msg, restart)`` for one artifact (see ``RPCRunner``'s
-        payload); ``restart`` asks the server to replace this process (its GPU context is
-        broken, e.g. after a CUDA illegal address)."""
-        costs, code, msg, dev = self._measure(job)
+    def measure(self, job: dict, timeout: float) -> tuple:
+        """``(costs, error_no, error_msg, restart)`` for one state (see ``RPCRunner``'s
+        payload), built here; ``restart`` asks the server to replace this process (its GPU
+        context is broken, e.g. after a CUDA illegal address)."""
+        costs, code, msg, dev = self._measure(job, timeout)
         restart = code == RUNTIME_DEVICE and dev is not None and dev.kind != "cpu"
         return costs, code, msg, restart and not _device_usable(dev)
 
-    def _measure(self, job: dict) -> tuple:
-        from runtime.cpu import host_signature
+    def build(self, job: dict, timeout: float) -> tuple:
+        """``(source dict or None, error_no, error_msg)``: the request's state built with this
+        server's code generator and compiler (the DAG decoded strictly, never code)."""
+        from tensorir.dag_data import dag_from_data
+
+        from ..hardware import with_device_arch
+        from ..measure.worker import build_one
+
+        try:
+            dag = dag_from_data(job["dag"])
+            target = str(with_device_arch(str(job["target"])))
+        except Exception as exc:
+            return None, INSTANTIATION_ERROR, f"the server refuses the state: {short_error(exc)}"
+        src, code, msg, _ = build_one((dag, job["steps"], target, timeout))
+        return src, code, msg
+
+    def _measure(self, job: dict, timeout: float) -> tuple:
         from runtime.module import LANG_DEVICE
 
-        art = dict(job["artifact"])
-        if art["lang"] == "llvm" and art.get("host_signature") != host_signature():
-            art["binary"] = None  # object code for another CPU: compile the IR here instead
-        dev = self.runtime.device(LANG_DEVICE[art["lang"]])
+        src, code, msg = self.build(job, timeout)
+        if src is None:
+            return (), code, f"building on the server: {msg}", None
+        dev = self.runtime.device(LANG_DEVICE[src["lang"]])
         keys = ("lang", "code", "params", "workspaces", "launches", "layouts", "binary")
         try:
-            mod = self.runtime.load_module(**{k: art[k] for k in keys if k in art}, device=dev)
+            mod = self.runtime.load_module(**{k: src[k] for k in keys if k in src}, device=dev)
         except Exception as exc:
             msg = f"loading the module on the server: {short_error(exc)}"
             return (), COMPILE_DEVICE, msg, dev
         inputs, refs = job["inputs"], job["outputs"]
+        layouts = {str(lay[0]): lay for lay in src.get("layouts", ())}
         args = []
         for name, _, _ in mod.params:
             if name in refs:
@@ -78,7 +95,9 @@ class DeviceState:
                 fill = np.nan if ref.dtype.kind == "f" else 0x5A
                 args.append(np.full(ref.shape, fill, dtype=ref.dtype))
             elif name in inputs:
-                args.append(np.array(inputs[name]))  # a copy: kernels may scribble on inputs
+                # A fresh copy (kernels may scribble on inputs), in the layout the kernel
+                # reads (pre-transformed weights).
+                args.append(_param_array(inputs[name], layouts.get(name)))
             else:
                 msg = f"module param {name!r} has no input or output array"
                 return (), COMPILE_DEVICE, msg, dev

@@ -43,3 +43,25 @@ def text_summary(server_info: list, queue_info: dict) -> str:
             lines.append(f"{k:<{width}}   {total.get(k, 0):<5d}  {free:<4d}  {pending:<7d}")
     lines.append("-" * len(title))
     return "\n".join(lines) + "\n"
+
+
+def task_error(dask_scheduler, key: str) -> str:
+    """Run on the tracker (``client.run_on_scheduler``): the text of a failed task's error as
+    the tracker keeps it (a string, so a client never unpickles what a server raised)."""
+    ts = dask_scheduler.tasks.get(key)
+    if ts is None:
+        return "the tracker no longer knows the task"
+    text = getattr(ts, "exception_text", None) or ""
+    return str(text)[:400] or "the server raised an error the tracker did not describe"
+
+
+def request_state(dask_scheduler, key: str) -> dict:
+    """Run on the tracker: whether the request ``key`` has started on its server
+    (``started``), and seconds since that server's last heartbeat (``silent_s``)."""
+    from time import time
+
+    ts = dask_scheduler.tasks.get(key)
+    ws = getattr(ts, "processing_on", None)
+    if ws is None:
+        return {"started": False, "silent_s": 0.0}
+    return {"started": ts in ws.executing, "silent_s": float(time() - ws.last_seen)}

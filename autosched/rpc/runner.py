@@ -1,13 +1,18 @@
 """``RPCRunner``: measure tuning candidates on the device servers of a key.
 
-Builds happen on the tuning machine (``LocalBuilder``, in parallel, as for local runs). For
-each built candidate the runner sends plain data to the servers: the artifact (code, buffer
-lists, launches, the object code and the target triple it was compiled for) and the
-reference inputs and outputs, computed here once per workload. A server loads it, checks its
-outputs, times it and answers ``(costs, error_no, error_msg)``, which becomes the
-``MeasureResult``. Several servers with one key share the candidates (``n_parallel`` in
-flight); when a server dies, dask gives its candidate to another server, and if the key has
-no server left the rest become error records.
+Builds happen on the tuning machine (``LocalBuilder``, in parallel, as for local runs), which
+finds the candidates that do not build. For each built candidate the runner sends plain data
+to a server: the *state* (the DAG as plain data, the steps as records store them, the
+target), never code, and the reference inputs and outputs, computed here once per workload.
+The server builds the kernel with its own compiler, checks its outputs, times it and answers
+``{costs, error_no, error_msg, server}``, which is validated here and becomes the
+``MeasureResult``; a malformed reply becomes an error record naming the server.
+
+Each server has at most one of this runner's requests at a time (``n_parallel`` in flight in
+all). A request not answered within twice ``timeout`` (build and run) plus a margin is
+RUN_TIMEOUT naming the server, which gets nothing more from this runner; a server that leaves
+the tracker has its candidate sent to another; if the key has no server left the rest become
+error records.
 """
 
 from __future__ import annotations
@@ -15,20 +20,32 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import math
 import threading
 import time
 import warnings
 from collections.abc import Sequence
 
-from ..measure.data import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, failed_result
+from ..measure.data import (
+    BuildResult,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    failed_result,
+    steps_json_of,
+)
 from ..measure.local import _ReferenceCache
-from ..measure.worker import _param_array, random_inputs
+from ..measure.worker import random_inputs
 from .cluster import DEFAULT_HOST, DEFAULT_PORT
-from .server import ARTIFACT_FORMAT, ARTIFACT_VERSION
+from .server import STATE_FORMAT, STATE_VERSION
+from .wire import BadReply
 
 log = logging.getLogger("autosched.rpc.runner")
 
 POLL_S = 0.5
+# A request that has not started on a live server (other clients' requests go first) gets its
+# deadline renewed, up to this many deadlines in all.
+MAX_QUEUE_WAITS = 10
 
 
 class RPCRunner:
@@ -89,8 +106,10 @@ class RPCRunner:
         self.security = security
         self._tracker = None
         self._refs = _ReferenceCache()
-        # Candidates each server answered ("KEY@pid"), for checking that servers share work.
+        # Candidates each server answered (by address), for checking that servers share work.
         self.server_counts: collections.Counter = collections.Counter()
+        # Servers that did not answer in time: this runner sends them nothing more.
+        self.hung_servers: set[str] = set()
 
     # ------------------------------------------------------------------ connection
     def _connect(self):
@@ -122,37 +141,20 @@ class RPCRunner:
         return ins, outs
 
     def _payload(self, inp: MeasureInput, br: BuildResult) -> dict:
-        from codegen.target import target_triple
-        from runtime.cpu import _llvm, host_signature
+        """The plain data of one measurement: the state (DAG, steps, target) and the
+        reference arrays by tensor name; ``br`` was built here only to find errors early."""
+        from tensorir.dag_data import dag_to_data
 
-        src = br.source
+        del br
         ins, outs = self._reference(inp.task)
-        layouts = {str(lay[0]): lay for lay in src.get("layouts", ())}
-        # Inputs travel in the layout the kernel reads (pre-transformed weights).
-        inputs = {
-            name: _param_array(ins[name], layouts.get(name))
-            for name, _, _ in src["params"]
-            if name in ins
-        }
-        lang = src["lang"]
-        artifact = {
-            "format": ARTIFACT_FORMAT,
-            "format_version": ARTIFACT_VERSION,
-            "lang": lang,
-            "code": src["code"],
-            "params": [list(p) for p in src["params"]],
-            "workspaces": [list(w) for w in src["workspaces"]],
-            "launches": [[n, list(a), list(g), list(b)] for n, a, g, b in src["launches"]],
-            "layouts": [list(lay) for lay in src.get("layouts", ())],
-            "binary": src.get("binary"),
-        }
-        if lang == "llvm":
-            artifact["triple"] = target_triple(inp.task.target) or _llvm().get_default_triple()
-            artifact["host_signature"] = host_signature() if src.get("binary") else None
         flush = self.enable_cpu_cache_flush
         return {
-            "artifact": artifact,
-            "inputs": inputs,
+            "format": STATE_FORMAT,
+            "format_version": STATE_VERSION,
+            "dag": dag_to_data(inp.task.compute_dag),
+            "steps": steps_json_of(inp.state),
+            "target": str(inp.task.target),
+            "inputs": ins,
             "outputs": outs,
             "number": 1 if flush else self.number,
             "repeat": self.repeat,
@@ -190,7 +192,7 @@ class RPCRunner:
                 "measure",
                 todo,
                 payload=lambda i: self._payload(inputs[i], build_results[i]),
-                finish=lambda i, future, start: self._result(future, build_results[i], start),
+                finish=lambda i, reply, secs, server: self._result(reply, secs, server),
                 spent=lambda i: build_results[i].time_cost,
                 results=results,
             )
@@ -198,75 +200,122 @@ class RPCRunner:
 
     def run_jobs(self, op: str, todo, payload, finish, spent, results: list) -> None:
         """Run one server request ``op`` per index of ``todo`` on the servers of ``key``,
-        ``n_parallel`` in flight (all the key's servers when it is None).
+        ``n_parallel`` in flight (all the key's servers when it is None), one per server.
 
-        ``payload(i)`` makes request ``i``'s plain data, ``finish(i, future, start)`` turns its
-        finished future into ``results[i]`` and ``spent(i)`` gives the seconds spent on ``i``
-        before it was sent (for the error records when the servers or the tracker are lost).
-        The same failure handling serves every op (see :meth:`run`).
+        ``payload(i)`` makes request ``i``'s plain data; ``finish(i, reply, secs, server)``
+        turns its decoded reply into ``results[i]`` (raising :class:`BadReply` when the reply
+        is malformed); ``spent(i)`` gives the seconds spent on ``i`` before it was sent.
+        Failures become error records naming the server (see the module doc); the same
+        handling serves every op.
         """
+        from .client import REPLY_MARGIN_S, RemoteError
+
         tracker = self._connect()
         servers = tracker.wait_for_key(self.key, self.timeout)
         limit = self.n_parallel or len(servers)
+        wait_s = 2 * self.timeout + REPLY_MARGIN_S  # the server's build + run, and a margin
         finished = threading.Event()  # set by any future as it finishes
         pending = list(reversed(todo))
-        in_flight: dict = {}  # future -> (index, submitted at)
+        in_flight: dict = {}  # future -> (index, server, submitted at)
+        resent: set = set()  # indices sent again after their server left
+        sent: dict = {}  # index -> when it was sent to its server
         no_server_since = None
 
-        def fail(msg: str) -> None:
-            self._fail(in_flight, pending, results, spent, msg)
+        def record(i, code, msg):
+            results[i] = failed_result(code, msg, spent(i) + time.perf_counter() - sent[i])
 
         while pending or in_flight:
-            while pending and len(in_flight) < limit:
-                i = pending.pop()
+            busy = {server for _, server, _ in in_flight.values()}
+            free = [s for s in servers if s not in busy and s not in self.hung_servers]
+            while pending and free and len(in_flight) < limit:
+                i, server = pending.pop(), free.pop(0)
                 future = tracker.submit(
-                    self.key, op, payload(i), priority=self.priority, timeout=self.timeout
-                )
-                in_flight[future] = (i, time.perf_counter())
+                    self.key, op, payload(i), priority=self.priority, timeout=self.timeout,
+                    worker=server,
+                )  # fmt: skip
+                in_flight[future] = (i, server, time.perf_counter())
+                sent[i] = time.perf_counter()
                 future.add_done_callback(lambda _: finished.set())
             finished.wait(POLL_S)
             finished.clear()
-            done = [f for f in in_flight if f.done()]
-            for future in done:
-                i, start = in_flight.pop(future)
-                results[i] = finish(i, future, start)
-            if done:
+            now = time.perf_counter()
+            progress = False
+            for future in [f for f in in_flight if f.done()]:
+                i, server, _ = in_flight.pop(future)
+                progress = True
+                secs = spent(i) + now - sent[i]
+                try:
+                    results[i] = finish(i, tracker.read(future, server), secs, server)
+                    self.server_counts[server] += 1
+                except (RemoteError, BadReply) as exc:
+                    if future.status == "cancelled":
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, self._tracker_lost_msg())
+                    else:
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, str(exc)[:600])
+            for future in [f for f, (_, _, t) in in_flight.items() if now - t > wait_s]:
+                i, server, _ = in_flight[future]
+                if now - sent[i] < MAX_QUEUE_WAITS * wait_s and tracker.waiting_behind_others(
+                    future.key
+                ):  # the server is alive and busy with other clients' requests: not hung
+                    in_flight[future] = (i, server, now)
+                    continue
+                del in_flight[future]
+                self._cancel(future)
+                self.hung_servers.add(server)
+                msg = (
+                    f"no reply from the RPC server {server} (key {self.key!r}) within {wait_s:g} "
+                    f"s (timeout={self.timeout:g} s for the build and for the run, plus "
+                    f"{REPLY_MARGIN_S:g} s): it is hung or stopped; this runner sends it "
+                    "nothing more"
+                )
+                log.warning("RPCRunner: %s", msg)
+                record(i, MeasureErrorNo.RUN_TIMEOUT, msg)
+            if progress:
                 no_server_since = None
                 continue
-            # Nothing finished: fail what is left if the key has lost all its servers.
+            # Nothing finished: fail what is left if the tracker or the key's servers are gone.
             if self._lost_tracker(tracker):
-                fail(self._tracker_lost_msg())
+                self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
                 return
-            if not any(self.key in keys for keys in tracker.servers().values()):
-                no_server_since = no_server_since or time.monotonic()
-                if time.monotonic() - no_server_since > self.timeout:
-                    fail(f"no RPC server with key {self.key!r} left at the tracker")
-                    return
-            else:
+            servers = [a for a, keys in tracker.servers().items() if self.key in keys]
+            for future, (i, server, _) in list(in_flight.items()):
+                if server not in servers:  # the server left: send its candidate elsewhere
+                    del in_flight[future]
+                    self._cancel(future)
+                    if i in resent:
+                        msg = f"the RPC server {server} left the tracker while measuring"
+                        record(i, MeasureErrorNo.RUNTIME_DEVICE, msg)
+                    else:
+                        resent.add(i)
+                        pending.append(i)
+            usable = [a for a in servers if a not in self.hung_servers]
+            if usable or not pending:
                 no_server_since = None
+                continue
+            no_server_since = no_server_since or time.monotonic()
+            if servers and not in_flight:  # every server of the key is hung
+                hung = ", ".join(sorted(self.hung_servers))
+                msg = f"every RPC server of key {self.key!r} timed out ({hung})"
+                self._fail(in_flight, pending, results, spent, msg)
+                return
+            if time.monotonic() - no_server_since > self.timeout:
+                msg = f"no RPC server with key {self.key!r} left at the tracker"
+                self._fail(in_flight, pending, results, spent, msg)
+                return
 
-    def remote_error(self, future) -> str | None:
-        """The one-line error of a future that raised (the server died, the tracker went
-        away), or None when it has a value."""
-        try:
-            future.result()
-        except Exception as exc:
-            name = type(exc).__name__
-            if name in ("CancelledError", "FutureCancelledError"):
-                return self._tracker_lost_msg()
-            return f"remote measurement failed: {name}: {exc}"[:400]
-        return None
-
-    def _result(self, future, br: BuildResult, start: float) -> MeasureResult:
-        secs = br.time_cost + time.perf_counter() - start
-        error = self.remote_error(future)  # the server died (KilledWorker), the tracker left...
-        if error is not None:
-            return failed_result(MeasureErrorNo.RUNTIME_DEVICE, error, secs)
-        costs, code, msg, server = future.result()
-        self.server_counts[server] += 1
+    def _result(self, reply, secs: float, server: str) -> MeasureResult:
+        """The MeasureResult of a measure reply, validated (:class:`BadReply` otherwise)."""
+        costs, code, msg = check_measure_reply(reply, server, self.repeat)
         if code != MeasureErrorNo.NO_ERROR:
             return failed_result(code, msg, secs)
-        return MeasureResult(tuple(costs), 0, "", secs, time.time())
+        return MeasureResult(costs, 0, "", secs, time.time())
+
+    @staticmethod
+    def _cancel(future) -> None:
+        # Best effort: with the tracker gone the client may already be closed, and dask
+        # raises ClosedClientError for a cancel it cannot send (the work died with it).
+        with contextlib.suppress(Exception):
+            future.cancel()
 
     def _lost_tracker(self, tracker) -> bool:
         return tracker.client.status not in ("running", "connecting")
@@ -279,11 +328,8 @@ class RPCRunner:
 
     def _fail(self, in_flight, pending, results, spent, msg) -> None:
         warnings.warn(f"RPCRunner: {msg}", stacklevel=3)
-        for future, (i, start) in in_flight.items():
-            # Best effort: with the tracker gone the client may already be closed, and dask
-            # raises ClosedClientError for a cancel it cannot send (the work died with it).
-            with contextlib.suppress(Exception):
-                future.cancel()
+        for future, (i, _, start) in in_flight.items():
+            self._cancel(future)
             secs = spent(i) + time.perf_counter() - start
             results[i] = failed_result(MeasureErrorNo.RUNTIME_DEVICE, msg, secs)
         for i in pending:
@@ -305,3 +351,48 @@ class RPCRunner:
     def __del__(self):
         with contextlib.suppress(Exception):
             self.close()
+
+
+# ----------------------------------------------------------------------------- replies
+
+_ERROR_CODES = frozenset(int(c) for c in MeasureErrorNo)
+
+
+def check_error_fields(reply, server: str) -> tuple[int, str]:
+    """``(error_no, error_msg)`` of a reply dict, or :class:`BadReply` naming ``server``."""
+    if not isinstance(reply, dict):
+        raise BadReply(f"malformed reply from {server}: a {type(reply).__name__}, not a dict")
+    code, msg = reply.get("error_no"), reply.get("error_msg")
+    if isinstance(code, bool) or not isinstance(code, int) or code not in _ERROR_CODES:
+        raise BadReply(
+            f"malformed reply from {server}: error_no {code!r} is not a known code"[:300]
+        )
+    if not isinstance(msg, str):
+        raise BadReply(f"malformed reply from {server}: error_msg is not a str")
+    if code != MeasureErrorNo.NO_ERROR and server not in msg:
+        msg = f"{msg} (on {server})"
+    return code, msg
+
+
+def check_cost(value, server: str, what: str = "cost") -> float:
+    """A measured time: a finite float > 0, or :class:`BadReply` naming ``server``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadReply(f"malformed reply from {server}: {what} {value!r} is not a number"[:300])
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise BadReply(f"malformed reply from {server}: {what} {value!r} is not a finite "
+                       "positive number")  # fmt: skip
+    return value
+
+
+def check_measure_reply(reply, server: str, repeat: int) -> tuple[tuple, int, str]:
+    """``(costs, error_no, error_msg)`` of a measure reply, checked: a known code, and without
+    error 1 to ``2 * repeat`` costs (repeats plus re-timed outliers), each finite and > 0."""
+    code, msg = check_error_fields(reply, server)
+    if code != MeasureErrorNo.NO_ERROR:
+        return (), code, msg
+    costs = reply.get("costs")
+    if not isinstance(costs, list) or not 1 <= len(costs) <= 2 * repeat:
+        n = len(costs) if isinstance(costs, list) else type(costs).__name__
+        raise BadReply(f"malformed reply from {server}: {n} costs for repeat={repeat}")
+    return tuple(check_cost(c, server) for c in costs), code, msg

@@ -4,8 +4,15 @@ Clients submit one function, :func:`device_call`, with plain data (str, numbers,
 arrays of numbers, lists and dicts of them): never code of their own. It checks the request
 and forwards it to the server's device process (:mod:`autosched.rpc.device_process`), which
 owns the device and is replaced when a kernel crashes it or a measurement runs past its
-timeout. The server refuses an artifact whose format, language or target triple does not
-match its device, with an error record.
+timeout. Every answer is reply bytes (:mod:`autosched.rpc.wire`), errors included: the
+function never raises, so nothing the client reads is a pickle.
+
+A measurement request carries a *state*, not code: the DAG as plain data
+(:mod:`tensorir.dag_data`), the steps as records store them and the target. The device
+process replays the steps, generates the kernel and compiles it with this server's own code
+generator and compiler; the server never links, loads or JITs code it received. The one
+exception is a session's ``load`` of an uploaded library, which runs that library's code and
+is done only when the request says ``trust=True`` (:meth:`RemoteSession.load_module`).
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from ..measure.data import MeasureErrorNo
+from .wire import encode_reply
 
-ARTIFACT_FORMAT = "autosched-artifact"
-ARTIFACT_VERSION = 1
+#: What a measurement request is: a state (DAG, steps, target), never code.
+STATE_FORMAT = "autosched-state"
+STATE_VERSION = 2
 LANGS = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
 #: The simulated VTA: a server of this device kind runs VTA programs (``"vta_measure"``).
 VTA_DEVICE = "vta"
@@ -97,24 +106,29 @@ def _check_plain(value, where: str = "request") -> None:
     raise TypeError(f"{where}: {type(value).__name__} is not plain data; send arrays and dicts")
 
 
-def artifact_problem(art: dict) -> str | None:
-    """Why this server cannot run ``art``, or None when it can."""
+def request_problem(job: dict) -> str | None:
+    """Why this server cannot measure ``job``, or None when it can."""
+    from codegen.target import Target, target_triple
     from runtime.cpu import same_triple
 
-    if art.get("format") != ARTIFACT_FORMAT or art.get("format_version") != ARTIFACT_VERSION:
+    if job.get("format") != STATE_FORMAT or job.get("format_version") != STATE_VERSION:
         return (
-            f"{_describe()} refuses an artifact of format {art.get('format')!r} version "
-            f"{art.get('format_version')} (it reads {ARTIFACT_FORMAT!r} {ARTIFACT_VERSION}); "
-            "use the same autosched version on both sides"
+            f"{_describe()} refuses a request of format {job.get('format')!r} version "
+            f"{job.get('format_version')} (it reads {STATE_FORMAT!r} {STATE_VERSION}: a state "
+            "it builds itself, never code); use the same autosched version on both sides"
         )
-    kind = LANGS.get(art.get("lang"))
+    try:
+        target = Target(str(job.get("target")))
+    except Exception as exc:
+        return f"{_describe()} refuses the target {job.get('target')!r}: {exc}"[:400]
+    kind = LANGS.get(target.kind)
     if kind not in _server["devices"]:
         return (
-            f"{_describe()} refuses a {art.get('lang')} artifact: it serves "
+            f"{_describe()} refuses a {target.kind} kernel: it serves "
             f"{', '.join(_server['devices'])}; send it to a server of that device kind"
         )
-    triple = art.get("triple")
-    if kind == "cpu" and triple and not same_triple(triple, server_triple()):
+    triple = target_triple(target) if kind == "cpu" else None
+    if triple and not same_triple(triple, server_triple()):
         return (
             f"{_describe()} refuses CPU code for {triple}; tune with a target whose "
             f"-mtriple is {server_triple()}"
@@ -172,15 +186,15 @@ def _ask(op: str, kwargs: dict, timeout: float) -> tuple:
 # ----------------------------------------------------------------------------- the entry point
 
 
-def device_call(op: str, args: dict, timeout: float | None = None):
+def device_call(op: str, args: dict, timeout: float | None = None) -> bytes:
     """Run one request on this server's device (the one function clients submit).
 
     Parameters
     ----------
     op : str
-        ``"measure"``, ``"vta_measure"`` (a VTA program on a ``vta`` server,
-        :mod:`autosched.rpc.vta_job`), ``"upload"``, ``"info"`` or a session operation of
-        :data:`autosched.rpc.device_process.OPS`.
+        ``"measure"`` (a state, :func:`_measure`), ``"vta_measure"`` (a VTA program on a
+        ``vta`` server, :mod:`autosched.rpc.vta_job`), ``"upload"``, ``"info"`` or a session
+        operation of :data:`autosched.rpc.device_process.OPS`.
     args : dict
         Plain data only.
     timeout : float, optional
@@ -189,62 +203,86 @@ def device_call(op: str, args: dict, timeout: float | None = None):
 
     Returns
     -------
-    For ``"measure"``: ``(costs, error_no, error_msg, server)``, errors included; for
-    ``"vta_measure"`` a dict (:func:`_measure_vta`); otherwise the operation's value (errors
-    raise RuntimeError with one line).
+    bytes
+        Reply bytes (:func:`autosched.rpc.wire.encode_reply`) of ``{"ok": value}`` or
+        ``{"error": one line}``. For ``"measure"`` the value is ``{"costs", "error_no",
+        "error_msg", "server"}``, for ``"vta_measure"`` a dict (:func:`_measure_vta`).
     """
+    try:
+        if _server["key"] is None:
+            raise RuntimeError("this dask worker is not an autosched RPC server (rpc_server)")
+        _check_plain(args, op)
+        with _lock:
+            value = _dispatch(op, args, timeout)
+        return encode_reply({"ok": value})
+    except Exception as exc:  # every failure is one line of data, never a pickled exception
+        from ..measure.worker import short_error
+
+        text = str(exc) if isinstance(exc, RuntimeError) else short_error(exc)
+        return encode_reply({"error": " ".join(text.split())[:1000]})
+
+
+def _dispatch(op: str, args: dict, timeout: float | None):
     from .device_process import OPS
 
-    if _server["key"] is None:
-        raise RuntimeError("this dask worker is not an autosched RPC server (rpc_server)")
-    _check_plain(args, op)
-    with _lock:
-        if op == "info":
-            return {
-                "key": _server["key"],
-                "devices": list(_server["devices"]),
-                "triple": server_triple(),
-                "pid": os.getpid(),
-            }
-        if op == "upload":
-            return _upload(args["name"], args["data"])
-        if op == "measure":
-            return _measure(args, timeout)
-        if op == "vta_measure":
-            return _measure_vta(args, timeout)
-        if op not in OPS:
-            raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
-        if op == "load":
-            args = dict(args, path=str(_workfile(args["name"])))
-            del args["name"]
-        reply = _ask(op, args, timeout or SESSION_OP_TIMEOUT)
-        if reply[0] == "ok":
-            return reply[1]
-        if reply[0] == "died":
-            raise RuntimeError(f"{_describe()}: the device process {reply[1]} during {op}")
-        if reply[0] == "timeout":
-            raise RuntimeError(f"{_describe()}: {op} did not finish within {timeout:g} s")
-        raise RuntimeError(f"{_describe()}: {reply[1]}")
+    if op == "info":
+        return {
+            "key": _server["key"],
+            "devices": list(_server["devices"]),
+            "triple": server_triple(),
+            "pid": os.getpid(),
+        }
+    if op == "upload":
+        return _upload(args["name"], args["data"])
+    if op == "measure":
+        return _measure(args, timeout)
+    if op == "vta_measure":
+        return _measure_vta(args, timeout)
+    if op not in OPS:
+        raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
+    if op == "load":
+        if args.get("trust") is not True:  # loading a library runs its code
+            raise RuntimeError(
+                f"{_describe()}: loading an uploaded library runs its code on this server; "
+                "the client must ask with load_module(name, trust=True)"
+            )
+        path = str(_workfile(args["name"]))
+        args = {k: v for k, v in args.items() if k not in ("name", "trust")}
+        args["path"] = path
+    reply = _ask(op, args, timeout or SESSION_OP_TIMEOUT)
+    if reply[0] == "ok":
+        return reply[1]
+    if reply[0] == "died":
+        raise RuntimeError(f"{_describe()}: the device process {reply[1]} during {op}")
+    if reply[0] == "timeout":
+        raise RuntimeError(f"{_describe()}: {op} did not finish within {timeout:g} s")
+    raise RuntimeError(f"{_describe()}: {reply[1]}")
 
 
-def _measure(job: dict, timeout: float | None) -> tuple:
+def _measure(job: dict, timeout: float | None) -> dict:
+    """Build the state of ``job`` here and measure it: ``{"costs", "error_no", "error_msg",
+    "server"}``. The build and the run each get ``timeout`` seconds."""
     server = f"{_server['key']}@{os.getpid()}"
-    problem = artifact_problem(job.get("artifact", {}))
+
+    def result(costs, code, msg) -> dict:
+        return {"costs": list(costs), "error_no": int(code), "error_msg": msg, "server": server}
+
+    problem = request_problem(job)
     if problem:
-        return (), COMPILE_DEVICE, problem, server
+        return result((), COMPILE_DEVICE, problem)
     timeout = float(timeout or 10.0)
-    reply = _ask("measure", {"job": job}, timeout)
+    reply = _ask("measure", {"job": job, "timeout": timeout}, 2 * timeout)
     if reply[0] == "ok":
         costs, code, msg, restart = reply[1]
         if restart:  # the device context is broken: the next candidate gets a fresh process
             _replace_device_process()
-        return tuple(costs), code, msg, server
+        return result(costs, code, msg)
     if reply[0] == "timeout":
         msg = f"the candidate did not finish within {timeout:g} s on {_describe()}"
-        return (), RUN_TIMEOUT, msg, server
+        return result((), RUN_TIMEOUT, msg)
     if reply[0] == "died":
-        return (), RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}", server
-    return (), RUNTIME_DEVICE, reply[1], server
+        return result((), RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}")
+    return result((), RUNTIME_DEVICE, reply[1])
 
 
 def _measure_vta(job: dict, timeout: float | None) -> dict:

@@ -203,6 +203,11 @@ class SketchPolicy:
             if res.error_no != MeasureErrorNo.NO_ERROR:
                 continue
             cost = res.mean_cost
+            if not (np.isfinite(cost) and cost > 0):
+                # Not a time (a record file or a server says 0, negative or NaN): no
+                # throughput, and never the best state.
+                _log.warning("search: skipping an error-free result with cost %r", cost)
+                continue
             self.measured.append((1.0 / cost, inp.state))
             if cost < self.best_cost:
                 self.best_cost, self.best_state = cost, inp.state

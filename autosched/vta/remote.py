@@ -31,7 +31,9 @@ from ..autotvm.measure import EXT_DEV_RPC_MEASURERS
 from ..autotvm.measure_input import MeasureInput
 from ..autotvm.space import InstantiationError
 from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
+from ..rpc.runner import check_cost, check_error_fields
 from ..rpc.vta_job import encode_job, seeded_inputs
+from ..rpc.wire import BadReply
 from .env import Environment, get_env
 from .measure import packed_shapes
 from .top.build import build
@@ -103,16 +105,16 @@ def measure_on_servers(runner, task, configs) -> tuple[list, list]:
         jobs[k] = encode_job(kernel.program, shapes, env.config, env.timing, INPUT_SEED, expected)
         spent[k] = time.perf_counter() - start
 
-    def finish(k, future, start) -> MeasureResult:
-        secs = spent[k] + time.perf_counter() - start
-        error = runner.remote_error(future)
-        if error is not None:
-            return failed_result(MeasureErrorNo.RUNTIME_DEVICE, error, secs)
-        reply = future.result()
-        runner.server_counts[reply["server"]] += 1
-        if reply["error_no"] != MeasureErrorNo.NO_ERROR:
-            return failed_result(reply["error_no"], reply["error_msg"], secs)
-        return MeasureResult((env.timing.seconds(reply["cycles"]),), 0, "", secs, time.time())
+    def finish(k, reply, secs, server) -> MeasureResult:
+        code, msg = check_error_fields(reply, server)  # BadReply: an error record naming it
+        if code != MeasureErrorNo.NO_ERROR:
+            return failed_result(code, msg, secs)
+        cycles = reply.get("cycles")
+        if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles <= 0:
+            raise BadReply(f"malformed reply from {server}: 'cycles' {cycles!r} is not a "
+                           "positive int")  # fmt: skip
+        seconds = check_cost(env.timing.seconds(cycles), server, "time of the cycles")
+        return MeasureResult((seconds,), 0, "", secs, time.time())
 
     if jobs:
         runner.run_jobs("vta_measure", list(jobs), jobs.__getitem__, finish, spent.__getitem__,

@@ -1,6 +1,6 @@
 """Remote devices on dask.distributed, with real processes on 127.0.0.1: the tracker and
 servers started with the seed's commands, queries, tuning through RPCRunner, a server killed
-mid-run, unknown keys, priorities, artifact checks, a remote GraphModule and TLS."""
+mid-run, unknown keys, priorities, request checks, a remote GraphModule and TLS."""
 
 import contextlib
 import os
@@ -221,21 +221,31 @@ def test_unknown_key_is_a_clear_error_after_the_timeout(cluster, task):
     assert 1 <= time.monotonic() - start < 10
 
 
-def test_server_refuses_artifacts_not_for_its_device(cluster, task):
+def _measure(tracker, key, job, **kw) -> dict:
+    return tracker.reply(tracker.submit(key, "measure", job, **kw), None, 60)
+
+
+def test_server_refuses_requests_not_for_its_device(cluster, task):
     inputs, built = _built(task)
     runner = rpc.RPCRunner("solo", "127.0.0.1", cluster["port"])
     payload = runner._payload(inputs[0], built[0])
     tracker = cluster["tracker"]
     cases = {
-        "cuda": dict(payload, artifact=dict(payload["artifact"], lang="cuda")),
-        "aarch64": dict(payload, artifact=dict(payload["artifact"], triple="aarch64-linux-gnu")),
-        "format": dict(payload, artifact=dict(payload["artifact"], format="tvm-module")),
+        "cuda": dict(payload, target="cuda"),
+        "aarch64": dict(payload, target="llvm -mtriple=aarch64-linux-gnu"),
+        "format": dict(payload, format="autosched-artifact", format_version=1),
     }
     for what, job in cases.items():
-        costs, code, msg, _ = tracker.submit("solo", "measure", job, timeout=10).result()
-        assert code == MeasureErrorNo.COMPILE_DEVICE and "refuses" in msg, (what, msg)
-    costs, code, msg, _ = tracker.submit("solo", "measure", payload, timeout=10).result()
-    assert code == MeasureErrorNo.NO_ERROR and costs, msg
+        reply = _measure(tracker, "solo", job, timeout=10)
+        assert reply["error_no"] == MeasureErrorNo.COMPILE_DEVICE, (what, reply)
+        assert "refuses" in reply["error_msg"], (what, reply)
+    reply = _measure(tracker, "solo", payload, timeout=10)
+    assert reply["error_no"] == MeasureErrorNo.NO_ERROR and reply["costs"], reply
+    system = ["compute", "x", [], ["call", "system", [], "int32"], "", {"dict": []}]
+    bad_dag = dict(payload, dag=dict(payload["dag"], ops=[system]))
+    reply = _measure(tracker, "solo", bad_dag, timeout=10)
+    assert reply["error_no"] == MeasureErrorNo.INSTANTIATION_ERROR, reply
+    assert "only the math functions" in reply["error_msg"], reply
     runner.close()
 
 
@@ -258,8 +268,8 @@ def test_priorities_order_two_clients(cluster, task):
         f_high = high.submit("solo", "measure", quick, priority=10, timeout=20)
         for name, f in (("low", f_low), ("high", f_high)):
             f.add_done_callback(lambda _, name=name: finished.setdefault(name, time.monotonic()))
-        for f in (busy, f_low, f_high):
-            assert f.result()[1] == MeasureErrorNo.NO_ERROR
+        for c, f in ((a, busy), (low, f_low), (high, f_high)):
+            assert c.reply(f, None, 60)["error_no"] == MeasureErrorNo.NO_ERROR
     assert finished["high"] < finished["low"]
     runner.close()
 
@@ -295,7 +305,7 @@ def test_remote_session_device_and_graph_module_equal_local(cluster, tmp_path):
         )
         assert hw.max_threads_per_block == local_cl.max_threads_per_block
     remote.upload(path)
-    rlib = remote.load_module("net.so")
+    rlib = remote.load_module("net.so", trust=True)
     module = ansor.GraphModule(rlib["default"](dev))
     module.set_input("data", data)
     module.run()

@@ -1,5 +1,5 @@
 """Remote-device mistakes that need no cluster: a missing extra, a tracker that is not there,
-bad command options; and TVM's queue table layout."""
+bad command options; TVM's queue table layout; replies that are not plain data."""
 
 import socket
 import sys
@@ -60,3 +60,34 @@ def test_queue_table_has_tvm_layout():
         "v100    1      0     0      \n"
         "----------------------------\n"
     )
+
+
+def test_replies_decode_strictly():
+    import io
+
+    import numpy as np
+
+    from autosched.rpc.wire import _LEN, MAGIC, BadReply, decode_reply, encode_reply
+
+    value = {"ok": {"costs": [1e-3, 2e-3], "out": [np.arange(6, dtype="float32").reshape(2, 3)]}}
+    back = decode_reply(encode_reply(value), "srv")
+    np.testing.assert_array_equal(back["ok"]["out"][0], value["ok"]["out"][0])
+    assert back["ok"]["costs"] == [1e-3, 2e-3]
+    good = encode_reply({"ok": np.ones(2)})
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([None, 1], dtype=object), allow_pickle=True)
+    head, _, _ = good.partition(b"\x93NUMPY")  # the document, then a pickled array instead
+    deep = b'{"value": ' + b"[" * 100_000 + b"]" * 100_000 + b', "arrays": []}'
+    cases = {
+        "not bytes": [1, 2],
+        "no header": b"pickle",
+        "cut short": good[:-3],
+        "pickled array": head + pickled.getvalue(),
+        "deep": MAGIC + _LEN.pack(len(deep)) + deep,
+    }
+    for what, data in cases.items():
+        with pytest.raises(BadReply, match="malformed reply from srv") as info:
+            decode_reply(data, "srv")
+        assert "\n" not in str(info.value), what
+    with pytest.raises(TypeError):
+        encode_reply({"x": object()})

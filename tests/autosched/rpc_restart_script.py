@@ -1,0 +1,55 @@
+"""A tracker restart during tuning, as a user's script sees it (run by test_rpc_restart.py in
+a process of its own, so that its whole output is what dask's loggers print there).
+
+Exits 0 when: the runner measures, raises a ConnectionError naming the tracker while it is
+gone, and measures again once a new tracker is up and the server has registered again.
+"""
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_rpc import Processes, _built, _connect, _free_port, _server_args, _wait_for_servers
+
+import autosched as ansor
+from autosched import rpc, testing
+from autosched.measure import MeasureErrorNo
+
+
+def main() -> int:
+    task = ansor.SearchTask(compute_dag=ansor.ComputeDAG(testing.matmul(16, 16, 16)),
+                            target="llvm")  # fmt: skip
+    procs = Processes(Path(tempfile.mkdtemp(prefix="rpc-restart-")))
+    port = _free_port()
+    try:
+        tracker_proc = procs.start("tracker", "autosched.exec.rpc_tracker", "--port", str(port))
+        server = procs.start("server", *_server_args(port, "back"))
+        with _connect(port, tracker_proc) as tracker:
+            _wait_for_servers(tracker, {"back": 1}, [server])
+        inputs, built = _built(task, 2)
+        with rpc.RPCRunner("back", "127.0.0.1", port, timeout=3) as runner:
+            assert all(r.error_no == MeasureErrorNo.NO_ERROR for r in runner.run(inputs, built))
+            procs.kill(tracker_proc)
+            try:
+                runner.run(inputs, built)
+                raise AssertionError("no ConnectionError while the tracker is gone")
+            except ConnectionError as exc:
+                assert re.search(rf"RPC tracker at 127.0.0.1:{port}", str(exc)), exc
+            tracker_proc = procs.start(
+                "tracker2", "autosched.exec.rpc_tracker", "--port", str(port)
+            )
+            with _connect(port, tracker_proc) as tracker:
+                _wait_for_servers(tracker, {"back": 1}, [server])  # the server registered again
+            results = runner.run(inputs, built)
+            assert all(r.error_no == MeasureErrorNo.NO_ERROR for r in results), results
+    finally:
+        procs.close()
+    print("rpc_restart_script: ok", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
