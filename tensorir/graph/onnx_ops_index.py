@@ -70,6 +70,49 @@ def _gather_elements(node: Node):
     return op.gather(node.expr(0), axis, _indices_expr(node, n, axis), mode="fast")
 
 
+@_register("GatherND", "batch_dims")
+def _gather_nd(node: Node):
+    """GatherND with batch_dims 0 (dynamo's BERT / DistilBERT exports pick rows of the
+    attention mask with it): the first K dims of ``data`` (K = the indices' last dim) are
+    flattened into one, and each index tuple into one linear index, so the gather is a
+    ``take`` along axis 0 (its loads checked at run time as Gather's are)."""
+    data, idx = node.value(0), node.value(1)
+    if int(node.attr("batch_dims", 0)) != 0:
+        node.unsupported("batch_dims", node.attr("batch_dims"), [0])
+    k = idx.shape[-1] if idx.shape else 0
+    if not 1 <= k <= len(data.shape):
+        node.fail(f"indices {idx.shape}: the last dim must be 1..{len(data.shape)} (data rank)")
+    lead, rest = data.shape[:k], tuple(data.shape[k:])
+    out_shape = tuple(idx.shape[:-1]) + rest
+    strides = [math.prod(lead[i + 1 :]) for i in range(k)]
+    if idx.static is not None:
+        parts = [_static_indices(node, idx.static[..., i], lead[i], i) for i in range(k)]
+        linear = sum(p * s for p, s in zip(parts, strides))
+        if data.static is not None:
+            flat = data.static.reshape((math.prod(lead),) + rest)
+            return np.take(flat, linear, axis=0)
+        linear_expr = Constant(np.asarray(linear, "int64"))
+    else:
+        if idx.dtype not in ("int32", "int64"):
+            node.fail(f"indices must be int32 or int64, got {idx.dtype}")
+        whole = node.expr(1)
+        terms = []
+        for i in range(k):
+            part = op.reshape(
+                op.strided_slice(whole, (i,), (i + 1,), axes=(len(idx.shape) - 1,)),
+                idx.shape[:-1] or (1,),
+            )
+            # negatives count from the end of their own dim, as ONNX says
+            part = op.where(op.less(part, 0), op.add(part, lead[i]), part)
+            terms.append(part if strides[i] == 1 else op.multiply(part, strides[i]))
+        linear_expr = terms[0]
+        for t in terms[1:]:
+            linear_expr = op.add(linear_expr, t)
+    flat = op.reshape(node.expr(0), (math.prod(lead),) + rest)
+    out = op.take(flat, linear_expr, axis=0, mode="fast")
+    return out if tuple(out.shape) == out_shape else op.reshape(out, out_shape or (1,))
+
+
 # --- Einsum ----------------------------------------------------------------------------------
 
 

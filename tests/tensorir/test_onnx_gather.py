@@ -304,3 +304,32 @@ def test_legacy_bert_attention_mask_from_an_int64_input_compiled():
     )
     feeds = {"input_ids": ids(1, s, vocab=11), "attention_mask": np.array([[1, 1, 1, 0, 0]])}
     check(model, feeds, compiled=True)
+
+
+def test_gather_nd_with_constant_and_graph_indices_matches_onnxruntime():
+    """GatherND (batch_dims 0) as dynamo's BERT export writes it: rows of the cast attention
+    mask picked by constant index tuples; and the same with the indices a graph input
+    (negatives included), compiled too."""
+    data = rand(3, 4, 5)
+    const_idx = np.array([[[2, 1], [0, -1]], [[1, 3], [-3, 0]]], dtype=np.int64)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")
+    model = make([node], {"x": (F, (3, 4, 5))}, {"y": (F, None)}, {"i": const_idx}, opset=18)
+    check(model, {"x": data}, compiled=True)
+
+    graph_idx = np.stack(
+        [RNG.integers(-3, 3, (2, 3)), RNG.integers(-4, 4, (2, 3)), RNG.integers(-5, 5, (2, 3))],
+        axis=-1,
+    ).astype(np.int64)
+    model = make([node], {"x": (F, (3, 4, 5)), "i": (I64, (2, 3, 3))}, {"y": (F, None)}, opset=18)
+    check(model, {"x": data, "i": graph_idx}, compiled=True)
+
+
+def test_gather_nd_refuses_batch_dims_and_out_of_range_constants_naming_the_node():
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd", batch_dims=1)
+    model = make([node], {"x": (F, (3, 4))}, {"y": (F, None)}, {"i": np.zeros((3, 1), "int64")})
+    with pytest.raises(OnnxImportError, match=r"'gnd' \(GatherND\).*batch_dims"):
+        from_onnx(model)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")
+    model = make([node], {"x": (F, (3, 4))}, {"y": (F, None)}, {"i": np.array([[3]], "int64")})
+    with pytest.raises(OnnxImportError, match=r"'gnd' \(GatherND\).*out of range"):
+        from_onnx(model)
