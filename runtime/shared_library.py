@@ -169,7 +169,9 @@ def zig_cc() -> list[str] | None:
 def zig_link_options(triple: str) -> list[str]:
     """zig cc's options to link a shared library for ``triple``. zig has no Android libc:
     such a library links without one (the device's is there when it is loaded)."""
-    options = ["-target", triple]
+    # zig's triples have no vendor field: x86_64-unknown-linux-gnu is x86_64-linux-gnu.
+    parts = [p for p in triple.lower().split("-") if p not in ("unknown", "pc", "none")]
+    options = ["-target", "-".join(parts)]
     return options + (["-nostdlib"] if "android" in triple.lower() else [])
 
 
