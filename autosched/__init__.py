@@ -15,10 +15,11 @@ from runtime import device
 from runtime.graph_executor import GraphModule
 from tensorir import ComputeDAG, Tensor, TensorError, te
 from tensorir.bounds import LowerError
+from tensorir.graph.ir import Module as IRModule
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import autotvm, networks, quantize
+from . import autotvm, contrib, nd, networks, quantize, relay, utils
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -60,6 +61,11 @@ __version__ = _package_version()
 
 __all__ = [
     "ApplyHistoryBest",
+    "IRModule",
+    "contrib",
+    "nd",
+    "relay",
+    "utils",
     "GraphModule",
     "autotvm",
     "NetworkLib",
