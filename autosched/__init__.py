@@ -19,7 +19,7 @@ from tensorir.graph.ir import Module as IRModule
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import autotvm, contrib, nd, networks, quantize, relay, utils
+from . import autotvm, contrib, nd, networks, quantize, relay, target, transform, utils
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -65,6 +65,8 @@ __all__ = [
     "contrib",
     "nd",
     "relay",
+    "target",
+    "transform",
     "utils",
     "GraphModule",
     "autotvm",
