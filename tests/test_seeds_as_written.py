@@ -84,6 +84,7 @@ def test_seed_copies_are_the_published_code_but_for_imports(copy):
 
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed one's TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -165,7 +166,6 @@ def _check_ok(proc: subprocess.CompletedProcess) -> None:
 # ----------------------------------------------------------------------------- seed 001
 
 
-@pytest.mark.slow
 def test_seed_001_as_published_reads_the_remote_device(rk3399, tmp_path):
     """The file as published: tasks, then the remote OpenCL device's limits as hardware params
     (its ``tune_and_evaluate()`` stays commented out)."""
@@ -236,7 +236,6 @@ def _seed_lines(copy: str, first: str, last: str) -> str:
     return textwrap.dedent("\n".join(lines[start : end + 1])) + "\n"
 
 
-@pytest.mark.slow
 def test_seed_001_deploy_lines(rk3399, tmp_path):
     """Seed 001's lines from ``request_remote`` to ``module.benchmark`` on a small network
     compiled for ``opencl -device=mali`` with an AArch64 host: the library is linked for

@@ -163,8 +163,8 @@ def _load_shared_library(path, dev=None):
     dev = make_device(dev if dev is not None else target.device_kind)
     if dev.kind != target.device_kind:
         raise ValueError(
-            f"{path}: a {target.kind} network library runs on the {target.device_kind} device, "
-            f"not on {dev}"
+            f"{path}: this network's {target.kind} kernels run on the {target.device_kind} "
+            f"device, not on {dev}"
         )
     if target.kind != "llvm":  # OpenCL source: the driver of dev compiles it now
         return NetworkLib(plan, [load_kernel(**k, device=dev) for k in plan.kernels], target)
