@@ -252,6 +252,10 @@ np.testing.assert_allclose(module.get_output(0).numpy(), expected, rtol=1e-4, at
 from runtime.shared_library import elf_machine
 print("library machine:", elf_machine(open(path_lib, "rb").read(64)))
 print("remote module:", type(module).__name__)
+try:
+    loaded_lib["default"](tvm.device("opencl", 0))
+except TypeError as e:
+    print("local device:", e)
 """
     env_cc = 'import os\nos.environ["TVM_NDK_CC"] = "/usr/bin/aarch64-linux-gnu-g++"\n'
     path = f"import sys\nsys.path.insert(0, {str(REPO / 'tests' / 'autosched')!r})\n"
@@ -263,6 +267,7 @@ print("remote module:", type(module).__name__)
     assert "Evaluate inference time cost...\nExecution time summary:" in out
     assert "library machine: 183" in out  # EM_AARCH64
     assert "remote module: RemoteGraphModule" in out
+    assert "is a device of this machine; pass one of the session that loaded" in out
 
 
 # ----------------------------------------------------------------------------- seed 004

@@ -3,6 +3,7 @@ files in it (also importable from :mod:`autosched.utils`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -51,7 +52,8 @@ class TempDirectory:
         self.remove()
 
     def __del__(self):
-        self.remove()
+        with contextlib.suppress(Exception):  # at interpreter exit shutil may be gone already
+            self.remove()
 
     def __repr__(self) -> str:
         return f"TempDirectory({self.temp_dir!r})"
