@@ -1,7 +1,8 @@
 """The seed tutorials' code as published, with only the import lines changed, runs here.
 
 tests/seeds/ holds the seeds' code (``seed_001_mali_rpc.py``: seed 001, Mali over RPC, whole;
-``seed_004_vta_evaluate.py``: seed 004's evaluation on the VTA simulator). Where the published
+``seed_003_cuda_network.py``: seed 003, resnet-18 for CUDA, whole; ``seed_004_vta_evaluate.py``:
+seed 004's settings and evaluation on the VTA simulator). Where the published
 text is at hand (``$AUTOSCHED_SEEDS_DIR``, default /work/shared/seeds), the first test checks
 that every line but the imports is the published one, in order. The others run the seeds'
 lines as the seeds write them:
@@ -15,6 +16,7 @@ lines as the seeds write them:
   zig's linker of the ``cross`` extra), upload, ``remote.load_module`` and the benchmark on
   the remote OpenCL device (``pytest -m long``: minutes);
 - seed 001's deploy lines on a small network, the same lines (``test_seed_001_deploy_lines``);
+- seed 003 whole, one trial per task, on llvm without an NVIDIA GPU (``pytest -m long``);
 - seed 004's evaluation (``rpc.LocalSession()``, ``vta.build_config`` + ``relay.build``,
   ``graphlib.tar``, ``remote.ext_dev(0)``, ``time_evaluator``) on a small packed int8 network
   and, with ``pytest -m long``, on the seed's resnet-18 pipeline; and TVM's VTA tutorials'
@@ -44,6 +46,7 @@ sys.path.insert(0, str(REPO / "tests" / "autosched"))
 REPAIRS = {"int(dev.warp_size / 4) 1 else": "int(dev.warp_size / 4) > 1 else"}
 COPIES = {
     "seed_001_mali_rpc.py": "001_48c181b5b6699d61.txt",
+    "seed_003_cuda_network.py": "003_43836124ab8bf3db.txt",
     "seed_004_vta_evaluate.py": "004_4d6354c69e11e952.txt",
 }
 TRACKER_PORT = 9190  # the seeds' own
@@ -268,6 +271,41 @@ except TypeError as e:
     assert "library machine: 183" in out  # EM_AARCH64
     assert "remote module: RemoteGraphModule" in out
     assert "is a device of this machine; pass one of the session that loaded" in out
+
+
+# ----------------------------------------------------------------------------- seed 003
+
+
+def _has_cuda() -> bool:
+    import autosched
+
+    try:
+        return autosched.device("cuda", 0).exists
+    except Exception:
+        return False
+
+
+@pytest.mark.long
+def test_seed_003_tunes_compiles_and_benchmarks_resnet18(tmp_path):
+    """Seed 003 (resnet-18, NHWC) with its ``num_measure_trials`` (its own knob) at one trial
+    per task; on llvm where there is no NVIDIA GPU, the one line changed besides the imports
+    (``tests/gpu`` machines run it on CUDA)."""
+    code = (SEEDS / "seed_003_cuda_network.py").read_text()
+    assert code.count("num_measure_trials=200,") == 1
+    code = code.replace("num_measure_trials=200,", "num_measure_trials=len(tasks),")
+    kind = "cuda" if _has_cuda() else "llvm"
+    if kind == "llvm":
+        assert code.count('tvm.target.Target("cuda")') == 1
+        code = code.replace('tvm.target.Target("cuda")', 'tvm.target.Target("llvm")')
+    proc = _run_seed(code, tmp_path, timeout=1800)
+    _check_ok(proc)
+    out = proc.stdout
+    order = ["Extract tasks...", "========== Task 0  (workload key: ", "[ Task Scheduler ]",
+             "Compile...", "Evaluate inference time cost...",
+             "Execution time summary:"]  # fmt: skip
+    positions = [out.find(marker) for marker in order]
+    assert -1 not in positions and positions == sorted(positions), out[-3000:]
+    assert (tmp_path / f"resnet-18-NHWC-B1-{kind}.json").stat().st_size > 0
 
 
 # ----------------------------------------------------------------------------- seed 004
