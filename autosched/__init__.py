@@ -59,6 +59,9 @@ from .tuning import TuningOptions, auto_schedule
 
 __version__ = _package_version()
 
+#: TVM's name before 0.8 for :func:`device` (``tvm.context(str(target), 0)`` in seed 000).
+context = device
+
 __all__ = [
     "ApplyHistoryBest",
     "IRModule",
@@ -117,6 +120,7 @@ __all__ = [
     "TensorError",
     "__version__",
     "build",
+    "context",
     "device",
     "generate_source",
     "te",

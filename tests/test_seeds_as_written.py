@@ -1,7 +1,8 @@
 """The seed tutorials' code as published, with only the import lines changed, runs here.
 
 tests/seeds/ holds the seeds' code (``seed_001_mali_rpc.py``: seed 001, Mali over RPC, whole;
-``seed_003_cuda_network.py``: seed 003, resnet-18 for CUDA, whole; ``seed_004_vta_evaluate.py``:
+``seed_000_cuda_network.py`` / ``seed_003_cuda_network.py``: seeds 000 and 003, resnet-18 for
+CUDA, whole; ``seed_004_vta_evaluate.py``:
 seed 004's settings and evaluation on the VTA simulator). Where the published
 text is at hand (``$AUTOSCHED_SEEDS_DIR``, default /work/shared/seeds), the first test checks
 that every line but the imports is the published one, in order. The others run the seeds'
@@ -16,7 +17,8 @@ lines as the seeds write them:
   zig's linker of the ``cross`` extra), upload, ``remote.load_module`` and the benchmark on
   the remote OpenCL device (``pytest -m long``: minutes);
 - seed 001's deploy lines on a small network, the same lines (``test_seed_001_deploy_lines``);
-- seed 003 whole, one trial per task, on llvm without an NVIDIA GPU (``pytest -m long``);
+- seeds 000 and 003 whole, one trial per task, on llvm without an NVIDIA GPU (``pytest -m
+  long``; 002 is 000's code, and its published text lost its indentation);
 - seed 004's evaluation (``rpc.LocalSession()``, ``vta.build_config`` + ``relay.build``,
   ``graphlib.tar``, ``remote.ext_dev(0)``, ``time_evaluator``) on a small packed int8 network
   and, with ``pytest -m long``, on the seed's resnet-18 pipeline; and TVM's VTA tutorials'
@@ -42,9 +44,12 @@ SEEDS = REPO / "tests" / "seeds"
 PUBLISHED = Path(os.environ.get("AUTOSCHED_SEEDS_DIR", "/work/shared/seeds"))
 sys.path.insert(0, str(REPO / "tests" / "autosched"))
 
-# The published text lost a ">" (HTML): "if int(dev.warp_size / 4) 1 else" is TVM's "> 1".
-REPAIRS = {"int(dev.warp_size / 4) 1 else": "int(dev.warp_size / 4) > 1 else"}
+# What the published texts' HTML did to the code: seed 001 lost a ">" ("if int(dev.warp_size /
+# 4) 1 else" is TVM's "> 1"), seed 000 indents with no-break spaces. Seed 002 lost its
+# indentation altogether: it is not Python as published, and seed 000 is the same tutorial.
+REPAIRS = {"int(dev.warp_size / 4) 1 else": "int(dev.warp_size / 4) > 1 else", "\u00a0": " "}
 COPIES = {
+    "seed_000_cuda_network.py": "000_598b0ef3424eb554.txt",
     "seed_001_mali_rpc.py": "001_48c181b5b6699d61.txt",
     "seed_003_cuda_network.py": "003_43836124ab8bf3db.txt",
     "seed_004_vta_evaluate.py": "004_4d6354c69e11e952.txt",
@@ -286,13 +291,15 @@ def _has_cuda() -> bool:
 
 
 @pytest.mark.long
-def test_seed_003_tunes_compiles_and_benchmarks_resnet18(tmp_path):
-    """Seed 003 (resnet-18, NHWC) with its ``num_measure_trials`` (its own knob) at one trial
-    per task; on llvm where there is no NVIDIA GPU, the one line changed besides the imports
-    (``tests/gpu`` machines run it on CUDA)."""
-    code = (SEEDS / "seed_003_cuda_network.py").read_text()
+@pytest.mark.parametrize("copy", ["seed_000_cuda_network.py", "seed_003_cuda_network.py"])
+def test_seed_000_003_tune_compile_and_time_resnet18(copy, tmp_path):
+    """Seeds 000 and 003 (resnet-18, NHWC) with their ``num_measure_trials`` (their own knob)
+    at one trial per task (seed 000's ``run_tuning()`` uncommented, as it says); on llvm where
+    there is no NVIDIA GPU, the one line changed besides the imports."""
+    code = (SEEDS / copy).read_text()
     assert code.count("num_measure_trials=200,") == 1
     code = code.replace("num_measure_trials=200,", "num_measure_trials=len(tasks),")
+    code = code.replace("\n# run_tuning()\n", "\nrun_tuning()\n")
     kind = "cuda" if _has_cuda() else "llvm"
     if kind == "llvm":
         assert code.count('tvm.target.Target("cuda")') == 1
@@ -300,9 +307,9 @@ def test_seed_003_tunes_compiles_and_benchmarks_resnet18(tmp_path):
     proc = _run_seed(code, tmp_path, timeout=1800)
     _check_ok(proc)
     out = proc.stdout
+    timing = "Mean inference time (std dev): " if "000" in copy else "Execution time summary:"
     order = ["Extract tasks...", "========== Task 0  (workload key: ", "[ Task Scheduler ]",
-             "Compile...", "Evaluate inference time cost...",
-             "Execution time summary:"]  # fmt: skip
+             "Compile...", "Evaluate inference time cost...", timing]  # fmt: skip
     positions = [out.find(marker) for marker in order]
     assert -1 not in positions and positions == sorted(positions), out[-3000:]
     assert (tmp_path / f"resnet-18-NHWC-B1-{kind}.json").stat().st_size > 0
