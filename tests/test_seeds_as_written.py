@@ -404,3 +404,42 @@ def test_seed_004_evaluation_on_the_simulator(tmp_path):
     one_run = eval(out.split("one run: ", 1)[1].splitlines()[0])  # a dict of ints
     assert {k: int(v) for k, v in printed.items()} == one_run
     assert one_run["gemm_counter"] > 0 and one_run["wgt_load_nbytes"] > 0
+
+
+# The seed's compile_network with autosched's model zoo (the seed's gluon resnet18_v1 with its
+# pretrained weights needs mxnet and a download): resnet-18 quantized with the seed's qconfig,
+# packed from the first max pool to the global average pool, its packed conv2d tasks tuned for
+# one trial each on the simulator into the seed's log.
+RESNET18_VTA = """
+import numpy as np
+import autosched as tvm
+from autosched import autotvm, networks, relay, vta
+from autosched.autotvm.tuner import RandomTuner
+from autosched.vta.top import graph_pack
+
+env = vta.get_env()
+mod, params, _, _ = networks.get_network("resnet-18", batch_size=env.BATCH, layout="NCHW")
+with relay.quantize.qconfig(global_scale=8.0, skip_conv_layers=[0]):
+    mod = relay.quantize.quantize(mod, params=params)
+relay_prog = graph_pack(mod["main"], env.BATCH, env.BLOCK_OUT, env.WGT_WIDTH,
+                        start_name="nn.max_pool2d", stop_name="nn.global_avg_pool2d")
+tasks = autotvm.task.extract_from_program(
+    tvm.IRModule.from_expr(relay_prog), params=params, ops=(relay.op.get("nn.conv2d"),),
+    target=env.target, target_host=env.target_host)
+tasks = list(filter(lambda t: len(t.args[0][1]) > 4 and "conv" in t.name, tasks))
+for tsk in tasks:
+    RandomTuner(tsk).tune(n_trial=1, measure_option=autotvm.measure_option(
+        builder=autotvm.LocalBuilder(), runner=vta.SimulatorRunner()),
+        callbacks=[autotvm.callback.log_to_file("vta.resnet18_v1.log")])
+"""
+
+
+@pytest.mark.long
+def test_seed_004_evaluation_of_resnet18_on_the_simulator(tmp_path):
+    """Seed 004's evaluation lines on the seed's network pipeline (resnet-18 of the zoo):
+    11 runs of the whole network, its packed convolutions on the simulator."""
+    seed = (SEEDS / "seed_004_vta_evaluate.py").read_text()
+    proc = _run_seed(RESNET18_VTA + seed, tmp_path, timeout=3000)
+    _check_ok(proc)
+    assert re.search(r"Mean inference time \(std dev\): \d+\.\d\d ms \(\d+\.\d\d ms\)",
+                     proc.stdout), proc.stdout[-2000:]  # fmt: skip
