@@ -31,6 +31,7 @@ import ctypes
 import importlib.util
 import inspect
 import json
+import os
 import platform
 import shutil
 import struct
@@ -177,8 +178,9 @@ def zig_link_options(triple: str) -> list[str]:
 
 def cross_linker(triple: str) -> list[str]:
     """The command that links shared libraries for ``triple`` on this machine: the system
-    compiler for this host's triple; otherwise ``<triple>-gcc`` on PATH, else zig's C
-    compiler for ``triple`` (the ``cross`` extra). A one-line CompileError names them all."""
+    compiler for this host's triple; otherwise the compiler in ``TVM_NDK_CC`` when it is
+    installed, ``<triple>-gcc`` on PATH, else zig's C compiler for ``triple`` (the ``cross``
+    extra). A one-line CompileError names them all."""
     from .cpu import _llvm, same_triple
 
     if same_triple(triple, _llvm().get_default_triple()):
@@ -186,7 +188,8 @@ def cross_linker(triple: str) -> list[str]:
         if cc is None:
             raise CompileError("export_library: no C compiler (cc) to link the shared library")
         return [cc]
-    cc = shutil.which(f"{triple}-gcc")
+    ndk = os.environ.get("TVM_NDK_CC")
+    cc = (shutil.which(ndk) if ndk else None) or shutil.which(f"{triple}-gcc")
     if cc is not None:
         return [cc]
     zig = zig_cc()
