@@ -58,6 +58,16 @@ TRACKER_PORT = 9190  # the seeds' own
 HEADER_END = "# ruff: noqa\n"  # the last line of the note at the top of each copy
 
 
+@pytest.fixture(autouse=True)
+def _long_on_request(request):
+    """``long`` tests (minutes each) run when the -m expression names them (as
+    tests/test_tutorial_vta.py's): the default run leaves them out."""
+    if request.node.get_closest_marker("long") and "long" not in (
+        request.config.getoption("markexpr") or ""
+    ):
+        pytest.skip("a run of minutes: pytest -m long runs it")
+
+
 def _is_import(line: str) -> bool:
     s = line.strip()
     return s.startswith("import ") or (s.startswith("from ") and " import " in s)
