@@ -15,10 +15,11 @@ from runtime import device
 from runtime.graph_executor import GraphModule
 from tensorir import ComputeDAG, Tensor, TensorError, te
 from tensorir.bounds import LowerError
+from tensorir.graph.ir import Module as IRModule
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import autotvm, networks, quantize
+from . import autotvm, contrib, nd, networks, quantize, relay, target, transform, utils
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -58,8 +59,18 @@ from .tuning import TuningOptions, auto_schedule
 
 __version__ = _package_version()
 
+#: TVM's name before 0.8 for :func:`device` (``tvm.context(str(target), 0)`` in seed 000).
+context = device
+
 __all__ = [
     "ApplyHistoryBest",
+    "IRModule",
+    "contrib",
+    "nd",
+    "relay",
+    "target",
+    "transform",
+    "utils",
     "GraphModule",
     "autotvm",
     "NetworkLib",
@@ -109,6 +120,7 @@ __all__ = [
     "TensorError",
     "__version__",
     "build",
+    "context",
     "device",
     "generate_source",
     "te",

@@ -5,12 +5,14 @@ The library is linked by the system compiler (``cc -shared``) or a given
 object files that LLVM emits for this host or for another target triple
 (``llvm -mtriple=aarch64-linux-gnu``):
 
-- one object per kernel, position-independent, its entry functions renamed
+- one object per CPU kernel, position-independent, its entry functions renamed
   ``autosched_k<index>_<name>`` (so several kernels link into one library) and every other
   symbol made internal;
 - one object holding the description of the library, ``autosched_library_meta`` (JSON: the
   kernels' params, workspaces, launches and code, the target triple, and for a network its
-  plan), and, when a kernel runs parallel loops, the parallel launcher
+  plan; an OpenCL kernel is this code only, its source, which the device's driver compiles
+  when the library is loaded, as TVM embeds it), and, when a kernel runs parallel loops, the
+  parallel launcher
   (``autosched_parallel_for`` over OpenMP's ``GOMP_parallel`` with static ranges, linked with
   ``-lgomp``, so that the library runs without this package; runtime/cpu.py ``_LAUNCHER_IR``).
 
@@ -18,18 +20,26 @@ A network's weights go next to it in ``<path>.params.npz`` (numpy arrays, read w
 ``allow_pickle=False``), with their sha256 in the metadata. Loading reads the ELF header
 first, so a library for another architecture is a one-line error instead of a loader message,
 and checks the file's structure and the size + sha256 trailer export appends
-(:mod:`runtime.library_file`), so a truncated file is a one-line error instead of SIGBUS.
-A shared library is code: load only files you trust (the checksums detect accidents, not
-attackers).
+(:mod:`runtime.library_file`), so a truncated file is a one-line error instead of SIGBUS;
+a library without CPU kernels (an OpenCL network) has no machine code to run, so its
+description is read from the file (:func:`read_meta`) on any architecture. Linking for another
+triple needs a linker for it (:func:`cross_linker`): ``TVM_NDK_CC``, ``<triple>-gcc`` on PATH,
+or zig's (``pip install autosched[cross]``). A shared library is code: load only files you
+trust (the checksums detect accidents, not attackers).
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import inspect
 import json
+import os
 import platform
 import shutil
+import struct
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -48,6 +58,8 @@ SHARED_SUFFIXES = (".so", ".dylib", ".dll")
 # ELF e_machine values of the architectures LLVM can target here, and the names
 # platform.machine() gives for them.
 ELF_MACHINES = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
+#: Kernel languages a library may hold: CPU code is linked in, OpenCL source is data.
+LIBRARY_LANGS = ("llvm", "opencl")
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64", "i686": "i386", "x86": "i386"}
 
 
@@ -153,34 +165,82 @@ def _uses_parallel_launcher(artifacts) -> bool:
     return any(sym in a["code"] for a in artifacts for sym in symbols)
 
 
-def default_fcompile(output: str, objects: list[str], options: list[str], triple: str):
-    """Link ``objects`` into the shared library ``output`` with this machine's C compiler, or
-    with ``<triple>-gcc`` when cross-compiling and one is on PATH."""
+def zig_cc() -> list[str] | None:
+    """The command of zig's C compiler (``python -m ziglang cc``) when the ``ziglang`` package
+    is installed (the ``cross`` extra), else None: a linker for any triple, from pip."""
+    if importlib.util.find_spec("ziglang") is None:
+        return None
+    return [sys.executable, "-m", "ziglang", "cc"]
+
+
+def zig_link_options(triple: str) -> list[str]:
+    """zig cc's options to link a shared library for ``triple``. zig has no Android libc:
+    such a library links without one (the device's is there when it is loaded)."""
+    # zig's triples have no vendor field: x86_64-unknown-linux-gnu is x86_64-linux-gnu.
+    parts = [p for p in triple.lower().split("-") if p not in ("unknown", "pc", "none")]
+    options = ["-target", "-".join(parts)]
+    return options + (["-nostdlib"] if "android" in triple.lower() else [])
+
+
+def cross_linker(triple: str) -> list[str]:
+    """The command that links shared libraries for ``triple`` on this machine: the system
+    compiler for this host's triple; otherwise the compiler in ``TVM_NDK_CC`` when it is
+    installed, ``<triple>-gcc`` on PATH, else zig's C compiler for ``triple`` (the ``cross``
+    extra). A one-line CompileError names them all."""
     from .cpu import _llvm, same_triple
 
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not same_triple(triple, _llvm().get_default_triple()):
-        cc = shutil.which(f"{triple}-gcc")
+    if same_triple(triple, _llvm().get_default_triple()):
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
         if cc is None:
-            raise CompileError(
-                f"export_library: no linker for {triple} ({triple}-gcc is not on PATH); pass "
-                "fcompile=(output, objects, options) -> None, e.g. an NDK's create_shared"
-            )
-    if cc is None:
-        raise CompileError("export_library: no C compiler (cc) to link the shared library")
-    cmd = [cc, "-shared", "-o", output, *objects, *options]
+            raise CompileError("export_library: no C compiler (cc) to link the shared library")
+        return [cc]
+    ndk = os.environ.get("TVM_NDK_CC")
+    cc = (shutil.which(ndk) if ndk else None) or shutil.which(f"{triple}-gcc")
+    if cc is not None:
+        return [cc]
+    zig = zig_cc()
+    if zig is not None:
+        return zig + zig_link_options(triple)
+    raise CompileError(
+        f"export_library: no linker for {triple}: set TVM_NDK_CC to an NDK's (or a cross) "
+        f"compiler, put {triple}-gcc on PATH, or pip install 'autosched[cross]' (ziglang)"
+    )
+
+
+def default_fcompile(output: str, objects: list[str], options: list[str], triple: str):
+    """Link ``objects`` into the shared library ``output`` with :func:`cross_linker`."""
+    run_linker(cross_linker(triple), output, objects, options)
+
+
+def run_linker(command: list[str], output: str, objects: list[str], options: list[str]) -> None:
+    """``command -shared -o output objects options``; a CompileError with its output."""
+    cmd = [*command, "-shared", "-o", output, *objects, *options]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise CompileError(f"linking {output} failed: {' '.join(cmd)}", done.stderr.strip())
+
+
+def _call_fcompile(fcompile, output: str, objects: list[str], options: list[str], triple: str):
+    """TVM's ``fcompile(output, objects, options)``; one that takes a ``triple`` keyword (as
+    ``autosched.contrib.ndk.create_shared`` does) is told the target triple as well."""
+    try:
+        takes_triple = "triple" in inspect.signature(fcompile).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: TVM's three arguments
+        takes_triple = False
+    if takes_triple:
+        fcompile(output, objects, options, triple=triple)
+    else:
+        fcompile(output, objects, options)
 
 
 def export_shared_library(
     path, artifacts, meta: dict, constants=None, triple: str | None = None, fcompile=None,
     cpu: str | None = None, features: str = "",
 ) -> None:  # fmt: skip
-    """Write ``artifacts`` (CPU kernel artifacts, ``Source.as_dict()`` values) as the shared
-    library ``path``, ``meta`` (JSON values) inside it and ``constants`` (id -> array) next to
-    it in ``<path>.params.npz``.
+    """Write ``artifacts`` (kernel artifacts, ``Source.as_dict()`` values: CPU code is
+    compiled and linked in, OpenCL source kept as data) as the shared library ``path``,
+    ``meta`` (JSON values) inside it and ``constants`` (id -> array) next to it in
+    ``<path>.params.npz``.
 
     Parameters
     ----------
@@ -188,7 +248,8 @@ def export_shared_library(
         The target triple to compile for (default: this host).
     fcompile : callable, optional
         ``fcompile(output, objects, options)`` links the object files into ``output``
-        (default: ``cc -shared``, or ``<triple>-gcc`` when cross-compiling).
+        (default: ``cc -shared``, or :func:`cross_linker` when cross-compiling); one with a
+        ``triple`` keyword gets the target triple too.
     cpu, features : str, optional
         LLVM's ``-mcpu`` / ``-mattr`` for another triple (default: a generic CPU of it).
     """
@@ -196,11 +257,11 @@ def export_shared_library(
 
     path = Path(path)
     artifacts = [dict(a) for a in artifacts]
-    bad = [a.get("lang") for a in artifacts if a.get("lang") != "llvm"]
+    bad = [a.get("lang") for a in artifacts if a.get("lang") not in LIBRARY_LANGS]
     if bad:
         raise ValueError(
-            f"export_library({str(path)!r}): {bad[0]} kernels have no shared-library form (only "
-            "CPU code does); export GPU networks to a .json path instead"
+            f"export_library({str(path)!r}): {bad[0]} kernels have no shared-library form (CPU "
+            "and OpenCL ones do); export this network to a .json path instead"
         )
     triple = triple or _llvm().get_default_triple()
     arrays = {str(int(k)): np.ascontiguousarray(v) for k, v in (constants or {}).items()}
@@ -222,6 +283,8 @@ def export_shared_library(
     with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
         objects = []
         for i, artifact in enumerate(artifacts):
+            if artifact["lang"] != "llvm":
+                continue  # OpenCL source: data in the metadata, compiled where it runs
             obj = Path(tmp) / f"kernel{i}.o"
             obj.write_bytes(_kernel_object(i, artifact, triple, cpu, features))
             objects.append(str(obj))
@@ -231,7 +294,7 @@ def export_shared_library(
         if fcompile is None:
             default_fcompile(str(path), objects, options, triple)
         else:
-            fcompile(str(path), objects, options)
+            _call_fcompile(fcompile, str(path), objects, options, triple)
     if not path.exists():
         raise CompileError(f"export_library: the linker did not write {path}")
     seal(path)
@@ -240,6 +303,69 @@ def export_shared_library(
 
 
 # ----------------------------------------------------------------------------- loading
+
+
+def _elf_symbol_bytes(data: bytes, name: str) -> bytes:
+    """The bytes of the defined data symbol ``name`` of an ELF file (its symbol tables, then
+    the section that holds it), read without loading the file: any architecture."""
+    if data[:4] != b"\x7fELF":
+        raise ValueError("not an ELF file")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    if wide:
+        shoff, shentsize, shnum = struct.unpack_from(order + "Q10xHH", data, 0x28)
+        shdr, sym, symsize = order + "IIQQQQIIQQ", order + "IBBHQQ", 24
+    else:
+        shoff, shentsize, shnum = struct.unpack_from(order + "I10xHH", data, 0x20)
+        shdr, sym, symsize = order + "IIIIIIIIII", order + "IIIBBH", 16
+    sections = [struct.unpack_from(shdr, data, shoff + i * shentsize) for i in range(shnum)]
+    wanted = name.encode()
+    for _, sh_type, _, _, off, size, link, _, _, _ in sections:
+        if sh_type not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        str_off = sections[link][4]
+        for at in range(off, off + size, symsize):
+            fields = struct.unpack_from(sym, data, at)
+            if wide:
+                st_name, _, _, shndx, value, length = fields
+            else:
+                st_name, value, length, _, _, shndx = fields
+            end = data.index(b"\0", str_off + st_name)
+            if data[str_off + st_name : end] != wanted or not 0 < shndx < len(sections):
+                continue
+            sec_addr, sec_off = sections[shndx][3], sections[shndx][4]
+            start = sec_off + value - sec_addr
+            return data[start : start + length]
+    raise ValueError(f"no symbol {name}")
+
+
+def read_meta(path) -> dict:
+    """The description :func:`export_shared_library` stored in the library at ``path``, read
+    from the file (no loading, so for any architecture); ValueError naming the file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the library ({e.strerror})") from e
+    try:
+        meta = json.loads(_elf_symbol_bytes(data, META_SYMBOL))
+    except (ValueError, struct.error, IndexError) as e:
+        raise ValueError(f"{path}: not a library written by export_library ({e})") from e
+    _check_format(path, meta)
+    return meta
+
+
+def _check_format(path: Path, meta: dict) -> None:
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: library format {meta.get('format')!r} version "
+            f"{meta.get('format_version')} but this autosched reads {FORMAT!r} version "
+            f"{FORMAT_VERSION}; export it again"
+        )
+
+
+def has_machine_code(meta: dict) -> bool:
+    """Whether a library holds CPU kernels (which only load on its architecture)."""
+    return any(k.get("lang", "llvm") == "llvm" for k in meta.get("kernels", ()))
 
 
 class SharedLibrary:
@@ -254,27 +380,24 @@ class SharedLibrary:
 
     def __init__(self, path):
         path = Path(path)
-        check_loadable(path)
         try:
-            self.handle = ctypes.CDLL(str(path.resolve()))
-        except OSError as e:
-            raise ValueError(f"{path}: the system loader refused the library: {e}") from e
-        try:
-            size = ctypes.c_int64.in_dll(self.handle, META_SYMBOL + "_size").value
-            raw = bytes((ctypes.c_char * size).in_dll(self.handle, META_SYMBOL))
-            meta = json.loads(raw)
-        except (ValueError, OSError) as e:
-            raise ValueError(f"{path}: not a library written by export_library ({e})") from e
-        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"{path}: library format {meta.get('format')!r} version "
-                f"{meta.get('format_version')} but this autosched reads {FORMAT!r} version "
-                f"{FORMAT_VERSION}; export it again"
-            )
+            meta = read_meta(path)
+        except ValueError:
+            check_loadable(path)  # not ELF / another architecture: say that, in one line
+            raise
+        self.handle = None
+        if has_machine_code(meta):
+            check_loadable(path)
+            try:
+                self.handle = ctypes.CDLL(str(path.resolve()))
+            except OSError as e:
+                raise ValueError(f"{path}: the system loader refused the library: {e}") from e
+        # else: OpenCL source only, nothing to link; the file's description is the library
         self.path = path
         self.meta = meta
         self.constants = self._read_constants(path, meta.get("params_sha256"))
-        self._set_threads()
+        if self.handle is not None:
+            self._set_threads()
 
     @staticmethod
     def _read_constants(path: Path, recorded: str | None) -> dict:

@@ -58,17 +58,13 @@ class LocalBuilder(_LocalBuilder):
         Seconds per build.
     n_parallel : int, optional
         Worker processes (default: the usable cores); also the tuners' batch size.
-    build_func : str
-        Only ``"default"`` (accepted for TVM's signature).
+    build_func : str or callable
+        ``"default"``, ``"ndk"`` or ``fcompile(output, objects, options)``: how CPU
+        candidates are linked (:class:`autosched.LocalBuilder`).
     """
 
     def __init__(self, timeout: float = 10, n_parallel: int | None = None, build_func="default"):
-        if build_func != "default":
-            raise ValueError(
-                f"autotvm.LocalBuilder: build_func={build_func!r} is not supported; "
-                "leave it 'default' (kernels are built by autosched's code generators)"
-            )
-        super().__init__(timeout=timeout, n_parallel=n_parallel)
+        super().__init__(timeout=timeout, n_parallel=n_parallel, build_func=build_func)
 
 
 class LocalRunner(_LocalRunner):

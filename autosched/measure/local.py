@@ -72,6 +72,14 @@ class LocalBuilder(_ClosedOnExit):
         Seconds one build may take before it becomes BUILD_TIMEOUT.
     n_parallel : int, optional
         Worker processes; defaults to the number of usable cores.
+    build_func : str or callable
+        How a CPU candidate is linked, as TVM's: ``"default"`` (nothing to link: the runner
+        loads the object code), ``"ndk"`` (:func:`autosched.contrib.ndk.create_shared`, the
+        NDK's or zig's linker for the target's triple) or a picklable
+        ``fcompile(output, objects, options)``. With one of the latter, every CPU candidate
+        is also linked into a shared library for its target's triple, so a candidate the
+        device's toolchain cannot link fails as COMPILE_HOST at build time. OpenCL and CUDA
+        candidates are source the device's driver compiles: nothing to link.
 
     Notes
     -----
@@ -83,9 +91,10 @@ class LocalBuilder(_ClosedOnExit):
     (read once from device 0 unless the target names one); an nvcc error is COMPILE_DEVICE.
     """
 
-    def __init__(self, timeout: float = 15, n_parallel: int | None = None):
+    def __init__(self, timeout: float = 15, n_parallel: int | None = None, build_func="default"):
         if timeout <= 0:
             raise ValueError(f"LocalBuilder timeout must be positive, got {timeout}")
+        self.build_func = _checked_build_func(build_func)
         self.timeout = float(timeout)
         self.n_parallel = int(n_parallel or cpu_count())
         self._pool: WorkerPool | None = None
@@ -134,7 +143,8 @@ class LocalBuilder(_ClosedOnExit):
                     None, MeasureErrorNo.INSTANTIATION_ERROR, f"serialising the steps: {exc!r}"
                 )
                 continue
-            jobs.append((i, (*job, self.timeout)))
+            link = () if self.build_func == "default" else (self.build_func,)
+            jobs.append((i, (*job, self.timeout, *link)))
         if not jobs:
             return results  # type: ignore[return-value]
         outcomes = self._get_pool().map(
@@ -161,6 +171,34 @@ class LocalBuilder(_ClosedOnExit):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+def _checked_build_func(build_func):
+    """``"default"``, ``"ndk"`` or a callable the build workers can receive (picklable)."""
+    import pickle
+
+    if isinstance(build_func, str):
+        if build_func not in ("default", "ndk"):
+            raise ValueError(
+                f"LocalBuilder: build_func={build_func!r}; use 'default', 'ndk' or a function "
+                "fcompile(output, objects, options)"
+            )
+        return build_func
+    if not callable(build_func):
+        raise TypeError(f"LocalBuilder: build_func must be a str or a function, got {build_func!r}")
+    if getattr(build_func, "__module__", None) == "__main__":
+        raise ValueError(
+            f"LocalBuilder: build_func {build_func.__name__!r} is defined in the script, which "
+            "the build workers do not import; define it in a module of its own"
+        )
+    try:
+        pickle.dumps(build_func)
+    except Exception as exc:
+        raise ValueError(
+            f"LocalBuilder: build_func {build_func!r} cannot be sent to the build workers "
+            f"({exc}); define it at module level"
+        ) from None
+    return build_func
 
 
 class _ReferenceCache:

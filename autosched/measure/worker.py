@@ -70,7 +70,7 @@ def _on_alarm(signum, frame):
 
 
 def build_one(job: tuple) -> tuple:
-    """Build one candidate. ``job = (dag, steps_json, target, timeout)``.
+    """Build one candidate. ``job = (dag, steps_json, target, timeout[, build_func])``.
 
     Returns ``(source_dict or None, error_no, error_msg, seconds)``. The timeout is enforced
     here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them; nvcc is
@@ -78,7 +78,7 @@ def build_one(job: tuple) -> tuple:
     deadline as well in case the process stops responding altogether. A CUDA ``target`` should
     carry ``-arch`` (the parent fills it from the device).
     """
-    dag, steps_json, target, timeout = job
+    dag, steps_json, target, timeout, *link = job
     from autosched.kernel import generate_source
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
@@ -103,6 +103,9 @@ def build_one(job: tuple) -> tuple:
 
                 stage = "LLVM compilation"
                 src["binary"] = compile_object(src["code"])
+                if link:
+                    stage = "linking with build_func"
+                    _link_check(src, target, link[0])
             elif src["lang"] == "cuda":
                 # nvcc takes ~1 s per candidate: here, on all host cores, not in the runner.
                 from codegen.target import Target
@@ -126,6 +129,30 @@ def build_one(job: tuple) -> tuple:
             msg += "\n" + log[:2000]
         return None, code, msg, time.perf_counter() - start
     return src, NO_ERROR, "", time.perf_counter() - start
+
+
+def _link_check(src: dict, target: str, build_func) -> None:
+    """Link the CPU candidate ``src`` into a shared library for ``target``'s triple with
+    ``build_func`` (``"ndk"`` or ``fcompile``), as TVM's builder exports each candidate; the
+    library is thrown away (the runner loads the object code)."""
+    import tempfile
+
+    from codegen.target import Target, cross_cpu, target_triple
+    from runtime.shared_library import export_shared_library
+
+    if build_func == "ndk":
+        from autosched.contrib.ndk import create_shared as build_func
+    triple = target_triple(Target(target))
+    cpu, features = cross_cpu(Target(target)) if triple else (None, "")
+    if triple is None:  # this host's: name it, for a linker that asks (zig, the NDK's)
+        from runtime.cpu import _llvm
+
+        triple = _llvm().get_default_triple()
+    artifact = {k: v for k, v in src.items() if k != "binary"}
+    with tempfile.TemporaryDirectory(prefix="autosched-build-") as tmp:
+        export_shared_library(f"{tmp}/candidate.so", [artifact], {"kind": "kernel"},
+                              triple=triple, fcompile=build_func, cpu=cpu,
+                              features=features)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- running

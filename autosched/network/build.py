@@ -51,13 +51,17 @@ class NetworkLib:
         are then not loaded here: export it as a shared library and run it there)."""
         return target_triple(self.target) if is_cross_target(self.target) else None
 
-    def export_library(self, path, graph_name: str | None = None, fcompile=None) -> None:
+    def export_library(self, path, graph_name=None, fcompile=None) -> None:
         """Save the compiled network under ``path`` and ``path.params.npz`` (the weights).
 
-        A ``path`` ending in ``.so`` (or a given ``fcompile``) writes CPU kernels as a real
-        shared library, linked by ``cc -shared`` or by ``fcompile(output, objects, options)``
-        (:mod:`runtime.shared_library`); any other path writes the JSON form, which GPU
-        networks (source-only kernels) use.
+        A ``path`` ending in ``.so`` (or a given ``fcompile``) writes a real shared library
+        for the target's triple (its host's ``-mtriple``, else this machine's), linked by
+        ``cc -shared`` / a cross linker or by ``fcompile(output, objects, options)``
+        (:mod:`runtime.shared_library`): CPU kernels as machine code, OpenCL kernels as their
+        source (data the device's driver compiles when the library is loaded). As in TVM,
+        ``fcompile`` may be the second positional argument:
+        ``lib.export_library("deploy_lib.so", ndk.create_shared)``. Any other path writes the
+        JSON form, which CUDA networks use.
 
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
@@ -71,13 +75,17 @@ class NetworkLib:
         from runtime.cpu import compile_object
         from runtime.shared_library import export_shared_library, is_shared_library_path
 
+        if callable(graph_name) and fcompile is None:  # TVM's export_library(path, fcompile)
+            graph_name, fcompile = None, graph_name
         graph = dict(self.plan.graph, **({"name": graph_name} if graph_name else {}))
         cross = self.cross_triple
         if fcompile is not None or is_shared_library_path(path):
             meta = dict(replace(self.plan, graph=graph).meta(), kind="network")
-            cpu, features = cross_cpu(self.target) if cross else (None, "")
+            # An OpenCL network's library is linked for its host's triple (the board's CPU).
+            triple = cross or target_triple(self.target)
+            cpu, features = cross_cpu(self.target) if triple else (None, "")
             export_shared_library(path, self.plan.kernels, meta, self.plan.constants,
-                                  triple=cross, fcompile=fcompile, cpu=cpu,
+                                  triple=triple, fcompile=fcompile, cpu=cpu,
                                   features=features)  # fmt: skip
             return
         if cross:
@@ -136,6 +144,7 @@ def _load_shared_library(path, dev=None):
     """A network (NetworkLib) or one kernel (runtime Module) from a library that
     ``export_library("x.so")`` wrote."""
     from runtime import device as make_device
+    from runtime import load_module as load_kernel
     from runtime.module import Module, load_kernel_library
     from runtime.shared_library import SharedLibrary
 
@@ -147,13 +156,22 @@ def _load_shared_library(path, dev=None):
         lib.constants,
         str(path),
     )
-    dev = make_device(dev if dev is not None else "cpu")
-    if dev.kind != "cpu":
-        raise ValueError(f"{path}: a CPU network library runs on the cpu device, not on {dev}")
+    langs = {k["lang"] for k in plan.kernels} or {"llvm"}
+    if len(langs) > 1:
+        raise ValueError(f"{path}: kernels of several languages {sorted(langs)} in one network")
+    target = Target(langs.pop())
+    dev = make_device(dev if dev is not None else target.device_kind)
+    if dev.kind != target.device_kind:
+        raise ValueError(
+            f"{path}: this network's {target.kind} kernels run on the {target.device_kind} "
+            f"device, not on {dev}"
+        )
+    if target.kind != "llvm":  # OpenCL source: the driver of dev compiles it now
+        return NetworkLib(plan, [load_kernel(**k, device=dev) for k in plan.kernels], target)
     modules = [
         Module(**kernel, dev=dev, compiled=lib.compiled(i)) for i, kernel in enumerate(plan.kernels)
     ]
-    return NetworkLib(plan, modules, Target("llvm"))
+    return NetworkLib(plan, modules, target)
 
 
 # How many of a group's best records build_network tries before the default schedule: enough

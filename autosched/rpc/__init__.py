@@ -1,6 +1,7 @@
 """Remote devices on dask.distributed (the optional extra ``autosched[distributed]``).
 
-``connect_tracker(host, port).request(key)`` opens a session on a device server;
+``connect_tracker(host, port).request(key)`` opens a session on a device server
+(``LocalSession()`` the same API on this machine);
 :class:`RPCRunner` measures tuning candidates on the servers of a key. The commands are
 ``python -m autosched.exec.rpc_tracker`` / ``rpc_server`` / ``query_rpc_tracker``
 (docs/remote.md). Importing this package does not import dask.
@@ -18,9 +19,11 @@ from .client import (
     connect_tracker,
 )
 from .cluster import make_security
+from .local import LocalSession
 from .runner import RPCRunner
 
 __all__ = [
+    "LocalSession",
     "NoServerError",
     "RPCRunner",
     "RemoteDevice",

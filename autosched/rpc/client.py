@@ -336,22 +336,36 @@ class RemoteSession:
     def load_module(
         self, name: str, dev: RemoteDevice | None = None, *, trust: bool = False
     ) -> RemoteModule:
-        """Load a library uploaded as ``name`` on the server's device (default: its CPU).
+        """Load the library uploaded as ``name`` on the server (TVM's
+        ``remote.load_module(filename)``), on ``dev`` or, by default, on the server's device
+        its kernels are for (the CPU for CPU code, the OpenCL device for an OpenCL network).
 
-        A library is code: loading it runs its constructors and then its kernels on the
-        server. Pass ``trust=True`` to say that you built it (``export_library``) and want
-        the server to run it; without it the request is refused before anything is loaded.
+        ``lib["default"](dev)`` then binds a network to a device of this session for
+        ``GraphModule``, as the seeds write it::
+
+            remote.upload(path_lib)
+            loaded_lib = remote.load_module("deploy_lib.so")
+            module = graph_executor.GraphModule(loaded_lib["default"](remote.cl()))
+
+        A library is code. Without ``trust`` the server runs none of the code in the file:
+        it refuses the library unless it can rebuild every kernel from the state the
+        library records, with its own compiler (docs/remote.md, "Security"). ``trust=True``
+        says that you built the file and want the server to load it as it is.
         """
-        if trust is not True:
-            raise ValueError(
-                f"load_module({name!r}): loading a library runs its code on the server; pass "
-                "trust=True for a library you built (export_library)"
+        if dev is not None and not isinstance(dev, RemoteDevice):
+            raise TypeError(
+                f"remote.load_module({name!r}, dev): dev must be a device of this session "
+                f"(remote.cpu(), remote.cl()), got {dev!r}; a local device is "
+                "autosched.load_module's"
             )
-        dev = dev or self.cpu()
         handle = self.new_handle("lib")
+        kind, index = (dev.kind, dev.index) if dev is not None else (None, 0)
         desc = self.call(
-            "load", handle=handle, name=name, kind=dev.kind, index=dev.index, trust=True
+            "load", handle=handle, name=name, kind=kind, index=index, trust=trust is True
         )
+        if dev is None:
+            loaded = desc.get("device") or ["cpu", 0]
+            dev = self.device(loaded[0], loaded[1])
         return RemoteModule(self, handle, desc, dev)
 
     def __repr__(self) -> str:
@@ -427,7 +441,17 @@ class RemoteModule:
     def __getitem__(self, name: str):
         if name != "default" or self.desc["kind"] != "network":
             raise KeyError(f"a remote network library has one function, 'default'; got {name!r}")
-        return lambda dev=None: _RemoteFactory(self, dev or self.device)
+        return self._bind
+
+    def _bind(self, dev: RemoteDevice | None = None) -> _RemoteFactory:
+        """``lib["default"](dev)``: ``dev`` is a device of this library's session."""
+        if dev is not None and getattr(dev, "session", None) is not self.session:
+            where = "another session" if isinstance(dev, RemoteDevice) else "this machine"
+            raise TypeError(
+                f"lib['default'](dev): {dev!r} is a device of {where}; pass one of the session "
+                "that loaded the library (remote.cl(), remote.cpu())"
+            )
+        return _RemoteFactory(self, dev or self.device)
 
 
 class _RemoteFactory:

@@ -137,16 +137,20 @@ class DeviceState:
         return {"error_no": NO_ERROR, "error_msg": "", **out}
 
     # ------------------------------------------------------------------ sessions
-    def load(self, handle: str, path: str, kind: str, index: int) -> dict:
+    def load(self, handle: str, path: str, kind: str | None, index: int) -> dict:
+        """Load the library at ``path`` on device ``(kind, index)``; ``kind`` None: the device
+        its kernels are for (an OpenCL network on the OpenCL device)."""
         from ..network.build import load_module
 
-        lib = load_module(path, self.runtime.device(kind, int(index)))
+        lib = load_module(path, self.runtime.device(kind, int(index)) if kind else None)
         self.libraries[handle] = lib
         plan = getattr(lib, "plan", None)
         if plan is None:  # one kernel
             return {"kind": "kernel", "params": [list(p) for p in lib.params]}
+        dev = lib.modules[0].device if lib.modules else None
         return {
             "kind": "network",
+            "device": [dev.kind, dev.index] if dev is not None else [kind, int(index)],
             "inputs": {k: [list(v.shape), v.dtype] for k, v in plan.inputs.items()},
             "outputs": [[list(v.shape), v.dtype] for v in plan.outputs],
         }

@@ -5,12 +5,15 @@ dense templates and ``graph_pack``; the ISA and the simulator live in runtime/vt
 instruction-stream generator in codegen/vta.
 """
 
-from . import top
+from ..rpc.local import LIBRARY_LOADERS
+from . import testing, top
 from .env import Environment, get_env
-from .graph_module import VTAGraphModule
+from .graph_module import VTAGraphModule, build_config, load_library
 from .graph_module import build_network as build
 from .measure import SimMeasureResult, SimulatorRunner
 from .remote import SimulatorModuleLoader, module_loader
+
+LIBRARY_LOADERS["vta"] = load_library  # rpc.LocalSession().load_module("graphlib.tar")
 
 __all__ = [
     "Environment",
@@ -19,7 +22,10 @@ __all__ = [
     "SimulatorRunner",
     "VTAGraphModule",
     "build",
+    "build_config",
     "get_env",
+    "load_library",
     "module_loader",
+    "testing",
     "top",
 ]

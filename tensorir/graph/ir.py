@@ -193,6 +193,15 @@ class Module:
     def from_function(func: Function) -> Module:
         return Module({func.name: func})
 
+    @staticmethod
+    def from_expr(func: Function) -> Module:
+        """Relay's ``IRModule.from_expr(func)``: the module whose ``"main"`` is ``func``."""
+        if not isinstance(func, Function):
+            raise TypeError(
+                f"IRModule.from_expr: expected a network Function, got {type(func).__name__}"
+            )
+        return Module({"main": func})
+
     def __getitem__(self, name: str) -> Function:
         return self.functions[name]
 

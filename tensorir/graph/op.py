@@ -13,9 +13,10 @@ import numpy as np
 
 from . import nn
 from .ir import Call, Constant, Expr, Var, make_call
+from .shapes import get_op as get  # relay.op.get("nn.conv2d"): the op's table entry
 
 __all__ = [
-    "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
+    "get", "nn", "var", "const", "sigmoid", "tanh", "exp", "sqrt", "negative", "clip", "add",
     "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift", "floor",
     "concatenate", "reshape", "transpose", "squeeze", "layout_transform", "cast", "take",
     "gather",
