@@ -7,10 +7,8 @@ int64 ``input_ids`` graph input; a 16x16 patch convolution for ViT), dense layer
 layer norm, gelu, and attention as ``batch_matmul -> scale -> mask -> softmax ->
 batch_matmul`` over ``batch * heads`` matrices.
 
-Layer norm and gelu are composed from existing ops in :func:`layer_norm` and :func:`gelu`, the
-one place to switch to dedicated ops: the mean over the last axis is a global average pool of
-the ``(rows, 1, hidden, 1)`` NHWC view, and gelu is the tanh form (GPT-2's ``gelu_new``, within
-about 1e-3 of BERT's erf form).
+Layer norm is ``nn.layer_norm`` (one task each); gelu is the exact erf form for BERT and ViT
+and the tanh form (``gelu_new``) for GPT-2, as the published models compute them.
 """
 
 from __future__ import annotations
@@ -33,12 +31,13 @@ class Config:
     intermediate: int
     vocab: int = 30522
     max_positions: int = 512
+    gelu: str = "none"  # "tanh": GPT-2's approximation
 
 
 CONFIGS = {
     "bert-tiny": Config(2, 128, 2, 512),
     "bert-base": Config(12, 768, 12, 3072),
-    "gpt2": Config(12, 768, 12, 3072, vocab=50257, max_positions=1024),
+    "gpt2": Config(12, 768, 12, 3072, vocab=50257, max_positions=1024, gelu="tanh"),
     "vit-b16": Config(12, 768, 12, 3072, vocab=0, max_positions=197),
 }
 DEFAULT_SEQ_LEN = 128
@@ -46,24 +45,22 @@ VIT_IMAGE, VIT_PATCH, VIT_CLASSES = 224, 16, 1000
 
 
 def layer_norm(b: NetBuilder, x: Expr, name: str, epsilon: float = 1e-5) -> Expr:
-    """Layer norm over the last axis of a 2-D ``x`` (rows, hidden), with ``<name>_gamma`` /
-    ``<name>_beta``: ``(x - mean) / sqrt(var + eps) * gamma + beta``."""
-    rows, hidden = x.shape
-
-    def mean(t):  # a reduction over the last axis: the NHWC global pool of (rows, 1, hidden, 1)
-        pooled = nn.global_avg_pool2d(op.reshape(t, (rows, 1, hidden, 1)), layout="NHWC")
-        return op.reshape(pooled, (rows, 1))
-
-    centered = op.subtract(x, mean(x))
-    var = mean(op.multiply(centered, centered))
-    normed = op.divide(centered, op.sqrt(op.add(var, epsilon)))
+    """Layer norm over the last axis of ``x`` (rows, hidden), with ``<name>_gamma`` /
+    ``<name>_beta``: ``(x - mean) / sqrt(var + eps) * gamma + beta``, as one ``nn.layer_norm``
+    (one task, a reduction over the last axis)."""
+    hidden = x.shape[-1]
     gamma = b.weight(name + "_gamma", "bn_gamma", (hidden,))
     beta = b.weight(name + "_beta", "bias", (hidden,))
-    return nn.bias_add(op.multiply(normed, gamma), beta, axis=-1)
+    return nn.layer_norm(x, gamma, beta, axis=-1, epsilon=epsilon)
 
 
-def gelu(x: Expr) -> Expr:
-    """``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+def gelu(x: Expr, approximate: str = "none") -> Expr:
+    """GELU: BERT's and ViT's exact ``0.5 x (1 + erf(x / sqrt 2))`` (``approximate="none"``),
+    or GPT-2's ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``"tanh"``)."""
+    if approximate == "none":
+        return op.multiply(
+            op.multiply(x, 0.5), op.add(op.erf(op.multiply(x, 1 / math.sqrt(2))), 1.0)
+        )
     inner = op.multiply(op.add(x, op.multiply(op.multiply(op.multiply(x, x), x), 0.044715)),
                         math.sqrt(2.0 / math.pi))  # fmt: skip
     return op.multiply(op.multiply(x, 0.5), op.add(op.tanh(inner), 1.0))
@@ -96,7 +93,7 @@ def attention(b: NetBuilder, x: Expr, batch: int, seq: int, heads: int, mask, na
 
 
 def _mlp(b: NetBuilder, x: Expr, cfg: Config, name: str) -> Expr:
-    h = gelu(_dense(b, x, cfg.intermediate, name + "_intermediate"))
+    h = gelu(_dense(b, x, cfg.intermediate, name + "_intermediate"), cfg.gelu)
     return _dense(b, h, cfg.hidden, name + "_output")
 
 
