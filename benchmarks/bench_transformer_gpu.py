@@ -1,0 +1,137 @@
+"""A zoo transformer tuned on an NVIDIA GPU vs PyTorch's ``torch.compile``, side by side.
+
+    python benchmarks/bench_transformer_gpu.py --network bert-base --seconds 540
+    python benchmarks/bench_transformer_gpu.py --network bert-base --no-tune   # re-time
+
+Our side: ``get_network(name, 1, seq_len=S)`` (tensorir/graph/zoo/transformer.py, random
+weights), tuned on ``cuda`` with the library's defaults and only a time budget, resuming from
+the log in ``--work-dir`` (so a 20-minute tune runs as pieces of a few minutes), built with the
+history best, checked against the numpy reference and timed (``GraphModule.benchmark``).
+PyTorch's side: transformers' ``BertModel`` / ``GPT2Model`` of the same configuration with its
+own random weights (the latency does not depend on them), fp32 with TF32 off (as ours), eager
+and ``torch.compile(mode="reduce-overhead")``, timed with CUDA events in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import autosched as ansor
+from tensorir.graph import evaluate
+
+
+def _cuda_event_ms(torch, fn, min_ms: float = 300.0, repeat: int = 5) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    number = 1
+    while True:
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        if start.elapsed_time(end) >= min_ms or number >= 1 << 14:
+            break
+        number *= 2
+    times = []
+    for _ in range(repeat):
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / number)
+    return float(np.median(times))
+
+
+def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
+    """Eager and torch.compile(reduce-overhead) latencies of the transformers model."""
+    import torch
+    import transformers as tf
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if name.startswith("bert"):
+        big = name == "bert-base"
+        cfg = tf.BertConfig(**({} if big else dict(num_hidden_layers=2, hidden_size=128,
+                                                    num_attention_heads=2,
+                                                    intermediate_size=512)))  # fmt: skip
+        model = tf.BertModel(cfg, add_pooling_layer=False)
+    elif name == "gpt2":
+        model = tf.GPT2Model(tf.GPT2Config())
+    else:
+        raise KeyError(f"no PyTorch counterpart for {name}")
+    model = model.cuda().eval()
+    x = torch.from_numpy(ids).cuda()
+    row = {}
+    with torch.no_grad():
+        row["torch_eager_ms"] = _cuda_event_ms(torch, lambda: model(input_ids=x))
+        t0 = time.perf_counter()
+        compiled = torch.compile(model, mode="reduce-overhead")
+        for _ in range(3):
+            compiled(input_ids=x)
+        row["torch_compile_s"] = time.perf_counter() - t0
+        row["torch_compile_ms"] = _cuda_event_ms(torch, lambda: compiled(input_ids=x))
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--network", default="bert-base")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--seconds", type=float, default=0, help="tuning budget of this run")
+    p.add_argument("--no-tune", action="store_true")
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--work-dir", default="bench-gpu")
+    p.add_argument("--out", help="write the row as JSON here")
+    args = p.parse_args()
+
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    name, seq = args.network, args.seq_len
+    mod, params, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
+    log = work / f"{name}-S{seq}-B1-cuda.json"
+    tasks, weights = ansor.extract_tasks(mod, params, "cuda")
+    print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
+    tune_s = 0.0
+    if args.seconds and not args.no_tune:
+        tuner = ansor.TaskScheduler(
+            tasks, weights, load_log_file=str(log) if log.exists() else None
+        )
+        t0 = time.perf_counter()
+        tuner.tune(
+            ansor.TuningOptions(
+                max_tuning_seconds=args.seconds, measure_callbacks=[ansor.RecordToFile(str(log))]
+            )
+        )
+        tune_s = time.perf_counter() - t0
+    ids = np.random.default_rng(0).integers(0, 30522, shape).astype("int64")
+    with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
+        lib = ansor.build(mod, "cuda", params=params)
+    module = ansor.GraphModule(lib)
+    module.set_input("input_ids", ids)
+    module.run()
+    out = module.get_output(0).numpy()
+    ref = evaluate(mod, {"input_ids": ids}, params)
+    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    records = sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
+    row = {"network": name, "seq_len": seq, "ours_ms": ours_ms, "records": records,
+           "tune_s_this_run": tune_s,
+           "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    if not args.no_torch:
+        row.update(torch_side(name, seq, ids))
+        row["speedup_vs_compile"] = row["torch_compile_ms"] / ours_ms
+    print(json.dumps(row), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(row, indent=1))
+
+
+if __name__ == "__main__":
+    main()
