@@ -60,9 +60,9 @@ class CUDARenderer(CRenderer):
         "threadIdx.x": "threadIdx.x", "threadIdx.y": "threadIdx.y", "threadIdx.z": "threadIdx.z",
     }  # fmt: skip
     types = {
-        "float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double", "int8": "signed char",
-        "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
-        "uint32": "unsigned int", "bool": "bool",
+        "float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double",
+        "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+        "uint8": "unsigned char", "uint32": "unsigned int", "bool": "bool",
     }  # fmt: skip
     helper_qualifier = "__device__ __forceinline__"
     int64_suffix = "LL"

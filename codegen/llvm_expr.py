@@ -310,9 +310,10 @@ class ExprEmitter:
         stays a quiet NaN (the rounding carry could turn a NaN's payload into inf)."""
         bld, lanes = self.b, lanes_of(v)
         bits = bld.bitcast(v, with_lanes(I32, lanes))
-        lsb = bld.and_(bld.lshr(bits, self.const_like(bits.type, 16)), self.const_like(bits.type, 1))
+        sixteen = self.const_like(bits.type, 16)
+        lsb = bld.and_(bld.lshr(bits, sixteen), self.const_like(bits.type, 1))
         up = bld.add(bld.add(bits, self.const_like(bits.type, 0x7FFF)), lsb)
-        out = bld.trunc(bld.lshr(up, self.const_like(bits.type, 16)), with_lanes(I16, lanes))
+        out = bld.trunc(bld.lshr(up, sixteen), with_lanes(I16, lanes))
         nan = bld.fcmp_unordered("uno", v, v)
         return bld.select(nan, self.const_like(out.type, 0x7FC0), out)
 

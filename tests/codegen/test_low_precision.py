@@ -111,7 +111,9 @@ def test_cuda_low_precision_dense_and_batch_matmul_compile_with_nvcc(tmp_path):
         A = te.placeholder((16, 64), name="A", dtype=dtype)
         B = te.placeholder((32, 64), name="B", dtype=dtype)
         C = dense(A, B, out_dtype="float32")  # what to_mixed_precision emits
-        D = te.compute(C.shape, lambda i, j: te.max(C[i, j], 0.0).astype(dtype), name="out")
+        D = te.compute(
+            C.shape, lambda i, j, C=C, t=dtype: te.max(C[i, j], 0.0).astype(t), name="out"
+        )
         parts += _sampled_sources([A, B, D], f"dense_{dtype}")
         X = te.placeholder((2, 8, 32), name="X", dtype=dtype)
         Y = te.placeholder((2, 16, 32), name="Y", dtype=dtype)
