@@ -97,6 +97,10 @@ def test_vectorized_elementwise_math(dtype):
     np.testing.assert_allclose(c.astype(np.float32), ref, *tolerance(dtype))
 
 
+def _relu_cast(c, dtype):
+    return te.compute(c.shape, lambda i, j: te.max(c[i, j], 0.0).astype(dtype), name="out")
+
+
 def _sampled_sources(dag_tensors, name, n=4):
     hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32)
     task = SearchTask(ansor.ComputeDAG(dag_tensors), target="cuda", hardware_params=hw)
@@ -111,10 +115,7 @@ def test_cuda_low_precision_dense_and_batch_matmul_compile_with_nvcc(tmp_path):
         A = te.placeholder((16, 64), name="A", dtype=dtype)
         B = te.placeholder((32, 64), name="B", dtype=dtype)
         C = dense(A, B, out_dtype="float32")  # what to_mixed_precision emits
-        D = te.compute(
-            C.shape, lambda i, j, C=C, t=dtype: te.max(C[i, j], 0.0).astype(t), name="out"
-        )
-        parts += _sampled_sources([A, B, D], f"dense_{dtype}")
+        parts += _sampled_sources([A, B, _relu_cast(C, dtype)], f"dense_{dtype}")
         X = te.placeholder((2, 8, 32), name="X", dtype=dtype)
         Y = te.placeholder((2, 16, 32), name="Y", dtype=dtype)
         parts += _sampled_sources([X, Y, batch_matmul(X, Y)], f"bmm_{dtype}", n=2)
