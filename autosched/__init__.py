@@ -45,6 +45,7 @@ from .network.task_scheduler import (
     TaskSchedulerCallback,
 )
 from .networks import from_onnx
+from .precision import AccuracyReport, accuracy_report, to_mixed_precision
 from .rpc import RPCRunner
 from .search.params import SearchParams
 from .search.policy import (
@@ -59,7 +60,10 @@ from .tuning import TuningOptions, auto_schedule
 __version__ = _package_version()
 
 __all__ = [
+    "AccuracyReport",
     "ApplyHistoryBest",
+    "accuracy_report",
+    "to_mixed_precision",
     "GraphModule",
     "autotvm",
     "NetworkLib",
