@@ -161,3 +161,32 @@ def test_opencl_half_source_and_run_where_supported():
     b = np.zeros(64, np.float16)
     f(a, b)
     np.testing.assert_allclose(b.astype(np.float32), np.sqrt(a32 * a32 + 1), *tolerance("float16"))
+
+
+def test_tf32_is_an_explicit_cuda_option_carried_to_the_tasks():
+    """allow_tf32 is parsed, off by default and reaches every task's target, where the tensor-core
+    sketch rule will read it; it changes no generated code today (docs/gpu.md)."""
+    from codegen.target import Target
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    assert Target("cuda").allow_tf32 is False
+    assert Target("cuda -allow_tf32=1").allow_tf32 is True
+    assert Target("cuda -allow_tf32=0").allow_tf32 is False
+    assert Target("cuda").with_options(allow_tf32="1").allow_tf32 is True
+    with pytest.raises(ValueError, match="-allow_tf32 is an option of cuda targets"):
+        Target("llvm -allow_tf32=1")
+    with pytest.raises(ValueError, match="-allow_tf32=yes; write -allow_tf32=1 or =0"):
+        Target("cuda -allow_tf32=yes")
+    data = op.var("data", (1, 16))
+    w = op.const(RNG.normal(size=(8, 16)).astype("float32"))
+    func = gir.Function((data,), nn.relu(nn.dense(data, w)))
+    hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32)
+    tasks, _ = ansor.extract_tasks(func, None, "cuda -allow_tf32=1", hardware_params=hw)
+    assert tasks and all(t.target.allow_tf32 for t in tasks)
+    tasks, _ = ansor.extract_tasks(func, None, "cuda", hardware_params=hw)
+    assert not any(t.target.allow_tf32 for t in tasks)
+    # Today the option changes no code: the same kernel with and without it.
+    state = sample_init_population(tasks[0], generate_sketches(tasks[0]), 1, random.Random(3))[0]
+    plain = generate_source(state, "cuda").code
+    assert generate_source(state, "cuda -allow_tf32=1").code == plain
