@@ -241,3 +241,25 @@ def test_fp16_onnx_model_imports_and_matches_onnxruntime():
     gm.set_input("x", x)
     gm.run()
     np.testing.assert_allclose(gm.get_output(0).numpy(), want, *tolerance("float16"))
+
+
+@pytest.mark.parametrize("suffix", [".json", ".so"])
+def test_exported_bfloat16_network_loads_its_16_bit_weights(tmp_path, suffix):
+    """npz files cannot keep ml_dtypes' bfloat16: the weights travel as their bits."""
+    func = small_net()
+    mixed = ansor.to_mixed_precision(func, "bfloat16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = ansor.build(mixed, target="llvm")
+    path = tmp_path / f"net{suffix}"
+    lib.export_library(str(path))
+    loaded = ansor.load_module(str(path))
+    x = rand_input(func)
+    outs = []
+    for m in (lib, loaded):
+        gm = ansor.GraphModule(m["default"](ansor.device("cpu")))
+        gm.set_input("data", x)
+        gm.run()
+        outs.append(gm.get_output(0).numpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[1], evaluate(func, {"data": x}), *tolerance("bfloat16"))
