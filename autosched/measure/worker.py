@@ -135,12 +135,14 @@ def random_inputs(dag) -> list[np.ndarray]:
     Never zeros or ones, which hide wrong indexing; ints stay positive so that integer division
     and modulo in a DAG neither divide by zero nor depend on C-vs-Python rounding of negatives.
     """
+    from tensorir.dtype import is_float, to_numpy
+
     rng = np.random.default_rng(_SEED)
     arrays = []
     for t in dag.input_tensors:
-        dt = np.dtype(t.dtype)
+        dt = to_numpy(t.dtype)  # bfloat16 is ml_dtypes' (a numpy "void" kind)
         shape = tuple(int(s) for s in t.shape)
-        if dt.kind == "f":
+        if is_float(t.dtype):
             arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dt))
         elif dt.kind == "b":
             arrays.append(rng.integers(0, 2, shape).astype(dt))
