@@ -5,6 +5,7 @@ float32 network, the accuracy report, and an fp16 ONNX model against onnxruntime
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -263,3 +264,56 @@ def test_exported_bfloat16_network_loads_its_16_bit_weights(tmp_path, suffix):
         outs.append(gm.get_output(0).numpy())
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_allclose(outs[1], evaluate(func, {"data": x}), *tolerance("bfloat16"))
+
+
+# Each op of the table in 16 bits: its te compute built on LLVM against the op's reference
+# run on the same (exactly widened) values in float32, within the dtype's tolerance.
+OP_CASES = [
+    ("nn.conv2d", [(1, 6, 6, 4), (3, 3, 4, 5)], {"padding": 1, "data_layout": "NHWC"}),
+    ("nn.dense", [(3, 16), (5, 16)], {}),
+    ("nn.batch_matmul", [(2, 3, 8), (2, 4, 8)], {}),
+    ("nn.bias_add", [(2, 5), (5,)], {}),
+    ("nn.relu", [(4, 7)], {}),
+    ("add", [(4, 7), (7,)], {}),
+    ("multiply", [(4, 7), (4, 7)], {}),
+    ("divide", [(4, 7), (4, 7)], {}),
+    ("maximum", [(4, 7), (4, 7)], {}),
+    ("sigmoid", [(4, 7)], {}),
+    ("tanh", [(4, 7)], {}),
+    ("clip", [(4, 7)], {"a_min": -0.5, "a_max": 0.5}),
+    ("nn.max_pool2d", [(1, 4, 6, 6)], {"pool_size": (2, 2), "strides": (2, 2)}),
+    ("nn.avg_pool2d", [(1, 4, 6, 6)], {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    ("nn.global_avg_pool2d", [(1, 4, 5, 5)], {}),
+    ("nn.softmax", [(3, 10)], {}),
+    ("nn.layer_norm", [(3, 10), (10,), (10,)], {}),
+    ("mean", [(3, 10)], {"axis": (1,)}),
+    ("concatenate", [(2, 3), (2, 4)], {"axis": 1}),
+    ("transpose", [(2, 3, 4)], {"axes": (2, 0, 1)}),
+    ("nn.pad", [(2, 3)], {"pad_width": ((1, 0), (0, 2)), "pad_value": 0.5}),
+]
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("case", OP_CASES, ids=lambda c: c[0])
+def test_op_in_16_bits_on_llvm_matches_its_float32_reference(case, dtype):
+    from tensorir.dag import ComputeDAG
+    from tensorir.dtype import to_numpy
+    from tensorir.ops import NameScope, compute_op
+
+    name, shapes, attrs = case
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    arrays = [rng.uniform(0.5, 1.5, s) if name == "divide" and k == 1 else rng.normal(size=s)
+              for k, s in enumerate(shapes)]  # fmt: skip
+    low = [a.astype(np.float32).astype(to_numpy(dtype)) for a in arrays]
+    exact = [a.astype(np.float32) for a in low]
+    vars32 = [op.var(f"x{k}", s) for k, s in enumerate(shapes)]
+    call = gir.make_call(name, vars32, attrs)
+    want = evaluate(gir.Function(tuple(vars32), call), {f"x{k}": a for k, a in enumerate(exact)})
+    scope = NameScope()
+    ins = [scope.placeholder(s, dtype) for s in shapes]
+    out = compute_op(name, ins, dict(call.attrs), name_scope=scope)
+    assert out.dtype == dtype
+    f = ansor.build(ComputeDAG([*ins, out]).get_init_state(), "llvm")
+    got = np.zeros(out.shape, to_numpy(dtype))
+    f(*low, got)
+    np.testing.assert_allclose(got.astype(np.float32), want, *tolerance(dtype), err_msg=name)
