@@ -190,3 +190,42 @@ def test_tf32_is_an_explicit_cuda_option_carried_to_the_tasks():
     state = sample_init_population(tasks[0], generate_sketches(tasks[0]), 1, random.Random(3))[0]
     plain = generate_source(state, "cuda").code
     assert generate_source(state, "cuda -allow_tf32=1").code == plain
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("dtype", LOWP)
+def test_mixed_precision_network_kernels_compile_with_nvcc(tmp_path, dtype):
+    """Every fused group of a to_mixed_precision network (conv + cast + bias + relu in 16 bits,
+    softmax in float32, the casts between) as the untuned CUDA build generates it."""
+    from autosched.network.default_schedules import default_gpu_state
+    from autosched.network.partition import partition
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    rng = np.random.default_rng(2)
+    data = op.var("data", (1, 8, 8, 8))
+    w = op.const(rng.normal(0, 0.2, (3, 3, 8, 16)).astype("float32"))
+    b = op.const(rng.normal(0, 0.2, (16,)).astype("float32"))
+    x = nn.relu(nn.bias_add(nn.conv2d(data, w, padding=1, data_layout="NHWC", kernel_layout="HWIO"),
+                            b, axis=3))  # fmt: skip
+    wd = op.const(rng.normal(0, 0.2, (10, 16)).astype("float32"))
+    out = nn.softmax(nn.dense(nn.batch_flatten(nn.global_avg_pool2d(x, layout="NHWC")), wd))
+    mixed = ansor.to_mixed_precision(gir.Function((data,), out), dtype)
+    _, groups = partition(mixed, None, "cuda")
+    codes = []
+    for k, gd in enumerate(groups):
+        state = default_gpu_state(gd.dag, 256, 32, lambda s: None)
+        codes.append(generate_source(state, "cuda", name=f"g{k}_{gd.name}").code)
+    code = "\n".join(codes)
+    ctype = "half" if dtype == "float16" else "__nv_bfloat16"
+    assert any("conv2d" in gd.name and "cast" in gd.name for gd in groups)
+    assert f"{ctype}* __restrict__" in code
+    src = tmp_path / "net.cu"
+    src.write_text(code)
+    proc = subprocess.run(
+        ["nvcc", "--cubin", "-arch=sm_90", "-o", str(tmp_path / "net.cubin"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
