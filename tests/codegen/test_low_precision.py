@@ -229,3 +229,25 @@ def test_mixed_precision_network_kernels_compile_with_nvcc(tmp_path, dtype):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_a_build_without_tf32_never_takes_a_record_tuned_with_it():
+    from autosched.measure.records import ApplyHistoryBest
+    from autosched.network.build import _candidates
+    from codegen.target import Target
+
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    dag = ansor.ComputeDAG([A, B])
+    hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32)
+
+    def record(target, cost):
+        task = ansor.SearchTask(dag, target=target, hardware_params=hw)
+        return ansor.MeasureInput(task, dag.get_init_state()), ansor.MeasureResult((cost,))
+
+    ctx = ApplyHistoryBest([record("cuda -arch=sm_90 -allow_tf32=1", 1e-5)])
+    key = dag.workload_key
+    assert _candidates(ctx, key, Target("cuda")) == []
+    assert len(_candidates(ctx, key, Target("cuda -allow_tf32=1"))) == 1
+    ctx = ApplyHistoryBest([record("cuda -arch=sm_90", 2e-5)])  # float32 serves a TF32 build
+    assert len(_candidates(ctx, key, Target("cuda -allow_tf32=1"))) == 1
