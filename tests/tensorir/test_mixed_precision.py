@@ -317,3 +317,35 @@ def test_op_in_16_bits_on_llvm_matches_its_float32_reference(case, dtype):
     got = np.zeros(out.shape, to_numpy(dtype))
     f(*low, got)
     np.testing.assert_allclose(got.astype(np.float32), want, *tolerance(dtype), err_msg=name)
+
+
+def test_onnx_bfloat16_casts_import_and_build():
+    pytest.importorskip("onnx")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16),
+        helper.make_node("Relu", ["xb"], ["r"]),
+        helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 5))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (3, 5))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    mod, params = ansor.from_onnx(model)
+    assert [c.dtype for c in gir.calls(mod["main"])] == ["bfloat16", "bfloat16", "float32"]
+    x = np.random.default_rng(6).normal(size=(3, 5)).astype(np.float32)
+    want = np.maximum(x.astype(ml_dtypes.bfloat16).astype(np.float32), 0)
+    np.testing.assert_array_equal(evaluate(mod, {"x": x}, params), want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = ansor.build(mod, target="llvm", params=params)
+    gm = ansor.GraphModule(lib["default"](ansor.device("cpu")))
+    gm.set_input("x", x)
+    gm.run()
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
