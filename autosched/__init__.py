@@ -46,6 +46,7 @@ from .network.task_scheduler import (
     TaskSchedulerCallback,
 )
 from .networks import from_onnx
+from .precision import AccuracyReport, accuracy_report, to_mixed_precision
 from .rpc import RPCRunner
 from .search.params import SearchParams
 from .search.policy import (
@@ -63,6 +64,7 @@ __version__ = _package_version()
 context = device
 
 __all__ = [
+    "AccuracyReport",
     "ApplyHistoryBest",
     "IRModule",
     "contrib",
@@ -71,6 +73,8 @@ __all__ = [
     "target",
     "transform",
     "utils",
+    "accuracy_report",
+    "to_mixed_precision",
     "GraphModule",
     "autotvm",
     "NetworkLib",

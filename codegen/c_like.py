@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from tensorir.dtype import is_float, is_int
+from tensorir.dtype import LOW_PRECISION, is_float, is_int
 from tensorir.expr import (
     Binary,
     Call,
@@ -127,6 +127,9 @@ class CRenderer:
     types: dict = {}
     helper_qualifier = "static inline"
     int64_suffix = "LL"
+    float_compute: frozenset = frozenset()
+    """16-bit float dtypes whose arithmetic and comparisons go through float32 (each result is
+    rounded back): types without native operators on every architecture (CUDA's bfloat16)."""
 
     def __init__(self, inject_vthreads: bool = True):
         self.inject_vthreads = inject_vthreads
@@ -166,6 +169,11 @@ class CRenderer:
     # ------------------------------------------------------------------ types and constants
 
     def ctype(self, dtype: str) -> str:
+        if dtype not in self.types:
+            raise ValueError(
+                f"{self.lang} code has no {dtype} type; use one of {sorted(self.types)} "
+                f"(cast the network with to_mixed_precision(mod, 'float16') for 16 bits)"
+            )
         self._dtypes.add(dtype)
         return self.types[dtype]
 
@@ -210,7 +218,7 @@ class CRenderer:
         """Floor division / modulo (Python semantics), plain ``/`` ``%`` when both are >= 0."""
         sa, sb = self.expr(a), self.expr(b)
         if is_float(dtype):
-            if dtype == "float16":
+            if dtype in LOW_PRECISION:
                 return self.cast(dtype, "float32", self.floordiv(op, _f32(a), _f32(b), "float32"))
             t = self.ctype(dtype)
             fl = self.math_call("floor", ["(x / y)"], dtype)
@@ -265,9 +273,9 @@ class CRenderer:
                 return self.expr(e.value)
             return self.cast(e.dtype, e.value.dtype, self.expr(e.value))
         if isinstance(e, Call):
-            if e.dtype == "float16":
+            if e.dtype in LOW_PRECISION:
                 inner = Call(e.name, tuple(_f32(a) for a in e.args), "float32")
-                return self.cast("float16", "float32", self.expr(inner))
+                return self.cast(e.dtype, "float32", self.expr(inner))
             return self.math_call(e.name, [self.expr(a) for a in e.args], e.dtype)
         raise TypeError(
             f"cannot generate {self.lang} code for a {type(e).__name__} expression ({e}); "
@@ -292,10 +300,12 @@ class CRenderer:
         op, dtype = e.op, e.a.dtype
         if op in ("floordiv", "floormod"):
             return self.floordiv(op, e.a, e.b, e.dtype)
+        if dtype in self.float_compute or (op in ("min", "max") and dtype in LOW_PRECISION):
+            lowp = e.dtype == dtype  # arithmetic (a comparison gives bool)
+            inner = Binary(op, _f32(e.a), _f32(e.b), "float32" if lowp else e.dtype)
+            text = self.binary(inner)
+            return self.cast(dtype, "float32", text) if lowp else text
         if op in ("min", "max"):
-            if dtype == "float16":
-                inner = Binary(op, _f32(e.a), _f32(e.b), "float32")
-                return self.cast("float16", "float32", self.binary(inner))
             return self.minmax(op, self.expr(e.a), self.expr(e.b), e.dtype)
         if op not in _INFIX:
             raise ValueError(f"unknown binary operator {op!r} in {e}")

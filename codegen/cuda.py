@@ -60,12 +60,15 @@ class CUDARenderer(CRenderer):
         "threadIdx.x": "threadIdx.x", "threadIdx.y": "threadIdx.y", "threadIdx.z": "threadIdx.z",
     }  # fmt: skip
     types = {
-        "float16": "half", "float32": "float", "float64": "double", "int8": "signed char",
-        "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
-        "uint32": "unsigned int", "bool": "bool",
+        "float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double",
+        "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+        "uint8": "unsigned char", "uint32": "unsigned int", "bool": "bool",
     }  # fmt: skip
     helper_qualifier = "__device__ __forceinline__"
     int64_suffix = "LL"
+    # __nv_bfloat16's operators are native from sm_80 only (emulated, per CUDA version, below):
+    # compute through float everywhere, as the references do.
+    float_compute = frozenset({"bfloat16"})
 
     def __init__(self, inject_vthreads: bool = True, arch: str | None = None):
         super().__init__(inject_vthreads)
@@ -137,7 +140,8 @@ class CUDARenderer(CRenderer):
         self._close()
 
     def header(self) -> list[str]:
-        return ["#include <cuda_fp16.h>"] if "float16" in self._dtypes else []
+        out = ["#include <cuda_fp16.h>"] if "float16" in self._dtypes else []
+        return out + (["#include <cuda_bf16.h>"] if "bfloat16" in self._dtypes else [])
 
     def kernel_signature(self, name, params, info) -> str:
         # The launch always uses exactly this block, so tell ptxas the bound (register budget).
@@ -147,6 +151,8 @@ class CUDARenderer(CRenderer):
     def float_const(self, value: float, dtype: str) -> str:
         if dtype == "float16":
             return f"__float2half({self.float_const(value, 'float32')})"
+        if dtype == "bfloat16":
+            return f"__float2bfloat16({self.float_const(value, 'float32')})"
         if math.isnan(value):
             text = (
                 "__int_as_float(0x7fc00000)"
@@ -166,12 +172,17 @@ class CUDARenderer(CRenderer):
 
     def cast(self, dtype: str, src_dtype: str, v: str) -> str:
         # Go through float for half: __half's own conversions differ between CUDA versions.
-        if src_dtype == "float16":
-            v, src_dtype = f"__half2float({v})", "float32"
+        if dtype == src_dtype:
+            return v
+        if src_dtype in ("float16", "bfloat16"):
+            to_float = "__half2float" if src_dtype == "float16" else "__bfloat162float"
+            v, src_dtype = f"{to_float}({v})", "float32"
             if dtype == "float32":
                 return v
         if dtype == "float16":
             return f"__float2half((float)({v}))"
+        if dtype == "bfloat16":
+            return f"__float2bfloat16((float)({v}))"
         return f"(({self.ctype(dtype)})({v}))"
 
     def math_call(self, name: str, args: list[str], dtype: str) -> str:

@@ -250,6 +250,8 @@ class _Generator(ExprEmitter):
             value = self.b.zext(
                 value, ir.VectorType(mt, lanes_of(value)) if lanes_of(value) else mt
             )
+        elif buf.dtype == "bfloat16":
+            value = self.bf16_round(value)
         align = itemsize(buf.dtype)
         if self.fn.vec_var is None or self.is_uniform(s.index):
             if lanes_of(value):

@@ -10,6 +10,10 @@ Two conventions shape this file:
   flat offsets of big buffers cannot overflow and addresses need no sign extension. Every
   int32-typed node evaluated for an index (or under a Cast / comparison of loop-variable
   arithmetic) is emitted as i64; stores and other data contexts keep i32.
+- bfloat16: LLVM's ``bfloat`` type has no llvmlite builder, so a bfloat16 buffer is ``i16`` in
+  memory and a bfloat16 value is ``float`` in registers: a load widens the 16 bits (exact, a
+  shift), a store and a Cast to bfloat16 round to nearest even. Arithmetic between stores runs
+  in float32, as the references do (float16 values stay ``half``: LLVM promotes each op).
 - vector mode: inside an explicitly vectorized loop, a value is an LLVM vector only if it
   depends on the vector loop variable; everything else stays scalar and is splatted when it
   meets a vector, so uniform loads are done once per iteration, not per lane.
@@ -22,7 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from tensorir.dtype import DTYPES, itemsize
+from tensorir.dtype import (
+    DTYPES,
+    bfloat16_bits_to_float32,
+    float32_to_bfloat16_bits,
+    itemsize,
+)
 from tensorir.expr import (
     BITWISE_OPS,
     CMP_OPS,
@@ -45,6 +54,7 @@ from .llvm_vector import const_int, depends_on, is_nonneg, stride
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
@@ -55,6 +65,7 @@ FMF = ("reassoc", "contract", "arcp", "afn", "nsz")
 
 _SCALAR = {
     "float16": ir.HalfType(),
+    "bfloat16": ir.FloatType(),  # a register; memory is i16 (see the module docstring)
     "float32": ir.FloatType(),
     "float64": ir.DoubleType(),
     "int8": I8,
@@ -90,7 +101,9 @@ def scalar_type(dtype: str) -> ir.Type:
 
 
 def mem_type(dtype: str) -> ir.Type:
-    """In-memory element type (bool is stored as one byte)."""
+    """In-memory element type (bool is stored as one byte, bfloat16 as its 16 bits)."""
+    if dtype == "bfloat16":
+        return I16
     return I8 if dtype == "bool" else scalar_type(dtype)
 
 
@@ -238,6 +251,9 @@ class ExprEmitter:
             return ir.Constant(I1, int(bool(e.value)))
         if e.dtype == "float16":
             return ir.Constant(t, float(np.float16(e.value)))
+        if e.dtype == "bfloat16":
+            bits = float32_to_bfloat16_bits(np.float32(e.value))
+            return ir.Constant(t, float(bfloat16_bits_to_float32(bits)))
         if is_float_dtype(e.dtype):
             return ir.Constant(t, float(e.value))
         return ir.Constant(t, int(e.value))
@@ -274,6 +290,11 @@ class ExprEmitter:
             return self.b.icmp_unsigned("!=", v, self.const_like(v.type, 0))
         if src == "bool":
             return self.b.uitofp(v, t) if is_float_dtype(dst) else self.b.zext(v, t)
+        if dst == "bfloat16":  # to float32, then rounded to bfloat16's 8 significant bits
+            v = self.convert(v, src, "float32", wide)
+            return v if src == "bfloat16" else self.bf16_widen(self.bf16_round(v))
+        if src == "bfloat16":
+            src = "float32"
         sf, df = is_float_dtype(src), is_float_dtype(dst)
         if sf and df:
             sw = {"float16": 16, "float32": 32, "float64": 64}
@@ -285,6 +306,25 @@ class ExprEmitter:
         if df:
             return self.b.sitofp(v, t) if is_signed(src) else self.b.uitofp(v, t)
         return self.int_resize(v, et, signed=is_signed(src))
+
+    def bf16_round(self, v: ir.Value) -> ir.Value:
+        """float (or float vector) -> the i16 bits of bfloat16, rounded to nearest even; NaN
+        stays a quiet NaN (the rounding carry could turn a NaN's payload into inf)."""
+        bld, lanes = self.b, lanes_of(v)
+        bits = bld.bitcast(v, with_lanes(I32, lanes))
+        sixteen = self.const_like(bits.type, 16)
+        lsb = bld.and_(bld.lshr(bits, sixteen), self.const_like(bits.type, 1))
+        up = bld.add(bld.add(bits, self.const_like(bits.type, 0x7FFF)), lsb)
+        out = bld.trunc(bld.lshr(up, sixteen), with_lanes(I16, lanes))
+        nan = bld.fcmp_unordered("uno", v, v)
+        return bld.select(nan, self.const_like(out.type, 0x7FC0), out)
+
+    def bf16_widen(self, bits: ir.Value) -> ir.Value:
+        """The i16 bits of bfloat16 (or a vector of them) -> float: exact."""
+        lanes = lanes_of(bits)
+        wide = self.b.zext(bits, with_lanes(I32, lanes))
+        wide = self.b.shl(wide, self.const_like(wide.type, 16))
+        return self.b.bitcast(wide, with_lanes(F32, lanes))
 
     # ------------------------------------------------------------------ operators
     def _binary(self, e: Binary, wide: bool) -> ir.Value:
@@ -547,6 +587,8 @@ class ExprEmitter:
                 )
         if buf.dtype == "bool":
             return self.b.icmp_unsigned("!=", v, self.const_like(v.type, 0))
+        if buf.dtype == "bfloat16":
+            return self.bf16_widen(v)
         if e.dtype == "int32" and wide:
             return self.b.sext(v, with_lanes(I64, lanes_of(v)))
         return v

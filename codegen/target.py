@@ -85,6 +85,7 @@ class Target:
         object.__setattr__(self, "kind", TargetKind(kind))
         object.__setattr__(self, "options", tuple(opts))
         object.__setattr__(self, "host", host)
+        _check_tf32(self, spec)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.options:
@@ -112,6 +113,15 @@ class Target:
         return self.get("device")
 
     @property
+    def allow_tf32(self) -> bool:
+        """Whether float32 convolutions and matmuls may round their operands to TF32 (10-bit
+        mantissa) to run on tensor cores: ``Target("cuda -allow_tf32=1")``. Off by default: a
+        float32 network computes in float32 unless the user says otherwise (PyTorch's cuDNN
+        convolutions use TF32 by default; docs/gpu.md). Read by the tensor-core sketch rule;
+        until that rule exists it changes no generated code."""
+        return _TRUE_FALSE[self.get("allow_tf32", "0")]
+
+    @property
     def is_gpu(self) -> bool:
         return self.kind in ("cuda", "opencl")
 
@@ -135,6 +145,21 @@ class Target:
 
 
 _CURRENT: list[Target] = []  # the ``with Target(...)`` stack, innermost last
+_TRUE_FALSE = {"1": True, "true": True, "True": True, "0": False, "false": False, "False": False}
+
+
+def _check_tf32(target: Target, spec: str) -> None:
+    """``-allow_tf32`` is a yes/no option of CUDA targets (TF32 is an NVIDIA tensor-core type)."""
+    value = target.get("allow_tf32")
+    if value is None:
+        return
+    if value not in _TRUE_FALSE:
+        raise ValueError(f"target {spec!r}: -allow_tf32={value}; write -allow_tf32=1 or =0")
+    if target.kind != "cuda":
+        raise ValueError(
+            f"target {spec!r}: -allow_tf32 is an option of cuda targets (TF32 runs on NVIDIA "
+            f"tensor cores); drop it for {target.kind}"
+        )
 
 
 def _host_target(host, spec) -> Target:

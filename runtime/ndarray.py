@@ -13,7 +13,19 @@ from .device import Device, device
 
 
 def np_dtype(dtype) -> np.dtype:
-    """numpy dtype of a dtype name ("float32", "bool", ...) or numpy dtype."""
+    """numpy dtype of a dtype name ("float32", "bool", ...) or numpy dtype.
+
+    numpy has no bfloat16: ``"bfloat16"`` is ml_dtypes' (imported here, lazily, because it is
+    optional); without ml_dtypes it is a ValueError saying so.
+    """
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError(
+                "bfloat16 arrays need the ml_dtypes package (pip install ml-dtypes)"
+            ) from None
+        return np.dtype(ml_dtypes.bfloat16)
     try:
         return np.dtype(dtype)
     except TypeError as err:

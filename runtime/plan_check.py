@@ -31,7 +31,8 @@ def _dtype(name) -> np.dtype | None:
         dtype = np_dtype(str(name))
     except (TypeError, ValueError, KeyError):
         return None
-    return dtype if dtype.kind in "biufc" else None
+    # ml_dtypes' bfloat16 is a numpy "void" kind: numeric all the same.
+    return dtype if dtype.kind in "biufc" or dtype.name == "bfloat16" else None
 
 
 def _buffer_list_problems(where: str, entries) -> list[str]:

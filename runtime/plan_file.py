@@ -54,6 +54,34 @@ def checksum(meta: dict, arrays: dict) -> str:
     return h.hexdigest()
 
 
+BFLOAT16_KEY = "bfloat16_arrays"
+"""The metadata entry naming the arrays stored as bfloat16 bits (absent when there are none)."""
+
+
+def encode_bfloat16(arrays: dict) -> tuple[dict, list[str]]:
+    """bfloat16 arrays (ml_dtypes', which ``.npz`` files cannot keep: they load back as raw
+    bytes) as their uint16 bits, and the names of those arrays, for :func:`decode_bfloat16`."""
+    names = sorted(k for k, a in arrays.items() if a.dtype.name == "bfloat16")
+    return {k: (a.view(np.uint16) if k in names else a) for k, a in arrays.items()}, names
+
+
+def decode_bfloat16(path, arrays: dict, names) -> dict:
+    """Undo :func:`encode_bfloat16` (after the checksum, which covers the stored bits)."""
+    if names is None:
+        return arrays
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{path}: invalid metadata: {BFLOAT16_KEY} is not a list of names")
+    from .ndarray import np_dtype
+
+    out = dict(arrays)
+    for n in names:
+        if n in out and out[n].dtype == np.uint16:
+            out[n] = out[n].view(np_dtype("bfloat16"))
+        else:
+            raise ValueError(f"{path}: bfloat16 array {n!r} is missing or not 16-bit")
+    return out
+
+
 def _host(lang: str) -> str | None:
     """The signature object code of ``lang`` depends on; None where it is not kept."""
     if lang != "llvm":
@@ -81,6 +109,8 @@ def write_plan(path, meta: dict, constants: dict) -> None:
                 "host": host,
             }
         kernels.append(kernel)
+    arrays, bf16 = encode_bfloat16(arrays)
+    meta = {**meta, BFLOAT16_KEY: bf16} if bf16 else meta
     meta = json.loads(json.dumps({**meta, "format_version": FORMAT_VERSION, "kernels": kernels}))
     meta["checksum"] = {"sha256": checksum(meta, arrays)}
     path.write_text(json.dumps(meta))
@@ -123,6 +153,7 @@ def read_plan(path) -> tuple[dict, dict]:
             f"{path}: checksum mismatch: the file or {arrays_path.name} was changed after "
             "export_library wrote it; export the network again (and load only files you trust)"
         )
+    arrays = decode_bfloat16(path, arrays, meta.get(BFLOAT16_KEY))
     return meta, _split_arrays(path, meta, arrays)
 
 

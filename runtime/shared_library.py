@@ -47,7 +47,7 @@ import numpy as np
 
 from .errors import CompileError
 from .library_file import check_library_file, seal
-from .plan_file import checksum, npz_path
+from .plan_file import BFLOAT16_KEY, checksum, decode_bfloat16, encode_bfloat16, npz_path
 
 FORMAT = "autosched-shared-library"
 FORMAT_VERSION = 1
@@ -265,6 +265,8 @@ def export_shared_library(
         )
     triple = triple or _llvm().get_default_triple()
     arrays = {str(int(k)): np.ascontiguousarray(v) for k, v in (constants or {}).items()}
+    arrays, bf16 = encode_bfloat16(arrays)
+    meta = {**meta, BFLOAT16_KEY: bf16} if bf16 else meta
     kernels = [{k: v for k, v in a.items() if k != "binary"} for a in artifacts]
     for i, kernel in enumerate(kernels):
         kernel["symbols"] = {la[0]: kernel_symbol(i, la[0]) for la in kernel["launches"]}
@@ -395,12 +397,14 @@ class SharedLibrary:
         # else: OpenCL source only, nothing to link; the file's description is the library
         self.path = path
         self.meta = meta
-        self.constants = self._read_constants(path, meta.get("params_sha256"))
+        self.constants = self._read_constants(
+            path, meta.get("params_sha256"), meta.get(BFLOAT16_KEY)
+        )
         if self.handle is not None:
             self._set_threads()
 
     @staticmethod
-    def _read_constants(path: Path, recorded: str | None) -> dict:
+    def _read_constants(path: Path, recorded: str | None, bfloat16_names=None) -> dict:
         if recorded is None:
             return {}
         arrays_path = npz_path(path)
@@ -416,6 +420,7 @@ class SharedLibrary:
                 f"{path}: {arrays_path.name} was changed after export_library wrote it; "
                 "export the network again"
             )
+        arrays = decode_bfloat16(path, arrays, bfloat16_names)
         return {int(k): v for k, v in arrays.items()}
 
     def _set_threads(self) -> None:

@@ -398,6 +398,8 @@ def _const_str(e: Const) -> str:
         return f"{float(e.value):g}"
     if e.dtype == "float16":
         return f"{float(e.value):g}h"
+    if e.dtype == "bfloat16":
+        return f"bfloat16({float(e.value):g}f)"
     return f"({e.dtype}){int(e.value)}"
 
 

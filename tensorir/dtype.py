@@ -7,6 +7,7 @@ import numpy as np
 # name -> (kind, bits); kind is "float", "int", "uint" or "bool".
 DTYPES: dict[str, tuple[str, int]] = {
     "float16": ("float", 16),
+    "bfloat16": ("float", 16),
     "float32": ("float", 32),
     "float64": ("float", 64),
     "int8": ("int", 8),
@@ -48,7 +49,75 @@ def itemsize(dtype: str) -> int:
     return max(1, DTYPES[dtype][1] // 8)
 
 
+LOW_PRECISION = ("float16", "bfloat16")
+"""The 16-bit float dtypes: stored in 16 bits, computed in float32 by the references."""
+
+# Comparison tolerance (rtol, atol) of a result in each float dtype against a float32/float64
+# reference, for values of magnitude about 1 and sums of up to a few hundred terms: float16
+# keeps 11 significant bits (relative step 2**-11 = 4.9e-4), bfloat16 8 (2**-8 = 3.9e-3); a
+# few roundings of the inputs and of the result add up to a few steps.
+_TOLERANCE = {
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "float32": (1e-4, 1e-5),
+    "float64": (1e-7, 1e-9),
+}
+
+
+def is_low_precision(dtype: str) -> bool:
+    """True for float16 and bfloat16."""
+    return dtype in LOW_PRECISION
+
+
+def tolerance(dtype: str) -> tuple[float, float]:
+    """``(rtol, atol)`` that fits a result in ``dtype`` compared with a float32 reference.
+
+    The one home of per-dtype tolerances: tests and accuracy checks of low-precision kernels
+    use it with ``np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)``. Integer and
+    bool results are exact: ``(0, 0)``.
+    """
+    check_dtype(dtype)
+    return _TOLERANCE.get(dtype, (0.0, 0.0))
+
+
+def bfloat16_numpy() -> np.dtype:
+    """numpy's bfloat16 dtype, from the optional ``ml_dtypes`` package (numpy has none).
+
+    Raises
+    ------
+    ValueError
+        ``ml_dtypes`` is not installed; :func:`float32_to_bfloat16_bits` and
+        :func:`bfloat16_bits_to_float32` convert through uint16 bits without it.
+    """
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ValueError(
+            "bfloat16 arrays on the host need the ml_dtypes package (pip install ml-dtypes; "
+            "onnx installs it); without it pass uint16 bits from "
+            "tensorir.dtype.float32_to_bfloat16_bits"
+        ) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def float32_to_bfloat16_bits(x) -> np.ndarray:
+    """The bfloat16 bit patterns (uint16) of float32 values, rounded to nearest even (what
+    the generated code and ml_dtypes do; NaN stays a quiet NaN)."""
+    f = np.asarray(x, dtype=np.float32)
+    u = f.reshape(-1).view(np.uint32).astype(np.uint64).reshape(f.shape)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return np.where(np.isnan(f), 0x7FC0, rounded).astype(np.uint16)
+
+
+def bfloat16_bits_to_float32(bits) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns (uint16): exact."""
+    b = np.asarray(bits, dtype=np.uint16)
+    return (b.astype(np.uint32) << 16).reshape(-1).view(np.float32).reshape(b.shape)
+
+
 def to_numpy(dtype: str) -> np.dtype:
+    if dtype == "bfloat16":
+        return bfloat16_numpy()
     return np.dtype("bool" if dtype == "bool" else dtype)
 
 
@@ -68,4 +137,6 @@ def promote(a: str, b: str) -> str:
     rank = {"bool": 0, "uint": 1, "int": 2, "float": 3}
     if rank[ka] != rank[kb]:
         return a if rank[ka] > rank[kb] else b
+    if {a, b} == set(LOW_PRECISION):
+        return "float32"  # neither holds the other (as numpy with ml_dtypes)
     return a if ba >= bb else b

@@ -18,6 +18,8 @@ import numpy as np
 
 from runtime.environment import cpu_count
 
+from ..precision import PRECISIONS
+
 # Trials of `tune` without --trials and --max-seconds: the README's main job, a few minutes on a
 # 2-core CPU (one round of 2 per resnet-18 task: its default schedule and one searched state).
 DEFAULT_TRIALS = 48
@@ -40,6 +42,17 @@ def add_network_commands(sub) -> None:
         p.add_argument("--target", default="llvm")
         p.add_argument("--log", help="records (default <network>-<layout>-B<n>-<target>.json)")
         p.add_argument("--no-winograd", action="store_true", help="direct conv2d for 3x3 convs")
+        p.add_argument(
+            "--precision", default="float32", choices=PRECISIONS,
+            help="float16 / bfloat16: to_mixed_precision (convolutions and matmuls in 16 bits "
+            "accumulating in float32) and an accuracy report against float32 (docs/gpu.md)",
+        )  # fmt: skip
+        if name != "compile":
+            p.add_argument(
+                "--accuracy-inputs", type=int, default=50,
+                help="random inputs of the accuracy report of a 16-bit --precision (default 50; "
+                "each runs the float32 numpy reference once; 0 skips the report)",
+            )  # fmt: skip
         if name == "tune":
             p.add_argument(
                 "--trials", type=int,
@@ -155,7 +168,7 @@ def check_network_args(args) -> None:
             raise CLIError("--input-shape only applies to --onnx models; drop it or add --onnx")
         _input_shape(args.input_shape)
     minimum = {"batch_size": 1, "repeat": 1, "min_repeat_ms": 0, "trials": 1, "per_round": 1,
-               "population": 1, "generations": 0}  # fmt: skip
+               "population": 1, "generations": 0, "accuracy_inputs": 0}  # fmt: skip
     for name, low in minimum.items():
         value = getattr(args, name, None)
         if value is not None and value < low:
@@ -198,7 +211,8 @@ def _log_path(args, name: str) -> Path:
     if args.log:
         return Path(args.log)
     kind = args.target.split()[0]
-    return Path(f"{name}-{args.layout}-B{args.batch_size}-{kind}.json")
+    precision = "" if args.precision == "float32" else f"-{args.precision}"
+    return Path(f"{name}-{args.layout}-B{args.batch_size}-{kind}{precision}.json")
 
 
 def _graph_flags(args) -> str:
@@ -210,6 +224,7 @@ def _graph_flags(args) -> str:
         flags = ["--network", args.network, "--layout", args.layout]
         flags += ["--batch-size", str(args.batch_size)]
     flags += ["--target", args.target] + (["--no-winograd"] if args.no_winograd else [])
+    flags += ["--precision", args.precision] if args.precision != "float32" else []
     return " ".join(shlex.quote(f) for f in flags)
 
 
@@ -220,7 +235,8 @@ def _graph_name(args) -> str:
         name = f"ONNX {args.onnx}{shape}"
     else:
         name = f"{args.network} {args.layout} B{args.batch_size}"
-    return name + (" no-winograd" if args.no_winograd else "")
+    name += " no-winograd" if args.no_winograd else ""
+    return name + ("" if args.precision == "float32" else f" {args.precision}")
 
 
 def _load_lib(args, mod, params):
@@ -265,6 +281,7 @@ def _compile(args, mod, params, log: Path):
 
 def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms=None) -> int:
     import autosched as ansor
+    from tensorir.dtype import tolerance
     from tensorir.graph import evaluate
 
     dev = ansor.device(lib.target.device_kind, 0)
@@ -284,7 +301,11 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
     refs = evaluate(mod, feeds, params)
     refs = refs if isinstance(refs, list) else [refs]
     outs = [module.get_output(k).numpy() for k in range(module.get_num_outputs())]
-    ok, lines = check_outputs(outs, refs)
+    # A 16-bit network against its own numpy reference: the roundings of the 16-bit
+    # intermediates differ in order, so the 16-bit tolerance.
+    low = args.precision != "float32"
+    tol = dict(zip(("rtol", "atol"), tolerance(args.precision))) if low else {}
+    ok, lines = check_outputs(outs, refs, **tol)
     for line in lines:
         print(line)
     if args.command in ("tune", "benchmark", "run"):
@@ -300,6 +321,27 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
             gpu, cold = lib.target.is_gpu, _tunes_cold(args)
             print(latency_comparison(estimated_ms, measured_ms, gpu, cold, busy))
     return 0 if ok else 1
+
+
+def _print_accuracy(args, lib, fp32_mod, fp32_params, mod, input_name) -> None:
+    """The accuracy report of a 16-bit ``--precision``: the built network against the float32
+    numpy reference on ``--accuracy-inputs`` random inputs."""
+    import autosched as ansor
+
+    if args.precision == "float32" or not args.accuracy_inputs:
+        return
+    module = ansor.GraphModule(lib, ansor.device(lib.target.device_kind, 0))
+
+    def run(x):
+        module.set_input(input_name, x)
+        module.run()
+        return module.get_output(0).numpy()
+
+    t0 = time.perf_counter()
+    report = ansor.accuracy_report(
+        fp32_mod, fp32_params, mod, args.accuracy_inputs, lowp_run=run, dtype=args.precision
+    )
+    print(f"Accuracy: {report} ({time.perf_counter() - t0:.1f} s)")
 
 
 def latency_comparison(
@@ -391,6 +433,10 @@ def run_network_command(args) -> int:
 
     check_network_args(args)
     mod, params, input_shape, input_name, name = _load_network(args)
+    fp32_mod, fp32_params = mod, params
+    if args.precision != "float32":
+        # The weights are bound (in 16 bits) and batch norm folded: no params from here on.
+        mod, params = ansor.to_mixed_precision(mod, args.precision, params), {}
     log = _log_path(args, name)
     estimated_ms = None
     if args.command == "tune":
@@ -457,6 +503,7 @@ def run_network_command(args) -> int:
         args, lib, mod, params, input_shape, input_name,
         estimated_ms if args.command == "tune" else None,
     )  # fmt: skip
+    _print_accuracy(args, lib, fp32_mod, fp32_params, mod, input_name)
     if args.command == "tune":
         lib_path = shlex.quote(f"{log.stem}.lib")
         print(

@@ -165,14 +165,16 @@ def random_inputs(dag) -> list[np.ndarray]:
     and modulo in a DAG neither divide by zero nor depend on C-vs-Python rounding of negatives;
     a tensor used as a data-dependent index stays below the extent it indexes.
     """
+    from tensorir.dtype import is_float, to_numpy
+
     rng = np.random.default_rng(_SEED)
     arrays = []
     # Index tensors (token ids of an embedding lookup) stay inside the tables they index.
     index_limit = index_extents(dag.compute_ops)
     for t in dag.input_tensors:
-        dt = np.dtype(t.dtype)
+        dt = to_numpy(t.dtype)  # bfloat16 is ml_dtypes' (a numpy "void" kind)
         shape = tuple(int(s) for s in t.shape)
-        if dt.kind == "f":
+        if is_float(t.dtype):
             arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dt))
         elif dt.kind == "b":
             arrays.append(rng.integers(0, 2, shape).astype(dt))

@@ -288,17 +288,20 @@ def build_network(
 
 def _candidates(ctx, key: str, target: Target) -> list:
     """The error-free records for ``key`` on ``target``, best first; failing an exact match of
-    the target string, those of the same target kind (``cuda -arch=sm_90`` for ``cuda``)."""
+    the target string, those of the same target kind (``cuda -arch=sm_90`` for ``cuda``), except
+    records tuned with ``-allow_tf32=1`` for a target without it: they may round float32
+    operands to TF32, which the user did not allow (float32 records serve a TF32 target)."""
     found = ctx.candidates(key, target)
     if found:
         return found
     same_kind = []
     for rec_target in ctx.targets_of(key):
         try:
-            if Target(rec_target).kind == target.kind:
-                same_kind.extend(ctx.candidates(key, rec_target))
+            rec = Target(rec_target)
         except ValueError:
             continue
+        if rec.kind == target.kind and (target.allow_tf32 or not rec.allow_tf32):
+            same_kind.extend(ctx.candidates(key, rec_target))
     return sorted(same_kind, key=lambda v: v[1].mean_cost)
 
 

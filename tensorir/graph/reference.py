@@ -3,7 +3,10 @@
 Each call runs its op's numpy ``reference`` from the operator table (``tensorir.ops.registry``;
 the implementations are ``tensorir.ops.reference`` and share nothing with the te computes).
 Intermediate arrays are dropped after their last use, so resnet-50 at 224x224 fits comfortably
-in memory.
+in memory. float16 and bfloat16 inputs are widened to float32 before each reference runs and its
+result is rounded to the op's dtype: one rounding per op, as compiled code that computes in
+float32 inside a kernel and stores 16 bits (numpy's own float16 matmul is slow and bfloat16
+arithmetic needs ml_dtypes).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..dtype import is_low_precision, to_numpy
 from .ir import Call, Constant, Function, Module, Var, post_order
 from .shapes import get_op
 
@@ -42,7 +46,7 @@ def evaluate(func: Function | Module, inputs: Mapping[str, np.ndarray], params=N
         arr = np.asarray(given[v.name])
         if tuple(arr.shape) != v.shape:
             raise ValueError(f"evaluate: %{v.name} must have shape {v.shape}, got {arr.shape}")
-        env[id(v)] = arr.astype(v.dtype, copy=False)
+        env[id(v)] = arr.astype(to_numpy(v.dtype), copy=False)
     order = post_order(func)
     remaining = _use_counts(order, func)
     for node in order:
@@ -51,20 +55,25 @@ def evaluate(func: Function | Module, inputs: Mapping[str, np.ndarray], params=N
         if isinstance(node, Constant):
             env[id(node)] = node.value
             continue
-        args = [env[id(a)] for a in node.args]
+        args = [_widen(env[id(a)]) for a in node.args]
         if node.attrs.get("out_dtype"):
             # Accumulate in the output type, as topi does (int8 x int8 -> int32 is exact).
             args = [a.astype(node.dtype, copy=False) for a in args]
         out = np.asarray(get_op(node.op).reference(node.attrs, node.shape, *args))
         if out.shape != node.shape:  # a bug here would poison every comparison downstream
             raise AssertionError(f"reference {node.op} gave {out.shape}, expected {node.shape}")
-        env[id(node)] = out.astype(node.dtype, copy=False)
+        env[id(node)] = out.astype(to_numpy(node.dtype), copy=False)
         for a in node.args:
             remaining[id(a)] -= 1
             if remaining[id(a)] == 0:
                 del env[id(a)]
     outs = [env[id(o)] for o in func.outputs]
     return outs if isinstance(func.body, tuple) else outs[0]
+
+
+def _widen(a: np.ndarray) -> np.ndarray:
+    """float16 / bfloat16 arrays as float32 (exact), where the references compute."""
+    return a.astype(np.float32) if is_low_precision(str(a.dtype)) else a
 
 
 def _use_counts(order, func) -> dict[int, int]:

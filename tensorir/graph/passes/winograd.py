@@ -24,6 +24,10 @@ def alter_op_layout_winograd(func: Function, device_kind: str = "gpu") -> Functi
         data, weight = args
         if not (is_float(data.dtype) and is_float(weight.dtype)):
             return None  # the transforms have fractional entries: integer convs stay direct
+        if a["out_dtype"] not in ("", data.dtype):
+            # A 16-bit conv accumulating in float32 (to_mixed_precision): winograd's transforms
+            # would run in 16 bits, whose rounding they amplify; it stays direct.
+            return None
         if a["kernel_layout"] != "HWIO" or not use_winograd(
             data.shape,
             weight.shape,
