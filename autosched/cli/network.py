@@ -36,7 +36,12 @@ def add_network_commands(sub) -> None:
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("--network", default="resnet-18", help="zoo name (default resnet-18)")
         p.add_argument("--onnx", help="an ONNX file instead of a zoo network")
-        p.add_argument("--input-shape", help="ONNX input shape, e.g. 1,3,224,224")
+        p.add_argument(
+            "--input-shape",
+            help="ONNX input shape, e.g. 1,3,224,224 (the first input, and other inputs of that "
+            "rank with dynamic dims, such as a BERT's attention_mask), or per input: "
+            "'input_ids=1,128;attention_mask=1,128'",
+        )
         p.add_argument("--batch-size", type=int, default=1)
         p.add_argument("--layout", default="NHWC", choices=["NHWC", "NCHW"])
         p.add_argument("--target", default="llvm")
@@ -97,12 +102,47 @@ class CLIError(Exception):
 
 
 def _input_shape(text: str) -> tuple[int, ...]:
-    dims = [d.strip() for d in text.split(",")]
-    if not text.strip() or not all(d.isdigit() and int(d) > 0 for d in dims):
-        raise CLIError(
-            f"--input-shape {text!r}: give positive ints separated by commas, e.g. 1,3,224,224"
-        )
-    return tuple(int(d) for d in dims)
+    """``--input-shape``'s dims: one shape, or ``NAME=dims`` parts separated by ``;``."""
+    parts = [p.partition("=")[2] if "=" in p else p for p in text.split(";")]
+    shapes = []
+    for part in parts:
+        dims = [d.strip() for d in part.split(",")]
+        if not part.strip() or not all(d.isdigit() and int(d) > 0 for d in dims):
+            raise CLIError(
+                f"--input-shape {text!r}: give positive ints separated by commas, e.g. "
+                "1,3,224,224, or NAME=dims per input separated by ';', e.g. "
+                "'input_ids=1,128;attention_mask=1,128'"
+            )
+        shapes.append(tuple(int(d) for d in dims))
+    return shapes[0]
+
+
+def _input_shapes(text: str, model) -> dict[str, tuple[int, ...]]:
+    """The ``shape=`` of ``from_onnx`` for ``--input-shape``: ``NAME=dims;NAME=dims``, or one
+    shape for the first graph input and for every other input of the same rank whose
+    declared dims are not all fixed (a BERT export's ``attention_mask`` beside its
+    ``input_ids``: one ``--input-shape 1,128`` sets the sequence length of both)."""
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if "=" in text:
+        shapes = {}
+        names = [i.name for i in inputs]
+        for part in text.split(";"):
+            name, _, dims = part.partition("=")
+            name = name.strip()
+            if name not in names:
+                raise CLIError(f"--input-shape {text!r}: the model has no input {name!r}; its "
+                               f"inputs are {names}")  # fmt: skip
+            shapes[name] = _input_shape(dims)
+        return shapes
+    shape = _input_shape(text)
+    shapes = {inputs[0].name: shape}
+    for inp in inputs[1:]:
+        dims = inp.type.tensor_type.shape.dim
+        fixed = all(d.HasField("dim_value") and d.dim_value > 0 for d in dims)
+        if len(dims) == len(shape) and not fixed:
+            shapes[inp.name] = shape
+    return shapes
 
 
 def _check_log_path(log: Path, command: str) -> None:
@@ -190,9 +230,7 @@ def _load_network(args):
             model = load_model(args.onnx)
             shape = None
             if args.input_shape:
-                inits = {i.name for i in model.graph.initializer}
-                first = next(i.name for i in model.graph.input if i.name not in inits)
-                shape = {first: _input_shape(args.input_shape)}
+                shape = _input_shapes(args.input_shape, model)
             mod, params = from_onnx(model, shape=shape)
         except (OnnxImportError, FileNotFoundError) as e:
             raise CLIError(f"--onnx {args.onnx}: {e}") from None

@@ -79,3 +79,47 @@ def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, mon
         f"Records: {log}. Next: python -m autosched compile --onnx {shlex.quote(model)} "
         f"--target llvm --no-winograd --log {shlex.quote(str(log))} -o m.lib"
     )
+
+
+def _dynamic_bert_like_model(path):
+    """An embedding lookup of ``input_ids`` scaled by its ``attention_mask``, both (1, "seq")
+    as torch exports them with dynamic axes."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    table = np.random.default_rng(3).standard_normal((11, 4)).astype("float32")
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["emb"]),
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["maskf", "last"], ["mask3"]),
+        helper.make_node("Mul", ["emb", "mask3"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, "seq"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", 4])],
+        initializer=[
+            numpy_helper.from_array(table, "table"),
+            numpy_helper.from_array(np.array([-1], "int64"), "last"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    save(model, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("shape", ["1,6", "input_ids=1,6;attention_mask=1,6"])
+def test_one_input_shape_sets_the_sequence_length_of_every_dynamic_input(shape, tmp_path, capsys):
+    model = _dynamic_bert_like_model(tmp_path / "bert_like.onnx")
+    assert main(["run", "--onnx", model, "--input-shape", shape, "--repeat", "1"]) == 0
+    assert "(OK)" in capsys.readouterr().out
+
+
+def test_input_shape_naming_an_unknown_input_is_one_line(tmp_path, capsys):
+    model = _dynamic_bert_like_model(tmp_path / "bert_like.onnx")
+    _fails(["run", "--onnx", model, "--input-shape", "ids=1,6"], capsys, "has no input 'ids'")
