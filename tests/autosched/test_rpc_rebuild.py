@@ -198,3 +198,21 @@ def test_malformed_states_are_refused_before_anything_is_built(tmp_path, net):
     path.write_bytes(path.read_bytes()[:-200])
     with pytest.raises(ValueError, match="damaged"):
         read_description(path)
+
+
+def test_one_kernel_library_loads_without_trust_by_rebuilding(remote, tmp_path):
+    from autosched import testing
+
+    dag = ansor.ComputeDAG(testing.matmul(16, 24, 8))
+    state = dag.get_init_state()
+    mod = ansor.build(state, "llvm")
+    assert mod.state is not None and mod.state["steps"] == []
+    mod.export_library(tmp_path / "k.so")
+    remote.upload(tmp_path / "k.so")
+    kernel = remote.load_module("k.so")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 8)).astype("float32")
+    b = rng.standard_normal((8, 24)).astype("float32")
+    c = np.full((16, 24), np.nan, "float32")
+    kernel(a, b, c)  # numpy outputs are written back
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
