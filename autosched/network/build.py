@@ -69,7 +69,10 @@ class NetworkLib:
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
         a sha256 checksum over all of it. Like a shared library, the result is code that runs
-        when loaded: share it as you would a binary, and load only files you trust.
+        when loaded: share it as you would a binary, and load only files you trust. It also
+        records the state each kernel was built from (``plan.states``), from which an RPC
+        server rebuilds the kernels instead of running the file's code
+        (``remote.load_module(name)``; :mod:`autosched.rpc.rebuild`).
 
         The plan's ``graph`` says which graph it was compiled from: the
         :func:`~autosched.network.partition.graph_fingerprint` and ``graph_name`` (e.g.
