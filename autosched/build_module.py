@@ -3,10 +3,13 @@ device; a network -> :func:`autosched.network.build.build_network`."""
 
 from __future__ import annotations
 
+import contextlib
+
 from codegen.target import Target, check_host_cpu, cross_cpu, is_cross_target, target_triple
 from tensorir.dag import ComputeDAG
 
 from .kernel import generate_source, gpu_limits
+from .measure.data import state_data
 from .network.build import build_network
 
 
@@ -82,4 +85,10 @@ def build(
     dev = device if device is not None else make_device(target.device_kind, 0)
     limits = gpu_limits(dev) if target.is_gpu else None
     src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
-    return load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)
+    module = load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)
+    if target.kind == "llvm":  # what export_library records, for a server to rebuild it
+        state = sch if hasattr(sch, "stages") else dag.get_init_state()
+        with contextlib.suppress(Exception):  # no plain form: not rebuildable, still built
+            module.state = {**state_data(dag, state, target), "name": name,
+                            "layout_rewrite": False}  # fmt: skip
+    return module

@@ -60,6 +60,12 @@ class GraphPlan:
     graph : dict
         Which graph the plan was compiled from (``fingerprint``, and ``name`` when known),
         so a caller can refuse to run it as another; empty in files saved before it existed.
+    states : tuple of (dict or None)
+        Per kernel, the state it was built from as plain data (``dag``, ``steps``, ``target``,
+        ``name``, ``layout_rewrite``; :func:`autosched.measure.data.state_data`), so that an
+        RPC server can rebuild the kernel with its own compiler instead of running the code
+        it received; None where it is not known, and empty in files saved before it existed.
+        Opaque here: nothing in the runtime reads it.
     """
 
     kernels: tuple
@@ -70,6 +76,7 @@ class GraphPlan:
     calls: tuple
     names: tuple = ()
     graph: dict = field(default_factory=dict)
+    states: tuple = ()
 
     # -------------------------------------------------------------- checks
     def problems(self) -> list[str]:
@@ -95,7 +102,7 @@ class GraphPlan:
 
     def meta(self) -> dict:
         """The plan without its constants, as JSON-ready values (what :meth:`save` writes)."""
-        return {
+        meta = {
             "kernels": list(self.kernels),
             "storages": [list(s) for s in self.storages],
             "inputs": {k: [v.storage, list(v.shape), v.dtype] for k, v in self.inputs.items()},
@@ -104,6 +111,9 @@ class GraphPlan:
             "names": list(self.names),
             "graph": dict(self.graph),
         }
+        if self.states:
+            meta["states"] = list(self.states)
+        return meta
 
     @classmethod
     def load(cls, path) -> GraphPlan:
@@ -128,6 +138,7 @@ class GraphPlan:
                 calls=tuple((k, tuple(a)) for k, a in meta["calls"]),
                 names=tuple(str(n) for n in meta.get("names", ())),
                 graph={str(k): str(v) for k, v in dict(meta.get("graph", {})).items()},
+                states=tuple(meta.get("states") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"{path}: invalid plan: {type(e).__name__}: {e}") from e

@@ -49,7 +49,13 @@ class Module:
     used in place); NDArrays on the module's device are used in place. ``shapes`` (param name
     -> shape) and ``outputs`` (the names the code writes), when given, make a call check each
     array's shape (not only its size) and refuse a read-only array as an output.
+
+    ``state``, where the builder sets it, is the state the kernel was built from as plain
+    data (as ``GraphPlan.states``): :meth:`export_library` records it, so that an RPC server
+    can rebuild the kernel instead of running the library's code.
     """
+
+    state: dict | None = None
 
     def __init__(
         self, lang, code, params, workspaces, launches, dev: Device, binary=None, layouts=(),
@@ -266,6 +272,8 @@ class Module:
             "shapes": {k: list(v) for k, v in self.shapes.items()},
             "outputs": sorted(self.outputs),
         }
+        if self.state is not None:
+            meta["states"] = [self.state]
         export_shared_library(path, [self.artifact()], meta, fcompile=fcompile)
 
     def __repr__(self) -> str:

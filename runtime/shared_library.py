@@ -365,6 +365,35 @@ def _check_format(path: Path, meta: dict) -> None:
         )
 
 
+def read_constants(path, recorded: str | None, bfloat16_names=None) -> dict:
+    """The weights next to the library ``path`` (``<path>.params.npz``, numbers only, read
+    with ``allow_pickle=False``) by storage id, checked against their ``recorded`` sha256;
+    ValueError naming the file. None recorded: the library has no weights.
+    ``bfloat16_names``: the arrays stored as bfloat16 bits (the description's list)."""
+    path = Path(path)
+    if recorded is None:
+        return {}
+    arrays_path = npz_path(path)
+    try:
+        with np.load(arrays_path, allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
+    except Exception as e:  # missing, damaged, or holding objects (pickle): all refused
+        raise ValueError(
+            f"{path}: cannot read its weights {arrays_path.name} ({type(e).__name__}: {e})"
+        ) from e
+    if checksum({}, arrays) != recorded:
+        raise ValueError(
+            f"{path}: {arrays_path.name} was changed after export_library wrote it; "
+            "export the network again"
+        )
+    arrays = decode_bfloat16(path, arrays, bfloat16_names)
+    try:
+        return {int(k): v for k, v in arrays.items()}
+    except ValueError:
+        bad = f"{arrays_path.name} has arrays not named by a storage id"
+        raise ValueError(f"{path}: {bad}") from None
+
+
 def has_machine_code(meta: dict) -> bool:
     """Whether a library holds CPU kernels (which only load on its architecture)."""
     return any(k.get("lang", "llvm") == "llvm" for k in meta.get("kernels", ()))
@@ -397,31 +426,9 @@ class SharedLibrary:
         # else: OpenCL source only, nothing to link; the file's description is the library
         self.path = path
         self.meta = meta
-        self.constants = self._read_constants(
-            path, meta.get("params_sha256"), meta.get(BFLOAT16_KEY)
-        )
+        self.constants = read_constants(path, meta.get("params_sha256"), meta.get(BFLOAT16_KEY))
         if self.handle is not None:
             self._set_threads()
-
-    @staticmethod
-    def _read_constants(path: Path, recorded: str | None, bfloat16_names=None) -> dict:
-        if recorded is None:
-            return {}
-        arrays_path = npz_path(path)
-        try:
-            with np.load(arrays_path, allow_pickle=False) as z:
-                arrays = {name: z[name] for name in z.files}
-        except Exception as e:  # missing, damaged, or holding objects (pickle): all refused
-            raise ValueError(
-                f"{path}: cannot read its weights {arrays_path.name} ({type(e).__name__}: {e})"
-            ) from e
-        if checksum({}, arrays) != recorded:
-            raise ValueError(
-                f"{path}: {arrays_path.name} was changed after export_library wrote it; "
-                "export the network again"
-            )
-        arrays = decode_bfloat16(path, arrays, bfloat16_names)
-        return {int(k): v for k, v in arrays.items()}
 
     def _set_threads(self) -> None:
         """The library's own parallel launcher runs as many tasks as the JIT's does."""

@@ -19,6 +19,7 @@ __all__ = [
     "MeasureInput",
     "MeasureResult",
     "failed_result",
+    "state_data",
     "steps_json_of",
 ]
 
@@ -134,6 +135,17 @@ def steps_json_of(state) -> list:
     if js is not None:
         return json.loads(js) if isinstance(js, str) else list(js)
     return steps_to_json(state.steps)
+
+
+def state_data(dag, state, target) -> dict:
+    """A state as the plain data a server builds a kernel from: ``{"dag", "steps",
+    "target"}``, the DAG as :func:`tensorir.dag_data.dag_to_data` writes it, the steps as
+    records store them (:func:`steps_json_of`) and the target string. What a remote measure
+    request carries and what an exported library records for each kernel; a server decodes it
+    strictly (``autosched.rpc.device_process.DeviceState.build``) and never receives code."""
+    from tensorir.dag_data import dag_to_data
+
+    return {"dag": dag_to_data(dag), "steps": steps_json_of(state), "target": str(target)}
 
 
 def failed_result(error_no: int, msg: str, all_cost: float = 0.0) -> MeasureResult:

@@ -69,8 +69,10 @@ def _on_alarm(signum, frame):
     raise _SoftTimeout()
 
 
-def build_one(job: tuple) -> tuple:
-    """Build one candidate. ``job = (dag, steps_json, target, timeout[, build_func])``.
+def build_one(job: tuple, name: str = "main", layout_rewrite: bool = True) -> tuple:
+    """Build one candidate. ``job = (dag, steps_json, target, timeout[, build_func])``;
+    ``name`` and ``layout_rewrite`` as :func:`autosched.kernel.generate_source` (a network's
+    kernel rebuilt from the state its library records keeps its name).
 
     Returns ``(source_dict or None, error_no, error_msg, seconds)``. The timeout is enforced
     here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them; nvcc is
@@ -95,7 +97,7 @@ def build_one(job: tuple) -> tuple:
             stage = "lowering / code generation"
             # Network tasks on the CPU read their weights pre-transformed, as the network
             # build will store them (the DAG lists them; others are left alone).
-            src = generate_source(state, target, layout_rewrite=True).as_dict()
+            src = generate_source(state, target, name, layout_rewrite=layout_rewrite).as_dict()
             if src["lang"] == "llvm":
                 # The O3 pipeline and machine code here, in the parallel builders, so that the
                 # single measuring process only links the object file.

@@ -8,6 +8,7 @@ warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` run
 
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -21,6 +22,8 @@ from tensorir.passes.layout_rewrite import ParamLayout
 from ..hardware import GPU_DEFAULTS, HardwareParams
 from .default_schedules import default_gpu_state, default_schedule
 from .partition import distinct_groups, graph_fingerprint, partition
+
+log = logging.getLogger("autosched.network.build")
 
 
 @dataclass
@@ -66,7 +69,10 @@ class NetworkLib:
         The files hold the kernels' code and, for CPU kernels, their object code compiled for
         this host (so that :func:`load_module` only links it), the plan and the weights, with
         a sha256 checksum over all of it. Like a shared library, the result is code that runs
-        when loaded: share it as you would a binary, and load only files you trust.
+        when loaded: share it as you would a binary, and load only files you trust. It also
+        records the state each kernel was built from (``plan.states``), from which an RPC
+        server rebuilds the kernels instead of running the file's code
+        (``remote.load_module(name)``; :mod:`autosched.rpc.rebuild`).
 
         The plan's ``graph`` says which graph it was compiled from: the
         :func:`~autosched.network.partition.graph_fingerprint` and ``graph_name`` (e.g.
@@ -143,9 +149,7 @@ def load_module(path, dev=None) -> NetworkLib:
 def _load_shared_library(path, dev=None):
     """A network (NetworkLib) or one kernel (runtime Module) from a library that
     ``export_library("x.so")`` wrote."""
-    from runtime import device as make_device
-    from runtime import load_module as load_kernel
-    from runtime.module import Module, load_kernel_library
+    from runtime.module import load_kernel_library
     from runtime.shared_library import SharedLibrary
 
     lib = SharedLibrary(path)
@@ -156,6 +160,19 @@ def _load_shared_library(path, dev=None):
         lib.constants,
         str(path),
     )
+    return network_from_plan(plan, path, dev, lib.compiled if lib.handle is not None else None)
+
+
+def network_from_plan(plan: GraphPlan, path, dev=None, compiled=None) -> NetworkLib:
+    """The network of ``plan`` (checked) on ``dev`` (default: its kernels' device): CPU
+    kernels with ``compiled(i)``'s entry points (a loaded library's) where given, else every
+    kernel compiled from its code (linked from its ``binary`` where it has one: object code
+    this process compiled). ValueError naming ``path`` for a device the kernels do not run on.
+    """
+    from runtime import device as make_device
+    from runtime import load_module as load_kernel
+    from runtime.module import Module
+
     langs = {k["lang"] for k in plan.kernels} or {"llvm"}
     if len(langs) > 1:
         raise ValueError(f"{path}: kernels of several languages {sorted(langs)} in one network")
@@ -166,10 +183,10 @@ def _load_shared_library(path, dev=None):
             f"{path}: this network's {target.kind} kernels run on the {target.device_kind} "
             f"device, not on {dev}"
         )
-    if target.kind != "llvm":  # OpenCL source: the driver of dev compiles it now
+    if target.kind != "llvm" or compiled is None:  # OpenCL source: dev's driver compiles it
         return NetworkLib(plan, [load_kernel(**k, device=dev) for k in plan.kernels], target)
     modules = [
-        Module(**kernel, dev=dev, compiled=lib.compiled(i)) for i, kernel in enumerate(plan.kernels)
+        Module(**kernel, dev=dev, compiled=compiled(i)) for i, kernel in enumerate(plan.kernels)
     ]
     return NetworkLib(plan, modules, target)
 
@@ -214,23 +231,24 @@ def build_network(
     ctx = ApplyHistoryBest.current()
 
     def default_source(gd):
+        """``(state, source, layout_rewrite)`` of the default schedule of ``gd``."""
         if limits is None:
             state = default_schedule(gd.dag, target)
-            return generate_source(state, target, gd.name, limits, layout_rewrite=True)
+            return state, generate_source(state, target, gd.name, limits, True), True
         threads = min(limits["max_threads_per_block"], limits.get("max_thread_x") or 2**31)
         warp = limits.get("warp_size") or GPU_DEFAULTS["warp_size"]
         out = []
-        default_gpu_state(
+        state = default_gpu_state(
             gd.dag, threads, warp, lambda s: out.append(generate_source(s, target, gd.name, limits))
         )
-        return out[-1]
+        return state, out[-1], False
 
     distinct, kernel_of_group = distinct_groups(groups)
-    kernels, tuned, missing, skipped = [], {}, [], []
+    kernels, states, tuned, missing, skipped = [], [], {}, [], []
     for gd in distinct:
         key = gd.dag.workload_key
         candidates = _candidates(ctx, key, target) if ctx is not None else []
-        src, found, failed = None, None, []
+        src, found, failed, layout_rewrite = None, None, [], True
         for rec in candidates[:MAX_RECORDS_TRIED]:
             # The best record that replays and compiles here; a stale or corrupt one (or one
             # for a bigger GPU) falls through to the next best, then to the default schedule.
@@ -251,7 +269,7 @@ def build_network(
                     src = generate_source(
                         tuned_state[0], target, gd.name, limits, layout_rewrite=True
                     )
-                    found = tuned_state
+                    state, found = tuned_state[0], tuned_state
             except Exception as e:  # records are outside input: any failure skips the record
                 reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else repr(e)
                 failed.append(f"its AutoTVM record ({reason})")
@@ -262,10 +280,11 @@ def build_network(
             # Groups without a reduction are never tuned (as in TVM): not reported missing.
             (ctx.hit_keys if found else ctx.missed_keys).add(key)
         if src is None:
-            src = default_source(gd)
+            state, src, layout_rewrite = default_source(gd)
         if not found and gd.has_reduction:
             missing.append(gd.name)
         kernels.append(src.as_dict())
+        states.append(_kernel_state(gd, state, target, layout_rewrite))
         tuned[gd.name] = bool(found)
     # Kernels for another machine's triple are not loaded here (export_library writes them).
     modules = [] if is_cross_target(target) else _load_kernels(kernels, dev, load_kernel)
@@ -282,8 +301,25 @@ def build_network(
             stacklevel=2,
         )
     plan = _plan(func, groups, kernels, kernel_of_group)
-    plan = replace(plan, graph={"fingerprint": graph_fingerprint(func, groups)})
+    graph = {"fingerprint": graph_fingerprint(func, groups)}
+    plan = replace(plan, graph=graph, states=tuple(states))
     return NetworkLib(plan, modules, target, tuned)
+
+
+def _kernel_state(gd, state, target: Target, layout_rewrite: bool) -> dict | None:
+    """What kernel ``gd.name`` was built from, as plain data (``GraphPlan.states``): the state
+    as a measure request carries it (:func:`~autosched.measure.data.state_data`), its name and
+    ``layout_rewrite``, so that an RPC server can rebuild it with its own compiler and compare
+    (:mod:`autosched.rpc.rebuild`). None where the DAG has no plain form."""
+    from ..measure.data import state_data
+
+    try:
+        data = state_data(gd.dag, state, target)
+    except Exception as e:  # noqa: BLE001 - e.g. an op attribute that is not plain data
+        # Recording is for remote loading only: it never fails a build.
+        log.debug("kernel %s: no plain form of its state (%s)", gd.name, e)
+        return None
+    return {**data, "name": gd.name, "layout_rewrite": bool(layout_rewrite)}
 
 
 def _candidates(ctx, key: str, target: Target) -> list:

@@ -10,6 +10,7 @@ under handles the client chose.
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 
@@ -23,6 +24,7 @@ INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
 RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
 WRONG_ANSWER = int(MeasureErrorNo.WRONG_ANSWER)
+_KERNEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
 
 class DeviceState:
@@ -58,8 +60,11 @@ class DeviceState:
         return costs, code, msg, restart and not _device_usable(dev)
 
     def build(self, job: dict, timeout: float) -> tuple:
-        """``(source dict or None, error_no, error_msg)``: the request's state built with this
-        server's code generator and compiler (the DAG decoded strictly, never code)."""
+        """``(source dict or None, error_no, error_msg)``: the request's state
+        (:func:`autosched.measure.data.state_data`) built with this server's code generator and
+        compiler (the DAG decoded strictly, never code). A library's kernel
+        (:mod:`autosched.rpc.rebuild`) also names its kernel (``name``) and says whether its
+        weights are stored in loop order (``layout_rewrite``)."""
         from tensorir.dag_data import dag_from_data
 
         from ..hardware import with_device_arch
@@ -68,9 +73,14 @@ class DeviceState:
         try:
             dag = dag_from_data(job["dag"])
             target = str(with_device_arch(str(job["target"])))
+            name, layout_rewrite = job.get("name", "main"), job.get("layout_rewrite", True)
+            if not isinstance(name, str) or not _KERNEL_NAME.match(name):
+                raise ValueError(f"kernel name {str(name)[:80]!r} is not an identifier")
+            if not isinstance(layout_rewrite, bool):
+                raise ValueError("layout_rewrite must be true or false")
         except Exception as exc:
             return None, INSTANTIATION_ERROR, f"the server refuses the state: {short_error(exc)}"
-        src, code, msg, _ = build_one((dag, job["steps"], target, timeout))
+        src, code, msg, _ = build_one((dag, job["steps"], target, timeout), name, layout_rewrite)
         return src, code, msg
 
     def _measure(self, job: dict, timeout: float) -> tuple:
@@ -137,12 +147,19 @@ class DeviceState:
         return {"error_no": NO_ERROR, "error_msg": "", **out}
 
     # ------------------------------------------------------------------ sessions
-    def load(self, handle: str, path: str, kind: str | None, index: int) -> dict:
+    def load(
+        self, handle: str, path: str, kind: str | None, index: int, trust: bool = False
+    ) -> dict:
         """Load the library at ``path`` on device ``(kind, index)``; ``kind`` None: the device
-        its kernels are for (an OpenCL network on the OpenCL device)."""
+        its kernels are for (an OpenCL network on the OpenCL device). Without ``trust`` every
+        kernel is rebuilt here from the state the library records and compared with the
+        file's, and this process runs its own builds (:mod:`autosched.rpc.rebuild`); with
+        ``trust`` the library is loaded as it is, running its code."""
         from ..network.build import load_module
+        from .rebuild import load_rebuilt
 
-        lib = load_module(path, self.runtime.device(kind, int(index)) if kind else None)
+        dev = self.runtime.device(kind, int(index)) if kind else None
+        lib = load_module(path, dev) if trust is True else load_rebuilt(path, dev, self.build)
         self.libraries[handle] = lib
         plan = getattr(lib, "plan", None)
         if plan is None:  # one kernel

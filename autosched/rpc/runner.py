@@ -32,7 +32,7 @@ from ..measure.data import (
     MeasureInput,
     MeasureResult,
     failed_result,
-    steps_json_of,
+    state_data,
 )
 from ..measure.local import _ReferenceCache
 from ..measure.worker import random_inputs
@@ -143,17 +143,13 @@ class RPCRunner:
     def _payload(self, inp: MeasureInput, br: BuildResult) -> dict:
         """The plain data of one measurement: the state (DAG, steps, target) and the
         reference arrays by tensor name; ``br`` was built here only to find errors early."""
-        from tensorir.dag_data import dag_to_data
-
         del br
         ins, outs = self._reference(inp.task)
         flush = self.enable_cpu_cache_flush
         return {
             "format": STATE_FORMAT,
             "format_version": STATE_VERSION,
-            "dag": dag_to_data(inp.task.compute_dag),
-            "steps": steps_json_of(inp.state),
-            "target": str(inp.task.target),
+            **state_data(inp.task.compute_dag, inp.state, inp.task.target),
             "inputs": ins,
             "outputs": outs,
             "number": 1 if flush else self.number,

@@ -10,9 +10,11 @@ function never raises, so nothing the client reads is a pickle.
 A measurement request carries a *state*, not code: the DAG as plain data
 (:mod:`tensorir.dag_data`), the steps as records store them and the target. The device
 process replays the steps, generates the kernel and compiles it with this server's own code
-generator and compiler; the server never links, loads or JITs code it received. The one
-exception is a session's ``load`` of an uploaded library, which runs that library's code and
-is done only when the request says ``trust=True`` (:meth:`RemoteSession.load_module`).
+generator and compiler; the server never links, loads or JITs code it received. So does a
+session's ``load`` of an uploaded library: every kernel is rebuilt here from the state the
+library records and compared with what the file carries (:mod:`autosched.rpc.rebuild`), or
+the library is refused. The one exception is a ``load`` whose request says ``trust=True``
+(:meth:`RemoteSession.load_module`), which loads the library as it is, running its code.
 """
 
 from __future__ import annotations
@@ -108,19 +110,24 @@ def _check_plain(value, where: str = "request") -> None:
 
 def request_problem(job: dict) -> str | None:
     """Why this server cannot measure ``job``, or None when it can."""
-    from codegen.target import Target, target_triple
-    from runtime.cpu import same_triple
-
     if job.get("format") != STATE_FORMAT or job.get("format_version") != STATE_VERSION:
         return (
             f"{_describe()} refuses a request of format {job.get('format')!r} version "
             f"{job.get('format_version')} (it reads {STATE_FORMAT!r} {STATE_VERSION}: a state "
             "it builds itself, never code); use the same autosched version on both sides"
         )
+    return target_problem(job.get("target"))
+
+
+def target_problem(target) -> str | None:
+    """Why this server cannot build and run kernels for ``target``, or None when it can."""
+    from codegen.target import Target, target_triple
+    from runtime.cpu import same_triple
+
     try:
-        target = Target(str(job.get("target")))
+        target = Target(str(target))
     except Exception as exc:
-        return f"{_describe()} refuses the target {job.get('target')!r}: {exc}"[:400]
+        return f"{_describe()} refuses the target {str(target)[:100]!r}: {exc}"[:400]
     kind = LANGS.get(target.kind)
     if kind not in _server["devices"]:
         return (
@@ -241,14 +248,12 @@ def _dispatch(op: str, args: dict, timeout: float | None):
     if op not in OPS:
         raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
     if op == "load":
-        if args.get("trust") is not True:  # loading a library runs its code
-            raise RuntimeError(
-                f"{_describe()}: loading an uploaded library runs its code on this server; "
-                "the client must ask with load_module(name, trust=True)"
-            )
         path = str(_workfile(args["name"]))
+        trust = args.get("trust") is True  # loading a library as it is runs its code
+        if not trust:
+            _check_rebuildable(path)
         args = {k: v for k, v in args.items() if k not in ("name", "trust")}
-        args["path"] = path
+        args.update(path=path, trust=trust)
     reply = _ask(op, args, timeout or SESSION_OP_TIMEOUT)
     if reply[0] == "ok":
         return reply[1]
@@ -257,6 +262,25 @@ def _dispatch(op: str, args: dict, timeout: float | None):
     if reply[0] == "timeout":
         raise RuntimeError(f"{_describe()}: {op} did not finish within {timeout:g} s")
     raise RuntimeError(f"{_describe()}: {reply[1]}")
+
+
+def _check_rebuildable(path: str) -> None:
+    """Refuse, before the device process sees it, a library this server cannot rebuild from
+    its recorded states (:mod:`autosched.rpc.rebuild`; read as data, nothing loaded)."""
+    from .rebuild import TRUST_HINT, kernel_label, read_description, recorded_states
+
+    try:
+        meta, _ = read_description(path)
+        states = recorded_states(path, meta)
+    except ValueError as exc:
+        text = " ".join(str(exc).split())
+        hint = "" if TRUST_HINT in text else f"; {TRUST_HINT}"
+        raise RuntimeError(f"{_describe()}: {text}{hint}") from None
+    for i, (kernel, state) in enumerate(zip(meta["kernels"], states)):
+        problem = target_problem(state["target"])
+        if problem:
+            where = kernel_label(i, kernel, state)
+            raise RuntimeError(f"{problem} ({Path(path).name}: {where})")
 
 
 def _measure(job: dict, timeout: float | None) -> dict:

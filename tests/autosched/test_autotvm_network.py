@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_network import _run, small_net
+from test_network import _run, assert_rebuilds_from_recorded_states, small_net
 
 import autosched as ansor
 from autosched import autotvm
@@ -63,6 +63,7 @@ def test_network_build_uses_autotvm_records(tmp_path):
     assert "dense" not in missing[1]
     _, out = _run(lib, data)
     np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-5)
+    assert_rebuilds_from_recorded_states(lib)
 
 
 def test_network_build_on_opencl_uses_the_gpu_templates(tmp_path):
@@ -93,3 +94,4 @@ def test_network_build_on_opencl_uses_the_gpu_templates(tmp_path):
     assert sum(lib.tuned.values()) == 3
     _, out = _run(lib, data)
     np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-5)
+    assert_rebuilds_from_recorded_states(lib)

@@ -207,6 +207,23 @@ def test_build_uses_the_history_best(net, tmp_path):
     assert sum(lib.tuned.values()) >= 1
     _, out = _run(lib, data)
     np.testing.assert_allclose(out, evaluate(func, {"data": data}, params), rtol=1e-4, atol=1e-6)
+    assert_rebuilds_from_recorded_states(lib)
+
+
+def assert_rebuilds_from_recorded_states(lib) -> None:
+    """Every kernel, tuned ones included, rebuilds identically from the state the plan
+    records, as an RPC server does for ``remote.load_module`` without trust."""
+    import json
+
+    from autosched.rpc.device_process import DeviceState
+    from autosched.rpc.rebuild import rebuilt_kernel
+
+    build = DeviceState().build
+    assert len(lib.plan.states) == len(lib.plan.kernels)
+    for i, (kernel, state) in enumerate(zip(lib.plan.kernels, lib.plan.states, strict=True)):
+        kernel = {k: v for k, v in kernel.items() if k != "binary"}
+        rebuilt_kernel("net.so", i, json.loads(json.dumps(kernel)), json.loads(json.dumps(state)),
+                       build)  # fmt: skip
 
 
 @pytest.mark.parametrize(
