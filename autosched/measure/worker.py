@@ -70,18 +70,27 @@ def _on_alarm(signum, frame):
 def build_one(job: tuple) -> tuple:
     """Build one candidate. ``job = (dag, steps_json, target, timeout)``.
 
-    Returns ``(source_dict or None, error_no, error_msg, seconds)``. The timeout is enforced
+    Returns ``(source_dict or None, error_no, error_msg, seconds, phases)``, ``phases`` the
+    seconds of ``"lower"`` (replay included), ``"codegen"`` and ``"compile"`` (for the timing
+    ledger, :mod:`autosched.measure.timing`). The timeout is enforced
     here with SIGALRM (lowering and codegen are Python, so the alarm interrupts them; nvcc is
     killed by ``subprocess.run`` when the alarm interrupts the wait); the parent keeps a hard
     deadline as well in case the process stops responding altogether. A CUDA ``target`` should
     carry ``-arch`` (the parent fills it from the device).
     """
     dag, steps_json, target, timeout = job
-    from autosched.kernel import generate_source
+    from autosched.kernel import emit_source, lower_for
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
     start = time.perf_counter()
+    phases: dict[str, float] = {}
+    mark = [start]
+
+    def lap(name: str) -> None:  # seconds since the previous lap, charged to ``name``
+        now = time.perf_counter()
+        phases[name] = phases.get(name, 0.0) + now - mark[0]
+        mark[0] = now
     signal.signal(signal.SIGALRM, _on_alarm)
     stage = "replaying the steps"
     try:
@@ -93,7 +102,10 @@ def build_one(job: tuple) -> tuple:
             stage = "lowering / code generation"
             # Network tasks on the CPU read their weights pre-transformed, as the network
             # build will store them (the DAG lists them; others are left alone).
-            src = generate_source(state, target, layout_rewrite=True).as_dict()
+            program = lower_for(state, target, layout_rewrite=True)
+            lap("lower")
+            src = emit_source(program, target).as_dict()
+            lap("codegen")
             if src["lang"] == "llvm":
                 # The O3 pipeline and machine code here, in the parallel builders, so that the
                 # single measuring process only links the object file.
@@ -109,11 +121,12 @@ def build_one(job: tuple) -> tuple:
                 stage = "nvcc"
                 arch = Target(target).get("arch") or DEFAULT_ARCH
                 src["binary"] = compile_cubin(src["code"], arch)
+            lap("compile")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _SoftTimeout:
         msg = f"build did not finish within {timeout:g} s (while {stage})"
-        return None, BUILD_TIMEOUT, msg, time.perf_counter() - start
+        return None, BUILD_TIMEOUT, msg, time.perf_counter() - start, phases
     except Exception as exc:  # every failure becomes a result; the search goes on
         code = {"replaying the steps": INSTANTIATION_ERROR, "nvcc": COMPILE_DEVICE}.get(
             stage, COMPILE_HOST
@@ -122,8 +135,8 @@ def build_one(job: tuple) -> tuple:
         log = getattr(exc, "log", "")
         if log:
             msg += "\n" + log[:2000]
-        return None, code, msg, time.perf_counter() - start
-    return src, NO_ERROR, "", time.perf_counter() - start
+        return None, code, msg, time.perf_counter() - start, phases
+    return src, NO_ERROR, "", time.perf_counter() - start, phases
 
 
 # ----------------------------------------------------------------------------- running

@@ -46,6 +46,7 @@ from ..measure.data import (
     steady_costs,
     steps_json_of,
 )
+from ..measure.timing import TimeLedger
 from ..search.budget import CPU_COST, GPU_COST, RoundCost, measures_per_round, observed_cost
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
@@ -244,6 +245,10 @@ class TaskScheduler:
         Trials per round, fixed by :meth:`tune`.
     retimed : set of int
         Tasks whose ``best_costs`` come from the re-timing at the end of :meth:`tune`.
+    ledger : TimeLedger
+        Where the last :meth:`tune` spent its time, per round and in total
+        (:mod:`autosched.measure.timing`), shared by its policies; :meth:`tune` ends by
+        printing its one-line breakdown (``verbose >= 1``; else logged at INFO).
     """
 
     def __init__(
@@ -301,6 +306,7 @@ class TaskScheduler:
         self.cur_score = self._compute_score(self.best_costs)
         self.dead_tasks: set[int] = set()
         self.retimed: set[int] = set()
+        self.ledger = TimeLedger()
         # Per task, this tune's best candidates: steps text -> (mean cost, input, costs).
         self._top: list[dict] = [{} for _ in range(n)]
         self._measured_now = [0] * n  # error-free candidates measured by this tune, per task
@@ -369,6 +375,7 @@ class TaskScheduler:
         options = tuning_options
         n = len(self.tasks)
         self.tune_option = options
+        self.ledger = TimeLedger()
         self.per_task_early_stopping = per_task_early_stopping
         trials = self._trial_limit = options.trial_limit
         self._round_cost = self._cost_prior()
@@ -402,6 +409,9 @@ class TaskScheduler:
         self.search_policies = self._make_policies(
             search_policy, search_policy_params, adaptive_training, resumed
         )
+        for policy in self.search_policies:
+            if hasattr(policy, "ledger"):
+                policy.ledger = self.ledger  # one ledger for the whole run
         self.measurer = options.make_measurer()
         self._best_at_start = self.best_costs.copy()  # restored from the log
         self.ct = 0
@@ -418,7 +428,7 @@ class TaskScheduler:
             return not out_of_time
 
         try:
-            with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
+            with stop_on_signals(), self.ledger.active():  # SIGTERM unwinds like Ctrl-C
                 self._tune_rounds(n, more_trials, early_stopping)
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
@@ -429,12 +439,17 @@ class TaskScheduler:
         if out_of_time:
             self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")
         try:
-            with stop_on_signals():
+            with stop_on_signals(), self.ledger.active():
                 self._retime_best()
         except BaseException:
             self.measurer.close(clean=False)
             raise
         self.measurer.close()
+        line = self.ledger.line(trials=self.ct)
+        if options.verbose >= 1:
+            print(line, flush=True)
+        else:
+            _log.info(line)
         for cb in self.callbacks:
             cb.finish(self)
 
