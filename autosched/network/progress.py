@@ -83,8 +83,9 @@ class PrintTableInfo(TaskSchedulerCallback):
         Estimated total latency: 1.587 ms  Trials: 4992  Used time : 13296 s  Next ID: 3
 
     (the final line ends with ``Trials/min: R  Done``: the trials this run measured per
-    minute of its wall time). In a notebook the live view (:class:`NotebookView`: a bar and the estimated total latency
-    against trials and seconds, redrawn after each round), on a terminal a ``tqdm`` bar
+    minute of its wall time). In a notebook the live view (:class:`NotebookView`: a bar and
+    the estimated total latency against trials and seconds, redrawn after each round), on a
+    terminal a ``tqdm`` bar
     (trials, elapsed time, estimated latency) runs during tuning, and the table is printed
     once at the end. Otherwise (output to
     a file or a pipe) the table is printed before a round only once every task has had its
