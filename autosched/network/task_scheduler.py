@@ -823,6 +823,18 @@ class TaskScheduler:
         """Trials of all tasks, records restored from ``load_log_file`` included."""
         return sum(self.task_trials)
 
+    def partial_latency_ms(self) -> tuple[float | None, int]:
+        """``(ms, k)``: the weighted sum of the best latencies of the ``k`` tasks that have a
+        valid result (the estimate with the others left out; :meth:`estimated_latency_ms` once
+        all have one, so a custom objective is used then); ``(None, 0)`` when none has."""
+        valid = [i for i, c in enumerate(self.best_costs) if c < _NO_RESULT]
+        if len(valid) == len(self.tasks):
+            return self.estimated_latency_ms(), len(valid)
+        if not valid:
+            return None, 0
+        weights = self.task_weights or [1.0] * len(self.tasks)
+        return sum(weights[i] * float(self.best_costs[i]) for i in valid) * 1e3, len(valid)
+
     def estimated_latency_ms(self) -> float | None:
         """The objective in milliseconds, or None while some task has no valid result."""
         if all(c < _NO_RESULT for c in self.best_costs):
