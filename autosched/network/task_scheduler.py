@@ -46,8 +46,15 @@ from ..measure.data import (
     steady_costs,
     steps_json_of,
 )
-from ..measure.timing import TimeLedger
-from ..search.budget import CPU_COST, GPU_COST, RoundCost, measures_per_round, observed_cost
+from ..measure.timing import TimeLedger, phase
+from ..search.budget import (
+    CPU_COST,
+    GPU_COST,
+    RoundCost,
+    first_pass_is_short,
+    measures_per_round,
+    observed_cost,
+)
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 from .progress import (
@@ -456,12 +463,20 @@ class TaskScheduler:
     def _tune_rounds(self, n: int, more_trials, early_stopping) -> None:
         """The warm-up round of every task, then gradient-chosen rounds until done."""
         start, warm_up_rounds = time.time(), 0
+        budget = self.tune_option.max_tuning_seconds
+        seeded = 0
+        if first_pass_is_short(sum(not c for c in self.task_cts), budget, self._round_cost):
+            seeded = self._seed_pass(more_trials)
+        seed_s = time.time() - start
         for i in range(n):  # warm-up: one round for every task without history
             if not self.task_cts[i] and more_trials():
                 self._tune_task(i)
                 warm_up_rounds += 1
         if warm_up_rounds:
-            self._adapt_round_size((time.time() - start) / warm_up_rounds)
+            rounds_s = time.time() - start - seed_s
+            self._adapt_round_size(rounds_s / warm_up_rounds, self.num_measures_per_round)
+        elif seeded:
+            self._adapt_round_size(seed_s / seeded, 1)
         self.best_ct, self.best_score = self.ct, self.cur_score
         while more_trials() and len(self.dead_tasks) < n:
             idx = self._choose_task()
@@ -480,6 +495,49 @@ class TaskScheduler:
                 )
                 break
 
+    def _seed_pass(self, more_trials) -> int:
+        """The first pass of a short budget (``budget.first_pass_is_short``): measure the
+        default schedule of every task without records, in batches that keep every builder
+        busy, without any search; each counts as the task's first round. Tasks without a
+        default schedule get a searched warm-up round after it. Returns the tasks seeded."""
+        items = []
+        for i, policy in enumerate(self.search_policies):
+            if not self.task_cts[i] and hasattr(policy, "take_seeds"):
+                items += [(i, inp) for inp in policy.take_seeds(1)]
+        if self._trial_limit is not None:
+            items = items[: max(0, self._trial_limit - self.ct)]
+        if not items:
+            return 0
+        self._say(
+            f"First pass: the default schedules of {len(items)} tasks, measured together "
+            "(a short budget: no search until every task has a latency)"
+        )
+        chunk = 2 * max(1, getattr(self.measurer.builder, "n_parallel", 1))
+        done = 0
+        for lo in range(0, len(items), chunk):
+            if not more_trials():
+                break
+            part = items[lo : lo + chunk]
+            for i, _ in part:
+                for cb in self.callbacks:
+                    cb.pre_tune(self, i)
+            results = self.measurer.measure([inp for _, inp in part])
+            models: dict[int, tuple] = {}  # train each cost model once per batch
+            for (i, inp), res in zip(part, results, strict=True):
+                policy = self.search_policies[i]
+                policy.learn([inp], [res], train=False)
+                entry = models.setdefault(id(policy.model), (policy.model, [], []))
+                entry[1].append(inp)
+                entry[2].append(res)
+            for model, inputs, res_list in models.values():
+                with phase("train"):
+                    model.update(inputs, res_list)
+            for (i, inp), res in zip(part, results, strict=True):
+                self._account(i, [inp], [res])
+                self.ledger.end_round(1, self._desc(i))
+            done += len(part)
+        return done
+
     def _tune_task(self, idx: int) -> None:
         """One search round of task ``idx`` and the bookkeeping after it."""
         for cb in self.callbacks:
@@ -493,6 +551,10 @@ class TaskScheduler:
             inputs, results = policy.continue_search_one_round(num, self.measurer)
             if inputs:
                 break
+        self._account(idx, inputs, results)
+
+    def _account(self, idx: int, inputs, results) -> None:
+        """The bookkeeping after a round of task ``idx`` (``post_tune`` callbacks included)."""
         improved = False
         for inp, res in zip(inputs, results):
             if res.error_no != MeasureErrorNo.NO_ERROR:
@@ -576,21 +638,19 @@ class TaskScheduler:
         gpu = any(Target(str(task.target)).is_gpu for task in self.tasks)
         return GPU_COST if gpu else CPU_COST
 
-    def _adapt_round_size(self, mean_round_s: float) -> None:
+    def _adapt_round_size(self, mean_round_s: float, measured: int) -> None:
         """After the warm-up pass: with an automatic round size and a time budget, choose the
         round size again from what a warm-up round really cost (the priors are guesses; a
         loaded machine or slow builds can be several times off)."""
         budget = self.tune_option.max_tuning_seconds
         if self.tune_option.num_measures_per_round is not None or budget is None:
             return
-        self._round_cost = observed_cost(
-            self._round_cost, self.num_measures_per_round, mean_round_s
-        )
+        self._round_cost = observed_cost(self._round_cost, measured, mean_round_s)
         new = measures_per_round(len(self.tasks), self._trial_limit, budget, self._round_cost)
         if new != self.num_measures_per_round:
             self._say(
                 f"Round size: {new} candidates per round from now on (a first-pass round took "
-                f"{mean_round_s:.1f} s with {self.num_measures_per_round})"
+                f"{mean_round_s:.1f} s with {measured})"
             )
             self.num_measures_per_round = new
 

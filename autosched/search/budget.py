@@ -38,6 +38,7 @@ __all__ = [
     "FIRST_PASS_SHARE",
     "GPU_COST",
     "RoundCost",
+    "first_pass_is_short",
     "measures_per_round",
     "observed_cost",
     "search_effort",
@@ -124,6 +125,17 @@ def measures_per_round(
         per_task_round_s = seconds * FIRST_PASS_SHARE / n
         choice = min(choice, (per_task_round_s - cost.round_s) / max(cost.trial_s, 1e-9))
     return _clamp(choice, MIN_MEASURES_PER_ROUND, TVM_MEASURES_PER_ROUND)
+
+
+def first_pass_is_short(n_tasks: int, seconds: float | None, cost: RoundCost = CPU_COST) -> bool:
+    """Whether even the smallest searched first pass (rounds of ``MIN_MEASURES_PER_ROUND``)
+    would take more than ``FIRST_PASS_SHARE`` of a ``seconds`` budget. The task scheduler
+    then makes the first pass measure only each task's default schedule, all tasks in one
+    batch (no search, every builder busy), so that every task is measured early (issue 29:
+    with 120 s, googlenet's 61 tasks were not all measured)."""
+    if seconds is None:
+        return False
+    return max(1, int(n_tasks)) * cost.seconds(MIN_MEASURES_PER_ROUND) > FIRST_PASS_SHARE * seconds
 
 
 def search_effort(num_measure: int) -> tuple[int, int]:

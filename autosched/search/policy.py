@@ -206,24 +206,35 @@ class SketchPolicy:
 
     def _one_round(self, num_measure: int, measurer, population) -> tuple[list, list]:
         best, random_states = self.search_one_round(num_measure, population)
-        seeds = []
-        while self.pending_seeds and len(seeds) < num_measure:
-            state = self.pending_seeds.pop(0)
-            if state_key(state) not in self.measured_keys:
-                self.measured_keys.add(state_key(state))
-                seeds.append(state)
-        picked = seeds + pick_states_eps_greedy(
+        seeds = self.take_seeds(num_measure)
+        picked = pick_states_eps_greedy(
             best, random_states, num_measure - len(seeds), self.params.eps_greedy,
             self.measured_keys,
         )  # fmt: skip
-        if not picked:
+        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
+        if not inputs:
             return [], []
-        inputs = [MeasureInput(self.task, s) for s in picked]
         results = measurer.measure(inputs)  # charges the ledger: build phases, run, records
-        self.record_results(inputs, results)
-        with phase("train"):  # (its feature extraction is charged to "features")
-            self.model.update(inputs, results)
+        self.learn(inputs, results)
         return inputs, results
+
+    def take_seeds(self, limit: int) -> list:
+        """Up to ``limit`` pending seed states (:class:`SeedStates`) not measured yet, as
+        MeasureInputs; they count as measured from now on (the caller measures them)."""
+        seeds = []
+        while self.pending_seeds and len(seeds) < limit:
+            state = self.pending_seeds.pop(0)
+            if state_key(state) not in self.measured_keys:
+                self.measured_keys.add(state_key(state))
+                seeds.append(MeasureInput(self.task, state))
+        return seeds
+
+    def learn(self, inputs, results, train: bool = True) -> None:
+        """Add measured candidates to the measured set and (``train``) the cost model."""
+        self.record_results(inputs, results)
+        if train:
+            with phase("train"):  # (its feature extraction is charged to "features")
+                self.model.update(inputs, results)
 
     def record_results(self, inputs, results) -> None:
         """Add measured (or preloaded) results to the measured set and the best state."""

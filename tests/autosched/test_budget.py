@@ -167,3 +167,15 @@ def test_cli_uses_the_automatic_rule_unless_flags_are_given(monkeypatch, tmp_pat
     assert options.num_measures_per_round == 64
     assert params.for_round(8).evolutionary_search_population == 2048
     assert params.for_round(8).evolutionary_search_num_iters == 4
+
+
+def test_a_short_budget_makes_the_first_pass_default_schedules_only():
+    """Issue 29: with 120 s, resnet-18's 24 tasks (googlenet's 61) did not all get a round of
+    the smallest searched size within the quarter; such a budget is 'short'. The issue's GPU
+    run (400 s) and a 900 s CPU run are not."""
+    from autosched.search.budget import first_pass_is_short
+
+    assert first_pass_is_short(24, 120, CPU_COST) and first_pass_is_short(61, 120, CPU_COST)
+    assert not first_pass_is_short(24, 900, CPU_COST)
+    assert not first_pass_is_short(24, 400, GPU_COST)
+    assert not first_pass_is_short(24, None, CPU_COST)  # a trial budget alone: never

@@ -79,3 +79,11 @@ def test_tune_ends_with_the_latencies_and_the_next_command(tmp_path, capsys, mon
         f"Records: {log}. Next: python -m autosched compile --onnx {shlex.quote(model)} "
         f"--target llvm --no-winograd --log {shlex.quote(str(log))} -o m.lib"
     )
+
+
+def test_latency_comparison_gives_a_partial_estimate_and_says_so():
+    """Issue 29: the CLI said 'No estimate' while most tasks had records."""
+    line = latency_comparison(284.4, 453.6, gpu=False, coverage=(15, 24))
+    assert "estimated 284.400 ms" in line and "15 of 24 tasks" in line
+    assert "No estimate" not in line and "default schedules" in line
+    assert "agree" in latency_comparison(10.0, 10.5, gpu=False, coverage=(24, 24))

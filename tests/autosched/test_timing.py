@@ -175,3 +175,46 @@ def test_old_records_without_build_and_run_still_load(tmp_path):
     assert {"build_s", "run_s"} <= set(frame.columns)
     assert frame["build_s"].isna().tolist() == [True, True, False]
     assert isinstance(frame, pd.DataFrame)
+
+
+def test_short_budget_first_pass_measures_every_default_schedule_together(tmp_path):
+    """Issue 29: with a short time budget the first pass measures each task's default
+    schedule, all tasks in builder-sized batches and without search, so every task has a
+    latency early; the estimate is then known (partially as soon as any task has one)."""
+    from autosched.network.default_schedules import default_schedule
+    from autosched.search.evolution import state_key
+
+    tasks = [
+        ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(testing.softmax(8, 32)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(testing.dense_bias(8, 32, 16)), target="llvm"),
+    ]
+    log = tmp_path / "log.json"
+    options = ansor.TuningOptions(
+        num_measure_trials=0, max_tuning_seconds=2.0, verbose=1,
+        runner=ansor.LocalRunner(number=1, repeat=1, min_repeat_ms=0, timeout=20),
+        measure_callbacks=[ansor.RecordToFile(log)],
+    )  # fmt: skip
+    ts = ansor.TaskScheduler(tasks, [1, 2, 3], retime_top=0)
+    assert ts.partial_latency_ms() == (None, 0)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ts.tune(options)
+    assert "First pass: the default schedules of 3 tasks" in out.getvalue()
+    first = [next(r for r in ts.ledger.rounds if r["task"] == t.desc) for t in tasks]
+    assert all(r["trials"] == 1 and r["sample"] == 0.0 for r in first)  # no search
+    defaults = {
+        (t.workload_key, state_key(default_schedule(t.compute_dag, t.target))) for t in tasks
+    }
+    measured = set()
+    for inp, _ in load_records(log, dags=tasks):
+        task = next(t for t in tasks if t.workload_key == inp.task.workload_key)
+        measured.add((task.workload_key, state_key(inp.state.to_state(task.compute_dag))))
+    assert defaults <= measured
+    assert all(n >= 1 for n in ts.task_trials)
+    ms, covered = ts.partial_latency_ms()
+    assert covered == 3 and ms == pytest.approx(ts.estimated_latency_ms())
+    # With one task's result gone, the estimate covers the other two, weighted.
+    ts.best_costs[0] = 1e10
+    expected = 1e3 * (2 * ts.best_costs[1] + 3 * ts.best_costs[2])
+    assert ts.partial_latency_ms() == (pytest.approx(expected), 2)
