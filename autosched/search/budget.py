@@ -19,6 +19,9 @@ latency stays unknown. The rule here (issue 16, section 3):
   beside the default schedule that the first round of every task measures; a budget below
   ``2 * n_tasks`` trials gets what fits (the task scheduler caps a round at
   ``trials // n_tasks``). The ceiling is TVM's 64.
+* **Short budgets**: when even rounds of 2 would not fit the first pass in its quarter
+  (:func:`first_pass_is_short`), the task scheduler's first pass measures only the default
+  schedules, all tasks in builder-sized batches without search (issue 29).
 * **Search effort**: ``STATES_PER_CANDIDATE`` (16) state-generations per measured candidate, as
   an expert's hand-picked 400 s / 24-task setting spends (8 per round, population 128, one
   generation), in one generation until the population reaches 512, then in up to 4.
