@@ -50,6 +50,7 @@ from ..measure.timing import TimeLedger, phase
 from ..search.budget import (
     CPU_COST,
     GPU_COST,
+    TVM_MEASURES_PER_ROUND,
     RoundCost,
     first_pass_is_short,
     measures_per_round,
@@ -647,6 +648,10 @@ class TaskScheduler:
             return
         self._round_cost = observed_cost(self._round_cost, measured, mean_round_s)
         new = measures_per_round(len(self.tasks), self._trial_limit, budget, self._round_cost)
+        # Never smaller than the builders: a smaller round leaves builders idle while its
+        # search costs as much (issue 29: rounds of 2 on a 16-core GPU host).
+        builders = int(getattr(getattr(self.measurer, "builder", None), "n_parallel", 1) or 1)
+        new = max(new, min(builders, TVM_MEASURES_PER_ROUND))
         if new != self.num_measures_per_round:
             self._say(
                 f"Round size: {new} candidates per round from now on (a first-pass round took "

@@ -179,3 +179,24 @@ def test_a_short_budget_makes_the_first_pass_default_schedules_only():
     assert not first_pass_is_short(24, 900, CPU_COST)
     assert not first_pass_is_short(24, 400, GPU_COST)
     assert not first_pass_is_short(24, None, CPU_COST)  # a trial budget alone: never
+
+
+def test_rounds_after_the_first_pass_keep_every_builder_busy():
+    """Issue 29: on a 16-core host the round size fell to 2 after the first pass."""
+    from types import SimpleNamespace
+
+    from autosched.search.budget import TVM_MEASURES_PER_ROUND
+
+    def adapted(builders):
+        dag = ansor.ComputeDAG(testing.matmul(8, 8, 8))
+        ts = ansor.TaskScheduler([ansor.SearchTask(dag, target="llvm")] * 24)
+        ts.tune_option = SimpleNamespace(max_tuning_seconds=120.0, num_measures_per_round=None,
+                                         verbose=0)  # fmt: skip
+        ts._trial_limit, ts._round_cost, ts.num_measures_per_round = None, CPU_COST, 2
+        ts.measurer = SimpleNamespace(builder=SimpleNamespace(n_parallel=builders))
+        ts._adapt_round_size(5.0, 2)
+        return ts.num_measures_per_round
+
+    assert adapted(2) == 2  # the budget's choice (24 tasks, 120 s) is already the floor
+    assert adapted(16) == 16
+    assert adapted(200) == TVM_MEASURES_PER_ROUND
