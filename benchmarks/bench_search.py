@@ -42,6 +42,8 @@ def _summary(case: str, target: str, ledger, wall: float, trials: int, best: str
         "trials_per_min": round(60.0 * trials / wall, 1), "best": best,
         "seconds": {k: round(v, 2) for k, v in ledger.seconds.items()},
         "outside_build_run": round(outside, 3), "line": line,
+        "rounds": [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+                   for row in ledger.rounds],
     }  # fmt: skip
 
 

@@ -218,6 +218,8 @@ class LocalRunner(_ClosedOnExit):
     enable_cpu_cache_flush : bool
         Write a buffer twice the size of the last-level cache before each repeat, and time one
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
+        The repeats stop once they took half the ``timeout`` (at least one is kept), so a
+        kernel of seconds per run is measured instead of timing out.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
     num_threads : int, optional
@@ -310,6 +312,8 @@ class LocalRunner(_ClosedOnExit):
             "repeat": self.repeat,
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
             "flush": flush,
+            # Cold repeats stop once they took this long (at least one is kept), issue 29.
+            "time_limit_s": self.timeout / 2 if flush else None,
             "check": self.check_correctness,
             "num_threads": self.num_threads,
             "fault": fault,
