@@ -91,6 +91,7 @@ def build_one(job: tuple) -> tuple:
         now = time.perf_counter()
         phases[name] = phases.get(name, 0.0) + now - mark[0]
         mark[0] = now
+
     signal.signal(signal.SIGALRM, _on_alarm)
     stage = "replaying the steps"
     try:
