@@ -140,9 +140,7 @@ class SketchPolicy:
         with phase("sample"):
             while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
                 before = len(out)
-                for state in sample_init_population(
-                    self.task, self.sketches, target, self.rng, p
-                ):
+                for state in sample_init_population(self.task, self.sketches, target, self.rng, p):
                     out.setdefault(state_key(state), state)
                 fruitless = fruitless + 1 if len(out) == before else 0
         return list(out.values())
