@@ -77,6 +77,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("autosched.task_scheduler")
+# The ledger's task name of a batch of the short-budget first pass (``_seed_pass``).
+FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
 RETIME_MIN_FACTOR = 4
 
@@ -535,7 +537,7 @@ class TaskScheduler:
                     model.update(inputs, res_list)
             for (i, inp), res in zip(part, results, strict=True):
                 self._account(i, [inp], [res])
-                self.ledger.end_round(1, self._desc(i))
+            self.ledger.end_round(len(part), FIRST_PASS_ROUND)  # one row per batch
             done += len(part)
         return done
 

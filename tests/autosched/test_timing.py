@@ -184,6 +184,7 @@ def test_short_budget_first_pass_measures_every_default_schedule_together(tmp_pa
     schedule, all tasks in builder-sized batches and without search, so every task has a
     latency early; the estimate is then known (partially as soon as any task has one)."""
     from autosched.network.default_schedules import default_schedule
+    from autosched.network.task_scheduler import FIRST_PASS_ROUND
     from autosched.search.evolution import state_key
 
     tasks = [
@@ -203,8 +204,9 @@ def test_short_budget_first_pass_measures_every_default_schedule_together(tmp_pa
     with contextlib.redirect_stdout(out):
         ts.tune(options)
     assert "First pass: the default schedules of 3 tasks" in out.getvalue()
-    first = [next(r for r in ts.ledger.rounds if r["task"] == t.desc) for t in tasks]
-    assert all(r["trials"] == 1 and r["sample"] == 0.0 for r in first)  # no search
+    first = [r for r in ts.ledger.rounds if r["task"] == FIRST_PASS_ROUND]
+    assert sum(r["trials"] for r in first) == 3  # one batch (2 builders: up to 4 a batch)
+    assert all(r["sample"] == r["evolve"] == 0.0 for r in first)  # no search
     defaults = {
         (t.workload_key, state_key(default_schedule(t.compute_dag, t.target))) for t in tasks
     }
