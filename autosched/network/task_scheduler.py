@@ -503,24 +503,31 @@ class TaskScheduler:
         default schedule of every task without records, in batches that keep every builder
         busy, without any search; each counts as the task's first round. Tasks without a
         default schedule get a searched warm-up round after it. Returns the tasks seeded."""
-        items = []
-        for i, policy in enumerate(self.search_policies):
-            if not self.task_cts[i] and hasattr(policy, "take_seeds"):
-                items += [(i, inp) for inp in policy.take_seeds(1)]
+        todo = [
+            i
+            for i, policy in enumerate(self.search_policies)
+            if not self.task_cts[i]
+            and hasattr(policy, "take_seeds")
+            and getattr(policy, "pending_seeds", None)
+        ]
         if self._trial_limit is not None:
-            items = items[: max(0, self._trial_limit - self.ct)]
-        if not items:
+            todo = todo[: max(0, self._trial_limit - self.ct)]
+        if not todo:
             return 0
         self._say(
-            f"First pass: the default schedules of {len(items)} tasks, measured together "
+            f"First pass: the default schedules of {len(todo)} tasks, measured together "
             "(a short budget: no search until every task has a latency)"
         )
         chunk = 2 * max(1, getattr(self.measurer.builder, "n_parallel", 1))
         done = 0
-        for lo in range(0, len(items), chunk):
+        for lo in range(0, len(todo), chunk):
             if not more_trials():
                 break
-            part = items[lo : lo + chunk]
+            # Taken batch by batch: a seed not measured (the budget ended) stays pending.
+            part = [(i, inp) for i in todo[lo : lo + chunk]
+                    for inp in self.search_policies[i].take_seeds(1)]  # fmt: skip
+            if not part:
+                continue
             for i, _ in part:
                 for cb in self.callbacks:
                     cb.pre_tune(self, i)
