@@ -18,6 +18,7 @@ __all__ = [
     "MAX_KERNEL_SIZE",
     "KernelSizeError",
     "check_kernel_size",
+    "emit_source",
     "generate_source",
     "gpu_limits",
     "kernel_size_limit",
@@ -73,7 +74,10 @@ def cpu_features(target: Target) -> frozenset[str]:
     return host_cpu_features()
 
 
-def _emit(program, target: Target):
+def emit_source(program, target):
+    """The code (a codegen Source) of a lowered ``program`` for ``target``; what
+    :func:`generate_source` does after :func:`lower_for` (the builders time the two apart)."""
+    target = Target(target)
     if target.kind == "llvm":
         from codegen.llvm import build_llvm
 
@@ -136,4 +140,5 @@ def generate_source(
 ):
     """The generated code (a codegen Source) for ``sch`` without loading it on a device."""
     target = Target(target)
-    return _emit(lower_for(sch, target, name, limits, layout_rewrite, max_kernel_size), target)
+    program = lower_for(sch, target, name, limits, layout_rewrite, max_kernel_size)
+    return emit_source(program, target)

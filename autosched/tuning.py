@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
 
 from .workers import TuningInterrupted, interrupted, stop_on_signals
 from .workers.signals import signal_name
+
+_log = logging.getLogger("autosched.tuning")
 
 __all__ = ["TuningOptions", "auto_schedule"]
 
@@ -195,6 +198,10 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
         cost = GPU_COST if Target(str(task.target)).is_gpu else CPU_COST
         per_round = measures_per_round(1, trials, options.max_tuning_seconds, cost)
     measurer = options.make_measurer()
+    if hasattr(search_policy, "ledger"):
+        from .measure.timing import TimeLedger
+
+        search_policy.ledger = TimeLedger()  # this tune's time, for the breakdown at the end
     live = _notebook_view(task, trials) if options.verbose >= 1 else None
     if live is not None:
         measurer.callbacks = (*measurer.callbacks, live)
@@ -225,6 +232,13 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
             f"{time.perf_counter() - t0:.1f} s ({split.line()})",
             flush=True,
         )
+    ledger = getattr(search_policy, "ledger", None)
+    if ledger is not None:
+        line = ledger.line(trials=search_policy.num_trials)
+        if options.verbose:
+            print(line, flush=True)
+        else:
+            _log.info(line)
     return state
 
 

@@ -317,7 +317,9 @@ def _compile(args, mod, params, log: Path):
     return lib
 
 
-def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms=None) -> int:
+def _run_and_check(
+    args, lib, mod, params, input_shape, input_name, estimated_ms=None, coverage=None
+) -> int:
     import autosched as ansor
     from tensorir.dtype import tolerance
     from tensorir.graph import evaluate
@@ -357,7 +359,7 @@ def _run_and_check(args, lib, mod, params, input_shape, input_name, estimated_ms
             busy = None if lib.target.is_gpu else machine_busy(cpu_count())
             measured_ms = float(np.median(times))
             gpu, cold = lib.target.is_gpu, _tunes_cold(args)
-            print(latency_comparison(estimated_ms, measured_ms, gpu, cold, busy))
+            print(latency_comparison(estimated_ms, measured_ms, gpu, cold, busy, coverage))
     return 0 if ok else 1
 
 
@@ -388,9 +390,13 @@ def latency_comparison(
     gpu: bool,
     cold_tuned: bool = False,
     busy: str | None = None,
+    coverage: tuple[int, int] | None = None,
 ) -> str:
     """One line: the task scheduler's estimate beside the measured network latency, and why
     they differ (the reason depends on which one is larger).
+
+    ``coverage`` is ``(tasks with a record, tasks)``: when some tasks have none, the estimate
+    sums the others (:meth:`TaskScheduler.partial_latency_ms`) and the line says so.
 
     ``cold_tuned`` says the candidates were timed with cold caches, as the network runs them;
     ``busy`` (from :func:`machine_busy`) names other load on the cores, the likeliest reason for a
@@ -401,6 +407,12 @@ def latency_comparison(
     )
     if estimated_ms is None:
         return head + " No estimate: no task has a measured record yet."
+    if coverage is not None and coverage[0] < coverage[1]:
+        return head + (
+            f" The estimate covers the {coverage[0]} of {coverage[1]} tasks that have a measured "
+            "record; the others run their default schedules and are not in it, so the network "
+            "is slower than the estimate (tune longer to measure every task)."
+        )
     if abs(measured_ms - estimated_ms) <= 0.15 * estimated_ms:
         return head + " They agree within 15%."
     if measured_ms > estimated_ms:
@@ -476,7 +488,7 @@ def run_network_command(args) -> int:
         # The weights are bound (in 16 bits) and batch norm folded: no params from here on.
         mod, params = ansor.to_mixed_precision(mod, args.precision, params), {}
     log = _log_path(args, name)
-    estimated_ms = None
+    estimated_ms, coverage = None, None
     if args.command == "tune":
         use_winograd = False if args.no_winograd else None
         print("Extract tasks...")
@@ -527,7 +539,9 @@ def run_network_command(args) -> int:
         budget += [f"{args.max_seconds:g} s"] if args.max_seconds is not None else []
         print(f"Begin tuning ({' and '.join(budget)}{from_log})...")
         tuner.tune(options, search_policy_params=params_search)
-        estimated_ms = tuner.estimated_latency_ms()
+        # Whenever any task has a record: a partial estimate says how many it covers.
+        estimated_ms, covered = tuner.partial_latency_ms()
+        coverage = (covered, len(tasks))
     if args.command in ("run", "benchmark") and getattr(args, "lib", None):
         lib = _load_lib(args, mod, params)
     else:
@@ -540,6 +554,7 @@ def run_network_command(args) -> int:
     status = _run_and_check(
         args, lib, mod, params, input_shape, input_name,
         estimated_ms if args.command == "tune" else None,
+        coverage if args.command == "tune" else None,
     )  # fmt: skip
     _print_accuracy(args, lib, fp32_mod, fp32_params, mod, input_name)
     if args.command == "tune":

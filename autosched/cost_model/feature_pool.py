@@ -23,6 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..measure.timing import phase
 from ..workers import WorkerPool, cpu_count, env
 from .features import N_FEATURES, lowered_features, state_features
 
@@ -168,8 +169,14 @@ def states_features(task, states, cache: FeatureCache | None = None) -> list[np.
     A large batch of new states is extracted in parallel worker processes
     (this module's pool); the rows are the same as in-process.
 
-    Returns read-only arrays (cached arrays are shared).
+    Returns read-only arrays (cached arrays are shared). The time is charged to the
+    ``features`` phase of the current timing ledger.
     """
+    with phase("features"):
+        return _states_features(task, states, cache)
+
+
+def _states_features(task, states, cache) -> list[np.ndarray]:
     cache = DEFAULT_CACHE if cache is None else cache
     keys = [cache.key(task, s) for s in states]
     out: list = [None] * len(keys)

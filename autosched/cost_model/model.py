@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo
+from ..measure.timing import phase
 from .feature_pool import states_features
 from .model_file import load_model_file as _load_model_file
 from .model_file import save_model_file as _save_model_file
@@ -269,7 +270,8 @@ class LGBModel(CostModel):
         """
         if self.warming_up:
             return self.rng.random(len(states))
-        return self.predict_features(states_features(task, states))
+        with phase("predict"):  # (the features inside are charged to "features")
+            return self.predict_features(states_features(task, states))
 
     def predict_features(self, feats: list[np.ndarray]) -> np.ndarray:
         """Pack-sum scores from per-program feature arrays (one prediction call for all rows)."""

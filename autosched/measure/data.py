@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -84,6 +85,9 @@ class MeasureResult:
         Wall seconds spent building and running this candidate.
     timestamp : float
         ``time.time()`` when the measurement finished.
+    build_s, run_s : float
+        The part of ``all_cost`` spent building (in a builder worker) and running (loading,
+        checking, timing); NaN when unknown (records written before they were kept).
     """
 
     costs: tuple[float, ...]
@@ -91,6 +95,8 @@ class MeasureResult:
     error_msg: str = ""
     all_cost: float = 0.0
     timestamp: float = field(default=0.0)
+    build_s: float = math.nan
+    run_s: float = math.nan
 
     @property
     def mean_cost(self) -> float:
@@ -168,9 +174,13 @@ class BuildResult:
         Which stage failed and the exception type and message.
     time_cost : float
         Seconds the build took.
+    phases : dict
+        Seconds of the build's ``"lower"`` (replay included), ``"codegen"`` and ``"compile"``
+        stages as the worker timed them (``measure.timing``); empty when not reported.
     """
 
     source: dict | None
     error_no: int = MeasureErrorNo.NO_ERROR
     error_msg: str = ""
     time_cost: float = 0.0
+    phases: dict = field(default_factory=dict)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..workers import WorkerPool, cpu_count, deferred_signals
+from . import timing as _timing
 from . import worker as _worker
 from .data import (
     MAX_COST,
@@ -255,6 +256,8 @@ class LocalRunner(_ClosedOnExit):
     enable_cpu_cache_flush : bool
         Write a buffer twice the size of the last-level cache before each repeat, and time one
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
+        The repeats stop once they took half the ``timeout`` (at least one is kept), so a
+        kernel of seconds per run is measured instead of timing out.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
     num_threads : int, optional
@@ -347,6 +350,8 @@ class LocalRunner(_ClosedOnExit):
             "repeat": self.repeat,
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
             "flush": flush,
+            # Cold repeats stop once they took this long (at least one is kept), issue 29.
+            "time_limit_s": self.timeout / 2 if flush else None,
             "check": self.check_correctness,
             "num_threads": self.num_threads,
             "fault": fault,
@@ -529,8 +534,14 @@ class ProgramMeasurer:
                 ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
                        for r in ran]  # fmt: skip
             t2 = time.perf_counter()
+            ran = _with_split(built, ran)
             self.stats.build_s += t1 - t0
             self.stats.run_s += t2 - t1
+            ledger = _timing.current()
+            if ledger is not None:
+                workers = getattr(self.builder, "n_parallel", 1)
+                ledger.add_build(t1 - t0, [getattr(b, "phases", {}) for b in built], workers)
+                ledger.add("run", t2 - t1)
             self.stats.measured += len(chunk)
             self.stats.errors += sum(r.error_no != MeasureErrorNo.NO_ERROR for r in ran)
             for inp, res in zip(chunk, ran):
@@ -540,7 +551,8 @@ class ProgramMeasurer:
                 ):
                     self.best_cost[key] = res.mean_cost
                     self.best_input[key] = inp
-            with deferred_signals():  # a Ctrl-C here waits: the log gets the whole batch
+            with deferred_signals(), _timing.phase("records"):
+                # (a Ctrl-C here waits: the log gets the whole batch)
                 for cb in self.callbacks:
                     cb.callback(chunk, ran)
             results.extend(ran)
@@ -553,6 +565,17 @@ class ProgramMeasurer:
             close = getattr(part, "close", None)
             if close is not None:
                 close()
+
+
+def _with_split(built, ran) -> list[MeasureResult]:
+    """``ran`` with each result's ``build_s`` (the worker's build seconds) and ``run_s`` (the
+    rest of its ``all_cost``) filled in, so records keep them (runners may not)."""
+    out = []
+    for b, r in zip(built, ran, strict=True):
+        build_s = float(getattr(b, "time_cost", 0.0) or 0.0)
+        run_s = r.run_s if r.run_s == r.run_s else max(0.0, r.all_cost - build_s)  # not NaN
+        out.append(dataclasses.replace(r, build_s=build_s, run_s=run_s))
+    return out
 
 
 def measure(

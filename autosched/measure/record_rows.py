@@ -19,7 +19,10 @@ plots (:mod:`autosched.plot`) read, so they agree on the columns:
 ``error``
     the ``MeasureErrorNo`` name (``NO_ERROR`` for a success);
 ``time``
-    Unix seconds when the measurement finished; ``steps``: the number of transform steps.
+    Unix seconds when the measurement finished; ``steps``: the number of transform steps;
+``build_s``, ``run_s``
+    seconds spent building and running the candidate (NaN in records written before they
+    were kept).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .records import load_records
 __all__ = ["COLUMNS", "record_rows"]
 
 COLUMNS = ("trial", "workload", "task", "target", "cost", "gflops", "flops", "bytes", "error",
-           "time", "steps")  # fmt: skip
+           "time", "steps", "build_s", "run_s")  # fmt: skip
 
 
 def _key_hash(key: str) -> str:
@@ -100,6 +103,8 @@ def record_rows(log, tasks=None) -> list[dict]:
                 "error": _error_name(res.error_no),
                 "time": res.timestamp,
                 "steps": len(inp.state.steps),
+                "build_s": res.build_s,
+                "run_s": res.run_s,
             }
         )
     return rows

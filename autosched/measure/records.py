@@ -6,6 +6,7 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
      "i": [[WORKLOAD_KEY, TARGET], [[], [STEP, STEP, ...]]],
      "r": [[COST_1, ..., COST_repeat], ERROR_NO, ALL_COST, TIMESTAMP],
      "e": "error message, empty on success",
+     "t": [BUILD_SECONDS, RUN_SECONDS],
      "versions": {"autosched": "0.1.0", "llvmlite": "0.44.0"}}
 
 - ``WORKLOAD_KEY`` is ``ComputeDAG.workload_key`` (a JSON string), ``TARGET`` the target string.
@@ -18,6 +19,9 @@ Format (``"v": 1``), close to TVM's ``v0.6`` log lines::
 - Costs are seconds per run (``1e10`` for a failed candidate), ``ERROR_NO`` a
   :class:`~autosched.measure.local.MeasureErrorNo` code, ``ALL_COST`` the build + run wall seconds,
   ``TIMESTAMP`` Unix seconds.
+- ``"t"`` (optional, written since issue 29; still version 1, since older readers ignore keys
+  they do not know): the parts of ``ALL_COST`` spent building and running the candidate.
+  Records without it load with NaN ``build_s`` / ``run_s``.
 - Every line is one JSON object, so ``jq`` and ``pandas.read_json(path, lines=True)`` read a
   log. :class:`RecordToFile` marks where a run starts and, from :meth:`RecordToFile.close`,
   where it ended cleanly, with marker objects ``{"autosched_marker": "run-start", "time": ...}``
@@ -176,6 +180,9 @@ def encode_record(inp: MeasureInput, res: MeasureResult) -> str:
         "e": res.error_msg,
         "versions": _VERSIONS,
     }
+    split = (getattr(res, "build_s", math.nan), getattr(res, "run_s", math.nan))
+    if all(math.isfinite(x) for x in split):
+        rec["t"] = [float(x) for x in split]
     return json.dumps(rec, separators=(",", ":"))
 
 
@@ -237,9 +244,24 @@ def decode_record(line: str, dags: Mapping | None = None) -> tuple[MeasureInput,
         raise ValueError(f"steps are not plain JSON ({type(exc).__name__})") from None
     inp = MeasureInput(RecordTask(key, target, dag), RecordState(steps_json, dag))
     res = MeasureResult(
-        tuple(costs), error_no, _text(rec.get("e", "")), _float(all_cost), _float(timestamp)
-    )
+        tuple(costs), error_no, _text(rec.get("e", "")), _float(all_cost), _float(timestamp),
+        *_split(rec.get("t")),
+    )  # fmt: skip
     return inp, res
+
+
+def _split(value) -> tuple[float, float]:
+    """The optional ``"t"`` field: (build, run) seconds; NaN for a missing or malformed one
+    (it is informative only, so a bad one does not cost the record)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+    ):
+        build, run = (_float(x) for x in value)
+        if math.isfinite(build) and math.isfinite(run) and build >= 0 and run >= 0:
+            return build, run
+    return math.nan, math.nan
 
 
 def _text(value) -> str:

@@ -82,8 +82,10 @@ class PrintTableInfo(TaskSchedulerCallback):
         -------------------------------------------------
         Estimated total latency: 1.587 ms  Trials: 4992  Used time : 13296 s  Next ID: 3
 
-    In a notebook the live view (:class:`NotebookView`: a bar and the estimated total latency
-    against trials and seconds, redrawn after each round), on a terminal a ``tqdm`` bar
+    (the final line ends with ``Trials/min: R  Done``: the trials this run measured per
+    minute of its wall time). In a notebook the live view (:class:`NotebookView`: a bar and
+    the estimated total latency against trials and seconds, redrawn after each round), on a
+    terminal a ``tqdm`` bar
     (trials, elapsed time, estimated latency) runs during tuning, and the table is printed
     once at the end. Otherwise (output to
     a file or a pipe) the table is printed before a round only once every task has had its
@@ -152,7 +154,9 @@ class PrintTableInfo(TaskSchedulerCallback):
             self._bar.finish(task_scheduler)
             self._bar = None
         self._table(task_scheduler)
-        print(f"{self._summary(task_scheduler)}  Done", flush=True)
+        elapsed = time.time() - task_scheduler.tic
+        rate = f"{60.0 * task_scheduler.ct / elapsed:.1f}" if elapsed > 0 else "-"
+        print(f"{self._summary(task_scheduler)}  Trials/min: {rate}  Done", flush=True)
         log = record_file(task_scheduler.tune_option)
         if self.final_line and log is not None:
             print(

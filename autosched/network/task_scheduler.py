@@ -46,7 +46,16 @@ from ..measure.data import (
     steady_costs,
     steps_json_of,
 )
-from ..search.budget import CPU_COST, GPU_COST, RoundCost, measures_per_round, observed_cost
+from ..measure.timing import TimeLedger, phase
+from ..search.budget import (
+    CPU_COST,
+    GPU_COST,
+    TVM_MEASURES_PER_ROUND,
+    RoundCost,
+    first_pass_is_short,
+    measures_per_round,
+    observed_cost,
+)
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 from .progress import (
@@ -68,6 +77,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("autosched.task_scheduler")
+# The ledger's task name of a batch of the short-budget first pass (``_seed_pass``).
+FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
 RETIME_MIN_FACTOR = 4
 
@@ -244,6 +255,10 @@ class TaskScheduler:
         Trials per round, fixed by :meth:`tune`.
     retimed : set of int
         Tasks whose ``best_costs`` come from the re-timing at the end of :meth:`tune`.
+    ledger : TimeLedger
+        Where the last :meth:`tune` spent its time, per round and in total
+        (:mod:`autosched.measure.timing`), shared by its policies; :meth:`tune` ends by
+        printing its one-line breakdown (``verbose >= 1``; else logged at INFO).
     """
 
     def __init__(
@@ -301,6 +316,7 @@ class TaskScheduler:
         self.cur_score = self._compute_score(self.best_costs)
         self.dead_tasks: set[int] = set()
         self.retimed: set[int] = set()
+        self.ledger = TimeLedger()
         # Per task, this tune's best candidates: steps text -> (mean cost, input, costs).
         self._top: list[dict] = [{} for _ in range(n)]
         self._measured_now = [0] * n  # error-free candidates measured by this tune, per task
@@ -369,6 +385,7 @@ class TaskScheduler:
         options = tuning_options
         n = len(self.tasks)
         self.tune_option = options
+        self.ledger = TimeLedger()
         self.per_task_early_stopping = per_task_early_stopping
         trials = self._trial_limit = options.trial_limit
         self._round_cost = self._cost_prior()
@@ -402,6 +419,9 @@ class TaskScheduler:
         self.search_policies = self._make_policies(
             search_policy, search_policy_params, adaptive_training, resumed
         )
+        for policy in self.search_policies:
+            if hasattr(policy, "ledger"):
+                policy.ledger = self.ledger  # one ledger for the whole run
         self.measurer = options.make_measurer()
         self._best_at_start = self.best_costs.copy()  # restored from the log
         self.ct = 0
@@ -418,7 +438,7 @@ class TaskScheduler:
             return not out_of_time
 
         try:
-            with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
+            with stop_on_signals(), self.ledger.active():  # SIGTERM unwinds like Ctrl-C
                 self._tune_rounds(n, more_trials, early_stopping)
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
@@ -429,24 +449,37 @@ class TaskScheduler:
         if out_of_time:
             self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")
         try:
-            with stop_on_signals():
+            with stop_on_signals(), self.ledger.active():
                 self._retime_best()
         except BaseException:
             self.measurer.close(clean=False)
             raise
         self.measurer.close()
+        line = self.ledger.line(trials=self.ct)
+        if options.verbose >= 1:
+            print(line, flush=True)
+        else:
+            _log.info(line)
         for cb in self.callbacks:
             cb.finish(self)
 
     def _tune_rounds(self, n: int, more_trials, early_stopping) -> None:
         """The warm-up round of every task, then gradient-chosen rounds until done."""
         start, warm_up_rounds = time.time(), 0
+        budget = self.tune_option.max_tuning_seconds
+        seeded = 0
+        if first_pass_is_short(sum(not c for c in self.task_cts), budget, self._round_cost):
+            seeded = self._seed_pass(more_trials)
+        seed_s = time.time() - start
         for i in range(n):  # warm-up: one round for every task without history
             if not self.task_cts[i] and more_trials():
                 self._tune_task(i)
                 warm_up_rounds += 1
         if warm_up_rounds:
-            self._adapt_round_size((time.time() - start) / warm_up_rounds)
+            rounds_s = time.time() - start - seed_s
+            self._adapt_round_size(rounds_s / warm_up_rounds, self.num_measures_per_round)
+        elif seeded:
+            self._adapt_round_size(seed_s / seeded, 1)
         self.best_ct, self.best_score = self.ct, self.cur_score
         while more_trials() and len(self.dead_tasks) < n:
             idx = self._choose_task()
@@ -465,6 +498,56 @@ class TaskScheduler:
                 )
                 break
 
+    def _seed_pass(self, more_trials) -> int:
+        """The first pass of a short budget (``budget.first_pass_is_short``): measure the
+        default schedule of every task without records, in batches that keep every builder
+        busy, without any search; each counts as the task's first round. Tasks without a
+        default schedule get a searched warm-up round after it. Returns the tasks seeded."""
+        todo = [
+            i
+            for i, policy in enumerate(self.search_policies)
+            if not self.task_cts[i]
+            and hasattr(policy, "take_seeds")
+            and getattr(policy, "pending_seeds", None)
+        ]
+        if self._trial_limit is not None:
+            todo = todo[: max(0, self._trial_limit - self.ct)]
+        if not todo:
+            return 0
+        self._say(
+            f"First pass: the default schedules of {len(todo)} tasks, measured together "
+            "(a short budget: no search until every task has a latency)"
+        )
+        chunk = 2 * max(1, getattr(self.measurer.builder, "n_parallel", 1))
+        done = 0
+        for lo in range(0, len(todo), chunk):
+            if not more_trials():
+                break
+            # Taken batch by batch: a seed not measured (the budget ended) stays pending.
+            part = [(i, inp) for i in todo[lo : lo + chunk]
+                    for inp in self.search_policies[i].take_seeds(1)]  # fmt: skip
+            if not part:
+                continue
+            for i, _ in part:
+                for cb in self.callbacks:
+                    cb.pre_tune(self, i)
+            results = self.measurer.measure([inp for _, inp in part])
+            models: dict[int, tuple] = {}  # train each cost model once per batch
+            for (i, inp), res in zip(part, results, strict=True):
+                policy = self.search_policies[i]
+                policy.learn([inp], [res], train=False)
+                entry = models.setdefault(id(policy.model), (policy.model, [], []))
+                entry[1].append(inp)
+                entry[2].append(res)
+            for model, inputs, res_list in models.values():
+                with phase("train"):
+                    model.update(inputs, res_list)
+            for (i, inp), res in zip(part, results, strict=True):
+                self._account(i, [inp], [res])
+            self.ledger.end_round(len(part), FIRST_PASS_ROUND)  # one row per batch
+            done += len(part)
+        return done
+
     def _tune_task(self, idx: int) -> None:
         """One search round of task ``idx`` and the bookkeeping after it."""
         for cb in self.callbacks:
@@ -478,6 +561,10 @@ class TaskScheduler:
             inputs, results = policy.continue_search_one_round(num, self.measurer)
             if inputs:
                 break
+        self._account(idx, inputs, results)
+
+    def _account(self, idx: int, inputs, results) -> None:
+        """The bookkeeping after a round of task ``idx`` (``post_tune`` callbacks included)."""
         improved = False
         for inp, res in zip(inputs, results):
             if res.error_no != MeasureErrorNo.NO_ERROR:
@@ -561,21 +648,23 @@ class TaskScheduler:
         gpu = any(Target(str(task.target)).is_gpu for task in self.tasks)
         return GPU_COST if gpu else CPU_COST
 
-    def _adapt_round_size(self, mean_round_s: float) -> None:
+    def _adapt_round_size(self, mean_round_s: float, measured: int) -> None:
         """After the warm-up pass: with an automatic round size and a time budget, choose the
         round size again from what a warm-up round really cost (the priors are guesses; a
         loaded machine or slow builds can be several times off)."""
         budget = self.tune_option.max_tuning_seconds
         if self.tune_option.num_measures_per_round is not None or budget is None:
             return
-        self._round_cost = observed_cost(
-            self._round_cost, self.num_measures_per_round, mean_round_s
-        )
+        self._round_cost = observed_cost(self._round_cost, measured, mean_round_s)
         new = measures_per_round(len(self.tasks), self._trial_limit, budget, self._round_cost)
+        # Never smaller than the builders: a smaller round leaves builders idle while its
+        # search costs as much (issue 29: rounds of 2 on a 16-core GPU host).
+        builders = int(getattr(getattr(self.measurer, "builder", None), "n_parallel", 1) or 1)
+        new = max(new, min(builders, TVM_MEASURES_PER_ROUND))
         if new != self.num_measures_per_round:
             self._say(
                 f"Round size: {new} candidates per round from now on (a first-pass round took "
-                f"{mean_round_s:.1f} s with {self.num_measures_per_round})"
+                f"{mean_round_s:.1f} s with {measured})"
             )
             self.num_measures_per_round = new
 
@@ -807,6 +896,18 @@ class TaskScheduler:
     def total_trials(self) -> int:
         """Trials of all tasks, records restored from ``load_log_file`` included."""
         return sum(self.task_trials)
+
+    def partial_latency_ms(self) -> tuple[float | None, int]:
+        """``(ms, k)``: the weighted sum of the best latencies of the ``k`` tasks that have a
+        valid result (the estimate with the others left out; :meth:`estimated_latency_ms` once
+        all have one, so a custom objective is used then); ``(None, 0)`` when none has."""
+        valid = [i for i, c in enumerate(self.best_costs) if c < _NO_RESULT]
+        if len(valid) == len(self.tasks):
+            return self.estimated_latency_ms(), len(valid)
+        if not valid:
+            return None, 0
+        weights = self.task_weights or [1.0] * len(self.tasks)
+        return sum(weights[i] * float(self.best_costs[i]) for i in valid) * 1e3, len(valid)
 
     def estimated_latency_ms(self) -> float | None:
         """The objective in milliseconds, or None while some task has no valid result."""

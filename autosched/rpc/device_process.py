@@ -80,7 +80,7 @@ class DeviceState:
                 raise ValueError("layout_rewrite must be true or false")
         except Exception as exc:
             return None, INSTANTIATION_ERROR, f"the server refuses the state: {short_error(exc)}"
-        src, code, msg, _ = build_one((dag, job["steps"], target, timeout), name, layout_rewrite)
+        src, code, msg, _, _ = build_one((dag, job["steps"], target, timeout), name, layout_rewrite)
         return src, code, msg
 
     def _measure(self, job: dict, timeout: float) -> tuple:

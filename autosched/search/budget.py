@@ -19,6 +19,9 @@ latency stays unknown. The rule here (issue 16, section 3):
   beside the default schedule that the first round of every task measures; a budget below
   ``2 * n_tasks`` trials gets what fits (the task scheduler caps a round at
   ``trials // n_tasks``). The ceiling is TVM's 64.
+* **Short budgets**: when even rounds of 2 would not fit the first pass in its quarter
+  (:func:`first_pass_is_short`), the task scheduler's first pass measures only the default
+  schedules, all tasks in builder-sized batches without search (issue 29).
 * **Search effort**: ``STATES_PER_CANDIDATE`` (16) state-generations per measured candidate, as
   an expert's hand-picked 400 s / 24-task setting spends (8 per round, population 128, one
   generation), in one generation until the population reaches 512, then in up to 4.
@@ -38,6 +41,7 @@ __all__ = [
     "FIRST_PASS_SHARE",
     "GPU_COST",
     "RoundCost",
+    "first_pass_is_short",
     "measures_per_round",
     "observed_cost",
     "search_effort",
@@ -124,6 +128,17 @@ def measures_per_round(
         per_task_round_s = seconds * FIRST_PASS_SHARE / n
         choice = min(choice, (per_task_round_s - cost.round_s) / max(cost.trial_s, 1e-9))
     return _clamp(choice, MIN_MEASURES_PER_ROUND, TVM_MEASURES_PER_ROUND)
+
+
+def first_pass_is_short(n_tasks: int, seconds: float | None, cost: RoundCost = CPU_COST) -> bool:
+    """Whether even the smallest searched first pass (rounds of ``MIN_MEASURES_PER_ROUND``)
+    would take more than ``FIRST_PASS_SHARE`` of a ``seconds`` budget. The task scheduler
+    then makes the first pass measure only each task's default schedule, all tasks in one
+    batch (no search, every builder busy), so that every task is measured early (issue 29:
+    with 120 s, googlenet's 61 tasks were not all measured)."""
+    if seconds is None:
+        return False
+    return max(1, int(n_tasks)) * cost.seconds(MIN_MEASURES_PER_ROUND) > FIRST_PASS_SHARE * seconds
 
 
 def search_effort(num_measure: int) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
+from ..measure.timing import TimeLedger, phase
 from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
@@ -25,7 +26,8 @@ _log = logging.getLogger("autosched.search_policy")
 
 @dataclass
 class TimeSplit:
-    """Wall seconds of a tuning run by activity (user-pains 2: report the split every run)."""
+    """Wall seconds of a tuning run by activity (user-pains 2: report the split every run); a
+    coarse view of the policy's :class:`~autosched.measure.timing.TimeLedger`."""
 
     search: float = 0.0  # sampling, evolution, feature extraction and prediction
     build: float = 0.0
@@ -36,6 +38,17 @@ class TimeSplit:
     @property
     def total(self) -> float:
         return self.search + self.build + self.run + self.train
+
+    @classmethod
+    def of(cls, ledger: TimeLedger) -> TimeSplit:
+        """The split of a ledger: search = sampling, evolution, features and prediction."""
+        sec = ledger.seconds
+        return cls(
+            search=sec["sample"] + sec["evolve"] + sec["features"] + sec["predict"],
+            build=sec["lower"] + sec["codegen"] + sec["compile"] + sec["wait"],
+            run=sec["run"],
+            train=sec["train"],
+        )
 
     def line(self) -> str:
         return (f"search {self.search:.1f} s, build {self.build:.1f} s, run {self.run:.1f} s, "
@@ -58,6 +71,13 @@ class SketchPolicy:
         0 silent, 1 a line per round, 2 also sampling / evolution details.
     init_search_callbacks : list, optional
         Objects with ``enter(policy)``, e.g. :class:`PreloadMeasuredStates`.
+
+    Attributes
+    ----------
+    ledger : TimeLedger
+        Where this policy's rounds spend their time (:mod:`autosched.measure.timing`); the
+        task scheduler gives all its policies one shared ledger. ``time_split`` is its coarse
+        view (search / build / run / train).
     """
 
     def __init__(
@@ -83,11 +103,16 @@ class SketchPolicy:
         self.best_cost = MAX_COST
         self.best_state = None
         self.num_trials = 0
-        self.time_split = TimeSplit()
+        self.ledger = TimeLedger()
         self._sketches = None
         self.pending_seeds: list = []  # states to measure before searched ones (SeedStates)
         for callback in init_search_callbacks or ():
             callback.enter(self)
+
+    @property
+    def time_split(self) -> TimeSplit:
+        """Seconds by activity so far (of every policy sharing the ledger)."""
+        return TimeSplit.of(self.ledger)
 
     # ------------------------------------------------------------------ sketches and samples
 
@@ -112,11 +137,12 @@ class SketchPolicy:
         p = (self.params if params is None else params).for_round(TVM_MEASURES_PER_ROUND)
         out: dict = {}
         target, fruitless = p.evolutionary_search_population, 0
-        while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
-            before = len(out)
-            for state in sample_init_population(self.task, self.sketches, target, self.rng, p):
-                out.setdefault(state_key(state), state)
-            fruitless = fruitless + 1 if len(out) == before else 0
+        with phase("sample"):
+            while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
+                before = len(out)
+                for state in sample_init_population(self.task, self.sketches, target, self.rng, p):
+                    out.setdefault(state_key(state), state)
+                fruitless = fruitless + 1 if len(out) == before else 0
         return list(out.values())
 
     def _mutate(self, task, state, rng):
@@ -138,7 +164,6 @@ class SketchPolicy:
         p = self.params.for_round(num_measure)
         if population is not None:
             p = replace(p, evolutionary_search_population=int(population))
-        t0 = time.perf_counter()
         if getattr(self.model, "warming_up", False):
             # Random scores: evolving under them is wasted work (about 1 ms per mutation), so
             # measure fresh random samples, as many as the round needs (TVM evolves anyway).
@@ -146,7 +171,6 @@ class SketchPolicy:
             init = self.sample_initial_population(replace(p, evolutionary_search_population=small))
             order = self.rng.permutation(len(init))
             picks = [init[i] for i in order if state_key(init[i]) not in self.measured_keys]
-            self.time_split.search += time.perf_counter() - t0
             return picks[: 2 * num_measure], picks[2 * num_measure :]
         init = self.sample_initial_population(p)
         n_seed = min(len(self.measured), int(p.sample_init_use_measured_ratio * len(init)))
@@ -158,42 +182,57 @@ class SketchPolicy:
         num_iters = p.evolutionary_search_num_iters
         if isinstance(self.model, RandomModel):
             num_iters = min(num_iters, 2)
-        best = evolutionary_search(
-            self.task, init + seeds, self.model, self._mutate, self.rng,
-            out_size=2 * num_measure, num_iters=num_iters,
-            population_size=p.evolutionary_search_population,
-            mutation_prob=p.evolutionary_search_mutation_prob, exclude=self.measured_keys,
-        )  # fmt: skip
-        self.time_split.search += time.perf_counter() - t0
+        with phase("evolve"):
+            best = evolutionary_search(
+                self.task, init + seeds, self.model, self._mutate, self.rng,
+                out_size=2 * num_measure, num_iters=num_iters,
+                population_size=p.evolutionary_search_population,
+                mutation_prob=p.evolutionary_search_mutation_prob, exclude=self.measured_keys,
+            )  # fmt: skip
         return best, random_states
 
     def continue_search_one_round(
         self, num_measure: int, measurer, population: int | None = None
     ) -> tuple[list, list]:
-        """One round: search, pick, measure, retrain. Returns (inputs, results) measured."""
+        """One round: search, pick, measure, retrain. Returns (inputs, results) measured.
+
+        The round's time goes to :attr:`ledger` (one row of ``ledger.rounds``)."""
+        with self.ledger.active():
+            inputs, results = self._one_round(num_measure, measurer, population)
+        self.ledger.end_round(len(inputs), getattr(self.task, "desc", None))
+        return inputs, results
+
+    def _one_round(self, num_measure: int, measurer, population) -> tuple[list, list]:
         best, random_states = self.search_one_round(num_measure, population)
-        seeds = []
-        while self.pending_seeds and len(seeds) < num_measure:
-            state = self.pending_seeds.pop(0)
-            if state_key(state) not in self.measured_keys:
-                self.measured_keys.add(state_key(state))
-                seeds.append(state)
-        picked = seeds + pick_states_eps_greedy(
+        seeds = self.take_seeds(num_measure)
+        picked = pick_states_eps_greedy(
             best, random_states, num_measure - len(seeds), self.params.eps_greedy,
             self.measured_keys,
         )  # fmt: skip
-        if not picked:
+        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
+        if not inputs:
             return [], []
-        inputs = [MeasureInput(self.task, s) for s in picked]
-        build_before, run_before = measurer.stats.build_s, measurer.stats.run_s
-        results = measurer.measure(inputs)
-        self.time_split.build += measurer.stats.build_s - build_before
-        self.time_split.run += measurer.stats.run_s - run_before
-        self.record_results(inputs, results)
-        t0 = time.perf_counter()
-        self.model.update(inputs, results)
-        self.time_split.train += time.perf_counter() - t0
+        results = measurer.measure(inputs)  # charges the ledger: build phases, run, records
+        self.learn(inputs, results)
         return inputs, results
+
+    def take_seeds(self, limit: int) -> list:
+        """Up to ``limit`` pending seed states (:class:`SeedStates`) not measured yet, as
+        MeasureInputs; they count as measured from now on (the caller measures them)."""
+        seeds = []
+        while self.pending_seeds and len(seeds) < limit:
+            state = self.pending_seeds.pop(0)
+            if state_key(state) not in self.measured_keys:
+                self.measured_keys.add(state_key(state))
+                seeds.append(MeasureInput(self.task, state))
+        return seeds
+
+    def learn(self, inputs, results, train: bool = True) -> None:
+        """Add measured candidates to the measured set and (``train``) the cost model."""
+        self.record_results(inputs, results)
+        if train:
+            with phase("train"):  # (its feature extraction is charged to "features")
+                self.model.update(inputs, results)
 
     def record_results(self, inputs, results) -> None:
         """Add measured (or preloaded) results to the measured set and the best state."""

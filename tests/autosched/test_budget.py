@@ -167,3 +167,36 @@ def test_cli_uses_the_automatic_rule_unless_flags_are_given(monkeypatch, tmp_pat
     assert options.num_measures_per_round == 64
     assert params.for_round(8).evolutionary_search_population == 2048
     assert params.for_round(8).evolutionary_search_num_iters == 4
+
+
+def test_a_short_budget_makes_the_first_pass_default_schedules_only():
+    """Issue 29: with 120 s, resnet-18's 24 tasks (googlenet's 61) did not all get a round of
+    the smallest searched size within the quarter; such a budget is 'short'. The issue's GPU
+    run (400 s) and a 900 s CPU run are not."""
+    from autosched.search.budget import first_pass_is_short
+
+    assert first_pass_is_short(24, 120, CPU_COST) and first_pass_is_short(61, 120, CPU_COST)
+    assert not first_pass_is_short(24, 900, CPU_COST)
+    assert not first_pass_is_short(24, 400, GPU_COST)
+    assert not first_pass_is_short(24, None, CPU_COST)  # a trial budget alone: never
+
+
+def test_rounds_after_the_first_pass_keep_every_builder_busy():
+    """Issue 29: on a 16-core host the round size fell to 2 after the first pass."""
+    from types import SimpleNamespace
+
+    from autosched.search.budget import TVM_MEASURES_PER_ROUND
+
+    def adapted(builders):
+        dag = ansor.ComputeDAG(testing.matmul(8, 8, 8))
+        ts = ansor.TaskScheduler([ansor.SearchTask(dag, target="llvm")] * 24)
+        ts.tune_option = SimpleNamespace(max_tuning_seconds=120.0, num_measures_per_round=None,
+                                         verbose=0)  # fmt: skip
+        ts._trial_limit, ts._round_cost, ts.num_measures_per_round = None, CPU_COST, 2
+        ts.measurer = SimpleNamespace(builder=SimpleNamespace(n_parallel=builders))
+        ts._adapt_round_size(5.0, 2)
+        return ts.num_measures_per_round
+
+    assert adapted(2) == 2  # the budget's choice (24 tasks, 120 s) is already the floor
+    assert adapted(16) == 16
+    assert adapted(200) == TVM_MEASURES_PER_ROUND

@@ -123,3 +123,11 @@ def test_one_input_shape_sets_the_sequence_length_of_every_dynamic_input(shape, 
 def test_input_shape_naming_an_unknown_input_is_one_line(tmp_path, capsys):
     model = _dynamic_bert_like_model(tmp_path / "bert_like.onnx")
     _fails(["run", "--onnx", model, "--input-shape", "ids=1,6"], capsys, "has no input 'ids'")
+
+
+def test_latency_comparison_gives_a_partial_estimate_and_says_so():
+    """Issue 29: the CLI said 'No estimate' while most tasks had records."""
+    line = latency_comparison(284.4, 453.6, gpu=False, coverage=(15, 24))
+    assert "estimated 284.400 ms" in line and "15 of 24 tasks" in line
+    assert "No estimate" not in line and "default schedules" in line
+    assert "agree" in latency_comparison(10.0, 10.5, gpu=False, coverage=(24, 24))

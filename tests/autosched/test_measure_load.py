@@ -110,3 +110,34 @@ def test_task_scheduler_retimes_the_best_candidates(tmp_path, monkeypatch):
     assert "Re-timed the best 2 candidates of 1 tasks (2 measurements" in out.getvalue()
     assert "* re-timed" in out.getvalue()
     assert ApplyHistoryBest(log).lookup(task.workload_key, "llvm")[1].mean_cost <= min(pooled)
+
+
+class _SlowBackend:
+    """A kernel of ``seconds`` per cold run (sleeps), for the flushed timing loop."""
+
+    def __init__(self, seconds):
+        self.seconds, self.launches = seconds, 0
+
+    def time_launches(self, fn, number):
+        import time
+
+        self.launches += 1
+        time.sleep(self.seconds)
+        return self.seconds
+
+
+def test_cold_repeats_of_a_slow_kernel_stop_at_the_time_limit():
+    """Issue 29: a default schedule of seconds per run ran 10 cold repeats into the run timeout
+    and lost them all (RUN_TIMEOUT); the repeats now stop at ``time_limit_s``, one at least."""
+    from types import SimpleNamespace
+
+    backend = _SlowBackend(0.05)
+    mod = SimpleNamespace(_prepare=lambda args: ((), None), _bound_run=lambda h: None,
+                          _backend=backend)  # fmt: skip
+    runner = _Runner.__new__(_Runner)
+    runner.flush_buf = np.zeros(8)  # no LLC-sized buffer needed here
+    job = {"number": 1, "repeat": 10, "min_repeat_ms": 0.0, "flush": True, "time_limit_s": 0.01}
+    costs = runner._time(mod, [], job, 10)
+    assert costs == [0.05] and backend.launches == 2  # the warm-up and one timed repeat
+    job["time_limit_s"] = None  # no limit: every repeat
+    assert len(runner._time(mod, [], job, 4)) == 4

@@ -1,0 +1,119 @@
+"""Search speed: trials per minute and where tuning time goes (issue 29).
+
+    python benchmarks/bench_search.py                          # one CPU task + resnet-18, CPU
+    python benchmarks/bench_search.py --cases network --seconds 600 --target cuda   # the GPU
+    python benchmarks/bench_search.py --cases task --task-seconds 60 --json out.json
+
+Two cases, library defaults with only a time budget set (nothing resumed: a fresh log in
+``--work-dir`` each run):
+
+* ``task``: one resnet-18 task (the 3x3 conv2d at 56x56x64, ``--task``) tuned alone with
+  ``SearchTask.tune`` and the LightGBM model for ``--task-seconds``;
+* ``network``: every task of resnet-18 (batch 1, NHWC) under the ``TaskScheduler`` for
+  ``--seconds``, on ``--target`` (``llvm`` or ``cuda``).
+
+For each: the trials measured, trials per minute, the best result (GFLOP/s of the task, the
+estimated network latency), the one-line time breakdown of the run's
+:class:`~autosched.measure.timing.TimeLedger` (sample, evolve, features, predict, train, lower,
+codegen, compile, wait, run, records, other) and the share of the wall time outside building
+and running candidates. ``--json`` writes them. On a shared machine read the proportions,
+not the absolute seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import autosched as ansor
+from autosched.measure.timing import MEASURE_PHASES
+from tensorir.graph import get_network
+
+
+def _summary(case: str, target: str, ledger, wall: float, trials: int, best: str) -> dict:
+    line = ledger.line(wall=wall, trials=trials)
+    print(f"[{case} / {target}] {best}\n  {line}", flush=True)
+    outside = 1.0 - sum(ledger.seconds[k] for k in MEASURE_PHASES) / wall
+    return {
+        "case": case, "target": target, "wall_s": round(wall, 1), "trials": trials,
+        "trials_per_min": round(60.0 * trials / wall, 1), "best": best,
+        "seconds": {k: round(v, 2) for k, v in ledger.seconds.items()},
+        "outside_build_run": round(outside, 3), "line": line,
+        "rounds": [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+                   for row in ledger.rounds],
+    }  # fmt: skip
+
+
+def _network_tasks(target: str):
+    mod, params, _, _ = get_network("resnet-18", batch_size=1, layout="NHWC")
+    return ansor.extract_tasks(mod, params, target)
+
+
+def bench_task(args, work: Path) -> dict:
+    """One task alone (SearchTask.tune, LightGBM model) for ``args.task_seconds``."""
+    tasks, _ = _network_tasks(args.target)
+    task = tasks[args.task]
+    log = work / "task.json"
+    options = ansor.TuningOptions(
+        max_tuning_seconds=args.task_seconds, verbose=args.verbose,
+        measure_callbacks=[ansor.RecordToFile(str(log))],
+    )  # fmt: skip
+    policy = ansor.SketchPolicy(task, ansor.LGBModel(), seed=0, verbose=args.verbose)
+    t0 = time.perf_counter()
+    task.tune(options, policy)
+    wall = time.perf_counter() - t0
+    flop = task.compute_dag.flop_count()
+    best = f"{task.desc}: best {flop / policy.best_cost / 1e9:.2f} GFLOP/s"
+    return _summary("task", args.target, policy.ledger, wall, policy.num_trials, best)
+
+
+def bench_network(args, work: Path) -> dict:
+    """resnet-18's tasks under the task scheduler for ``args.seconds``."""
+    tasks, weights = _network_tasks(args.target)
+    log = work / "network.json"
+    options = ansor.TuningOptions(
+        max_tuning_seconds=args.seconds, verbose=args.verbose,
+        measure_callbacks=[ansor.RecordToFile(str(log))],
+    )  # fmt: skip
+    tuner = ansor.TaskScheduler(tasks, weights)
+    t0 = time.perf_counter()
+    tuner.tune(options)
+    wall = time.perf_counter() - t0
+    ms, covered = tuner.partial_latency_ms()
+    est = "-" if ms is None else f"{ms:.3f} ms"
+    best = f"resnet-18: {len(tasks)} tasks, {covered} measured, estimated latency {est}"
+    return _summary("network", args.target, tuner.ledger, wall, tuner.ct, best)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default="task,network", help="task, network or both")
+    parser.add_argument("--target", default="llvm", help="llvm (default) or cuda")
+    parser.add_argument("--seconds", type=float, default=120.0, help="network budget (s)")
+    parser.add_argument("--task-seconds", type=float, default=60.0, help="task budget (s)")
+    parser.add_argument("--task", type=int, default=2, help="index of the resnet-18 task")
+    parser.add_argument("--work-dir", default=None, help="logs (default: a temporary folder)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--verbose", type=int, default=0)
+    args = parser.parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(cases) - {"task", "network"})
+    if unknown:
+        parser.error(f"--cases: unknown {unknown}; use task, network or task,network")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.work_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for name in ("task.json", "network.json"):  # fresh logs: nothing is resumed
+            (work / name).unlink(missing_ok=True)
+        runs = {"task": bench_task, "network": bench_network}
+        results = [runs[c](args, work) for c in cases]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

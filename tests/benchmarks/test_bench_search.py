@@ -1,0 +1,41 @@
+"""benchmarks/bench_search.py: its JSON (trials per minute, the breakdown, the rounds) on a
+tiny task, and a clear error for an unknown case."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+import autosched as ansor
+from autosched import testing
+from autosched.measure.timing import PHASES
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_search.py"
+_spec = importlib.util.spec_from_file_location("bench_search", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def test_task_case_reports_trials_per_minute_and_the_breakdown(tmp_path, monkeypatch, capsys):
+    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm")
+    monkeypatch.setattr(bench, "_network_tasks", lambda target: ([task], [1]))
+    out = tmp_path / "out.json"
+    args = ["--cases", "task", "--task", "0", "--task-seconds", "1", "--json", str(out),
+            "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    assert bench.main(args) == 0
+    (result,) = json.loads(out.read_text())
+    assert result["case"] == "task" and result["trials"] >= 1
+    assert result["trials_per_min"] == pytest.approx(60 * result["trials"] / result["wall_s"], 0.05)
+    assert set(result["seconds"]) == set(PHASES) and result["seconds"]["run"] > 0
+    assert 0 <= result["outside_build_run"] <= 1
+    assert sum(r["trials"] for r in result["rounds"]) == result["trials"]
+    assert result["line"].startswith("Time: ") and result["line"] in capsys.readouterr().out
+
+
+def test_unknown_case_is_one_clear_error(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--cases", "tasks"])
+    assert "--cases: unknown ['tasks']" in capsys.readouterr().err
