@@ -19,7 +19,7 @@ from tensorir.graph.ir import Module as IRModule
 from tensorir.schedule import State
 from tensorir.steps import ScheduleError
 
-from . import autotvm, contrib, nd, networks, quantize, relay, target, transform, utils
+from . import nd, networks, target, transform
 from ._version import package_version as _package_version
 from .build_module import build
 from .cost_model.model import LGBModel, RandomModel
@@ -47,7 +47,6 @@ from .network.task_scheduler import (
 )
 from .networks import from_onnx
 from .precision import AccuracyReport, accuracy_report, to_mixed_precision
-from .rpc import RPCRunner
 from .search.params import SearchParams
 from .search.policy import (
     PreloadCustomSketchRule,
@@ -62,6 +61,27 @@ __version__ = _package_version()
 
 #: TVM's name before 0.8 for :func:`device` (``tvm.context(str(target), 0)`` in seed 000).
 context = device
+
+# Loaded on first use (``ansor.autotvm``, ``ansor.RPCRunner``, ...): template tuning, the RPC
+# client (dask), the VTA target, int8 quantization, the seeds' TVM spellings and the records
+# module are not needed to tune or build, and ``import autosched`` stays light without them.
+_LAZY_MODULES = ("autotvm", "contrib", "quantize", "records", "relay", "rpc", "utils", "vta")
+_LAZY_NAMES = {"RPCRunner": "rpc"}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+    raise AttributeError(f"module 'autosched' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_MODULES) | set(_LAZY_NAMES))
+
 
 __all__ = [
     "AccuracyReport",

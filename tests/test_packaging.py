@@ -34,3 +34,30 @@ def test_scikit_learn_is_only_a_benchmark_extra():
     extras = re.search(r"\[project.optional-dependencies\](.*?)\n\[", PYPROJECT, re.S).group(1)
     listed = [line.split("=")[0].strip() for line in extras.splitlines() if "scikit" in line]
     assert listed == ["bench"]
+
+
+def test_import_autosched_loads_template_tuning_rpc_vta_and_quantize_on_first_use():
+    """Issue 31: a notebook's ``import autosched`` loads neither AutoTVM's tuners nor the RPC
+    client (dask) nor VTA nor int8 quantization; each loads when first named."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, autosched as a\n"
+        "lazy = ('autosched.autotvm', 'autosched.rpc', 'autosched.vta', 'autosched.quantize',"
+        " 'autosched.relay', 'distributed')\n"
+        "print(sorted(m for m in lazy if m in sys.modules))\n"
+        "a.autotvm.tuner.XGBTuner, a.RPCRunner, a.records.to_dataframe, a.quantize.quantize\n"
+        "a.vta.get_env, a.relay.build, a.utils.tempdir, a.contrib.ndk\n"
+        "print(sorted(m for m in lazy[:5] if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.splitlines()
+    assert out[0] == "[]"
+    assert out[1] == str(sorted(
+        ["autosched.autotvm", "autosched.rpc", "autosched.vta", "autosched.quantize",
+         "autosched.relay"]
+    ))  # fmt: skip
+    with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
+        _ = importlib.import_module("autosched").nosuch
