@@ -20,35 +20,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_gpu import cuda_event_ms as _cuda_event_ms  # run from benchmarks/, as bench_gpu
 
 import autosched as ansor
 from tensorir.graph import evaluate
-
-
-def _cuda_event_ms(torch, fn, min_ms: float = 300.0, repeat: int = 5) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    number = 1
-    while True:
-        start.record()
-        for _ in range(number):
-            fn()
-        end.record()
-        end.synchronize()
-        if start.elapsed_time(end) >= min_ms or number >= 1 << 14:
-            break
-        number *= 2
-    times = []
-    for _ in range(repeat):
-        start.record()
-        for _ in range(number):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / number)
-    return float(np.median(times))
 
 
 def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:

@@ -34,6 +34,20 @@ def npz_path(path: Path) -> Path:
     return path.with_name(path.name + ".params.npz")
 
 
+def read_arrays(path: Path, what: str) -> dict:
+    """The arrays of ``path``'s ``<path>.params.npz`` (numbers only: ``allow_pickle=False``);
+    a missing or damaged file, or one holding objects, is a ValueError naming it and ``what``
+    the arrays are."""
+    arrays_path = npz_path(path)
+    try:
+        with np.load(arrays_path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except Exception as e:  # missing, damaged, or holding objects (pickle): all refused
+        raise ValueError(
+            f"{path}: cannot read its {what} {arrays_path.name} ({type(e).__name__}: {e})"
+        ) from e
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -139,13 +153,7 @@ def read_plan(path) -> tuple[dict, dict]:
             f"{FORMAT_VERSION}; compile the network again and export it"
         )
     arrays_path = npz_path(path)
-    try:
-        with np.load(arrays_path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-    except Exception as e:  # missing, damaged, or holding objects (pickle): all refused
-        raise ValueError(
-            f"{path}: cannot read its arrays {arrays_path.name} ({type(e).__name__}: {e})"
-        ) from e
+    arrays = read_arrays(path, "arrays")
     recorded = meta.get("checksum")
     recorded = recorded.get("sha256") if isinstance(recorded, dict) else None
     if recorded != checksum(meta, arrays):

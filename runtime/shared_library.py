@@ -47,7 +47,14 @@ import numpy as np
 
 from .errors import CompileError
 from .library_file import check_library_file, seal
-from .plan_file import BFLOAT16_KEY, checksum, decode_bfloat16, encode_bfloat16, npz_path
+from .plan_file import (
+    BFLOAT16_KEY,
+    checksum,
+    decode_bfloat16,
+    encode_bfloat16,
+    npz_path,
+    read_arrays,
+)
 
 FORMAT = "autosched-shared-library"
 FORMAT_VERSION = 1
@@ -374,13 +381,7 @@ def read_constants(path, recorded: str | None, bfloat16_names=None) -> dict:
     if recorded is None:
         return {}
     arrays_path = npz_path(path)
-    try:
-        with np.load(arrays_path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-    except Exception as e:  # missing, damaged, or holding objects (pickle): all refused
-        raise ValueError(
-            f"{path}: cannot read its weights {arrays_path.name} ({type(e).__name__}: {e})"
-        ) from e
+    arrays = read_arrays(path, "weights")
     if checksum({}, arrays) != recorded:
         raise ValueError(
             f"{path}: {arrays_path.name} was changed after export_library wrote it; "
