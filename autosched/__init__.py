@@ -25,6 +25,7 @@ from .cost_model.model import LGBModel, RandomModel
 from .display import LiveView, RecordsTable, TaskList
 from .hardware import HardwareParams
 from .kernel import generate_source
+from .logs import adopt_tvm_loggers as _adopt_tvm_loggers
 from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -57,6 +58,9 @@ from .task import SearchTask, register_workload
 from .tuning import TuningOptions, auto_schedule
 
 __version__ = _package_version()
+
+# TVM's tips configure logging.getLogger("autotvm") / ("auto_scheduler"): make them ours.
+_adopt_tvm_loggers()
 
 __all__ = [
     "ApplyHistoryBest",

@@ -16,7 +16,7 @@ from .space import FallbackConfigEntity
 
 __all__ = ["ApplyConfig", "DispatchContext", "FallbackContext"]
 
-_log = logging.getLogger("autosched.autotvm")
+_log = logging.getLogger("autotvm")
 
 
 class DispatchContext:

@@ -67,7 +67,7 @@ __all__ = [
     "derive_similarity_tag",
 ]
 
-_log = logging.getLogger("autosched.task_scheduler")
+_log = logging.getLogger("auto_scheduler.task_scheduler")
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
 RETIME_MIN_FACTOR = 4
 
