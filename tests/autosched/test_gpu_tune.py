@@ -41,7 +41,8 @@ def test_tune_opencl_matmul_relu(tmp_path):
     records = list(load_records(str(log)))
     assert len(records) == 6 and policy.num_trials == 6
     # Every candidate passed the output check (a wrong one would be WRONG_ANSWER).
-    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+    errors = [res.error_msg for _, res in records if res.error_no != MeasureErrorNo.NO_ERROR]
+    assert not errors, errors
     assert best is not None and gpu_state_errors(task, best) == []
     assert any(it.annotation == "threadIdx.x" for it in best["T_relu"].iters)
     func = ansor.build(task.apply_best(str(log)), "opencl")
