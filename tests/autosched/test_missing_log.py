@@ -5,13 +5,12 @@ ONE warning naming the log, as TVM does, instead of FileNotFoundError."""
 import warnings
 
 import numpy as np
+from test_network import small_net
 
 import autosched as ansor
 from autosched import autotvm
 from tensorir import te
 from tensorir.graph import evaluate
-
-from test_network import small_net
 
 
 def _net():
