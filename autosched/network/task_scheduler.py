@@ -244,7 +244,12 @@ class TaskScheduler:
         Trials per round, fixed by :meth:`tune`.
     retimed : set of int
         Tasks whose ``best_costs`` come from the re-timing at the end of :meth:`tune`.
+    resume_hint : str
+        How to go on after SIGINT / SIGTERM stopped :meth:`tune` (its message ends "to
+        resume, <resume_hint>"; ``{log}`` is the log). The command line names its own command.
     """
+
+    resume_hint = "run the same tuning with TaskScheduler(..., load_log_file={log})"
 
     def __init__(
         self,
@@ -423,8 +428,7 @@ class TaskScheduler:
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
-                resume = "run the same tuning with TaskScheduler(..., load_log_file={log})"
-                raise interruption(exc, self.measurer, resume) from None
+                raise interruption(exc, self.measurer, self.resume_hint) from None
             raise
         if out_of_time:
             self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")
