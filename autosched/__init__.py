@@ -59,6 +59,8 @@ from .tuning import TuningOptions, auto_schedule
 
 __version__ = _package_version()
 
+context = device  # TVM's name before 0.8 (seeds 000 and 002: ``tvm.context(str(target), 0)``)
+
 # TVM's tips configure logging.getLogger("autotvm") / ("auto_scheduler"): make them ours.
 _adopt_tvm_loggers()
 
@@ -73,6 +75,7 @@ __all__ = [
     "networks",
     "quantize",
     "ComputeDAG",
+    "context",
     "HardwareParams",
     "LGBModel",
     "LocalBuilder",

@@ -81,3 +81,13 @@ def test_autotvm_apply_history_best_on_a_missing_log(tmp_path):
         warnings.simplefilter("always")
         _matmul(24)
     assert len(caught) == 1 and "fallback" in str(caught[0].message)
+
+
+def test_tophub_context_with_a_missing_extra_file(tmp_path):
+    # Seed 004: `with autotvm.tophub.context(target, extra_files=[log_file]):` before tuning.
+    log_file = str(tmp_path / "resnet-18.log")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with autotvm.tophub.context("llvm", extra_files=[log_file]):
+            _matmul(16)
+    assert [log_file in str(w.message) for w in caught] == [True]
