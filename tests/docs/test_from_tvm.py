@@ -87,7 +87,8 @@ def test_every_autosched_spelling_exists(spelling):
     except (ImportError, AttributeError) as exc:
         if spelling in PENDING_MERGE:
             pytest.skip(f"{spelling} comes with the seeds branch (issue 30 §2/§3): {exc}")
-        raise AssertionError(f"docs/from-tvm.md names {spelling}, which does not exist: {exc}")
+        msg = f"docs/from-tvm.md names {spelling}, which does not exist: {exc}"
+        raise AssertionError(msg) from None
 
 
 # The TVM names of the seeds' code: module-qualified calls and attributes.
