@@ -26,10 +26,15 @@ def _opencl_device():
 def test_tune_opencl_matmul_relu(tmp_path):
     dag = ansor.ComputeDAG(W.matmul_relu(64, 64, 64))
     task = ansor.SearchTask(dag, target="opencl")
+    # Small unrolled bodies: a fully unrolled 1024-statement candidate (unroll 1024, inner
+    # tiles of 32) takes PoCL minutes to compile on a busy 2-core machine with a cold cache,
+    # which tests nothing here but the machine's load.
     params = ansor.SearchParams(
         evolutionary_search_population=32,
         evolutionary_search_num_iters=1,
         sample_init_min_population=8,
+        auto_unroll_configs_gpu=(0, 16),
+        max_innermost_split_factor=8,
     )
     policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params, seed=0, verbose=0)
     log = tmp_path / "gpu.json"
