@@ -26,6 +26,7 @@ from .cost_model.model import LGBModel, RandomModel
 from .display import LiveView, RecordsTable, TaskList
 from .hardware import HardwareParams
 from .kernel import generate_source
+from .logs import adopt_tvm_loggers as _adopt_tvm_loggers
 from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -61,6 +62,9 @@ __version__ = _package_version()
 
 #: TVM's name before 0.8 for :func:`device` (``tvm.context(str(target), 0)`` in seed 000).
 context = device
+
+# TVM's tips configure logging.getLogger("autotvm") / ("auto_scheduler"): make them ours.
+_adopt_tvm_loggers()
 
 # Loaded on first use (``ansor.autotvm``, ``ansor.RPCRunner``, ...): template tuning, the RPC
 # client (dask), the VTA target, int8 quantization, the seeds' TVM spellings and the records
@@ -104,6 +108,7 @@ __all__ = [
     "networks",
     "quantize",
     "ComputeDAG",
+    "context",
     "HardwareParams",
     "LGBModel",
     "LocalBuilder",
@@ -144,7 +149,6 @@ __all__ = [
     "TensorError",
     "__version__",
     "build",
-    "context",
     "device",
     "generate_source",
     "te",

@@ -147,19 +147,27 @@ def require_measuring_devices(tasks, options: TuningOptions) -> None:
 
     targets = [Target(t.target) for t in tasks]
     for kind in sorted({t.kind for t in targets if t.is_gpu}):
-        try:
-            if kind == "cuda":
-                from runtime.cuda import query_properties
-            else:
-                from runtime.opencl import query_properties
-            query_properties(0)
-        except Exception as err:  # noqa: BLE001 - no driver / device / Python package
-            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        reason = missing_device_reason(kind)
+        if reason is not None:
             raise RuntimeError(
                 f"cannot tune for target {kind!r}: no usable {kind} device 0 on this machine "
                 f"({reason}); tune on a machine with one, or pass a runner that measures "
                 "elsewhere"
-            ) from None
+            )
+
+
+def missing_device_reason(kind: str) -> str | None:
+    """None when device 0 of the GPU ``kind`` ("cuda" / "opencl") works here, else the first
+    line of why not (no driver, no device, no pycuda / pyopencl)."""
+    try:
+        if kind == "cuda":
+            from runtime.cuda import query_properties
+        else:
+            from runtime.opencl import query_properties
+        query_properties(0)
+    except Exception as err:  # noqa: BLE001 - no driver / device / Python package
+        return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return None
 
 
 def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None = None):

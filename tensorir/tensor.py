@@ -109,6 +109,10 @@ class Tensor:
             idx.append(e)
         return TensorRead(self, tuple(idx), self.dtype)
 
+    def __call__(self, *indices) -> TensorRead:
+        """``Y(i, j)`` is ``Y[i, j]``, as TVM and TOPI write it (``lambda *i: Y(*i)``)."""
+        return self[indices]
+
     def __repr__(self) -> str:
         return f"Tensor({self.name}, {list(self.shape)}, {self.dtype})"
 

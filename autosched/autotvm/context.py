@@ -9,14 +9,15 @@ At the bottom, :class:`FallbackContext` answers every workload with a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 
 from .space import FallbackConfigEntity
 
-__all__ = ["ApplyConfig", "DispatchContext", "FallbackContext"]
+__all__ = ["ApplyConfig", "DispatchContext", "FallbackContext", "quiet_fallback"]
 
-_log = logging.getLogger("autosched.autotvm")
+_log = logging.getLogger("autotvm")
 
 
 class DispatchContext:
@@ -63,6 +64,19 @@ class ApplyConfig(DispatchContext):
         return self._config
 
 
+_QUIET = [0]  # > 0 inside quiet_fallback()
+
+
+@contextlib.contextmanager
+def quiet_fallback():
+    """Fallback configurations without their per-workload warning (the caller warned)."""
+    _QUIET[0] += 1
+    try:
+        yield
+    finally:
+        _QUIET[0] -= 1
+
+
 class FallbackContext(DispatchContext):
     """The bottom context: a fallback configuration, with one warning per workload."""
 
@@ -75,7 +89,7 @@ class FallbackContext(DispatchContext):
         key = (str(target), workload)
         if key in self.memory:
             return self.memory[key]
-        if workload is not None and not self.silent:
+        if workload is not None and not self.silent and not _QUIET[0]:
             warnings.warn(
                 f"autotvm: no tuned config for workload {workload!r} on target {target}; "
                 "using a fallback config, which may be slow (tune it, then "

@@ -7,8 +7,8 @@ import warnings
 
 from codegen.target import Target
 
-from ..measure.records import RecordWarning
-from .context import DispatchContext
+from ..measure.records import RecordWarning, missing_logs_message
+from .context import DispatchContext, quiet_fallback
 from .record import checked_input, load_from_file
 
 __all__ = ["ApplyHistoryBest", "apply_history_best"]
@@ -47,15 +47,27 @@ class ApplyHistoryBest(DispatchContext):
         self._spaces: dict = {}
         self.hits = 0
         self.misses = 0
+        self.missing_logs: list[str] = []
         self.load(records)
 
     def load(self, records) -> None:
-        """Add records (a path, or an iterable of paths and/or pairs)."""
+        """Add records (a path, or an iterable of paths and/or pairs). A path that does not
+        exist adds none, with ONE warning naming it (as TVM; the calls then get fallback
+        configurations, without a warning per workload)."""
+        missing = len(self.missing_logs)
+        self._load(records)
+        if len(self.missing_logs) > missing:
+            warnings.warn(missing_logs_message(self.missing_logs[missing:]), stacklevel=3)
+
+    def _load(self, records) -> None:
         if isinstance(records, str | os.PathLike):
+            if not os.path.exists(records):
+                self.missing_logs.append(os.fspath(records))
+                return
             records = load_from_file(records)
         for item in records:
             if isinstance(item, str | os.PathLike):
-                self.load(item)
+                self._load(item)
                 continue
             inp, res = item
             if res.error_no != 0 or res.mean_cost >= 1e9:
@@ -100,6 +112,12 @@ class ApplyHistoryBest(DispatchContext):
                     found = (config, res.mean_cost)
                     break
         return found
+
+    def query(self, target, workload):
+        if not self.missing_logs:
+            return super().query(target, workload)
+        with quiet_fallback():  # the missing log was the one warning
+            return super().query(target, workload)
 
     def _query_inside(self, target, workload):
         if workload is None:

@@ -186,6 +186,21 @@ def check_network_args(args) -> None:
             f"--network {args.network!r} is not a zoo network; use one of "
             f"{', '.join(NETWORKS)}, or give --onnx FILE"
         )
+    if not args.onnx and args.network.startswith("squeezenet") and args.layout != "NCHW":
+        # relay.testing's squeezenet concatenates its fire modules on axis 1: NCHW only.
+        raise CLIError(
+            f"--network {args.network} exists in the NCHW layout only (as TVM's); add --layout NCHW"
+        )
+    if args.onnx:
+        if not Path(args.onnx).is_file():
+            raise CLIError(f"--onnx {args.onnx}: from_onnx: no such ONNX file; fix the path")
+        try:
+            import onnx  # noqa: F401 - optional: only ONNX models need it
+        except ImportError:
+            raise CLIError(
+                f"--onnx {args.onnx}: reading ONNX models needs the onnx package: "
+                "pip install onnx (or autosched's 'onnx' extra)"
+            ) from None
     lib = getattr(args, "lib", None)
     # A directory used to be reported as "does not exist": it does, as a directory.
     if lib and Path(lib).is_dir():
@@ -218,6 +233,23 @@ def check_network_args(args) -> None:
         raise CLIError(f"--max-seconds must be > 0, got {args.max_seconds}")
     if args.log:
         _check_log_path(Path(args.log), args.command)
+    if args.command == "tune":
+        _require_device(args)  # before the task list: a page of DAGs would hide the reason
+
+
+def _require_device(args) -> None:
+    """``tune`` for a GPU target measures on this machine: refuse at once without the device."""
+    from codegen.target import Target
+
+    from ..tuning import missing_device_reason
+
+    target = Target(args.target)
+    reason = missing_device_reason(target.kind) if target.is_gpu else None
+    if reason is not None:
+        raise CLIError(
+            f"--target {args.target!r}: cannot tune: no usable {target.kind} device 0 on this "
+            f"machine ({reason}); tune on a machine with one"
+        )
 
 
 def _load_network(args):
@@ -538,6 +570,10 @@ def run_network_command(args) -> int:
         budget = [f"{trials} trials"] if options.trial_limit else []
         budget += [f"{args.max_seconds:g} s"] if args.max_seconds is not None else []
         print(f"Begin tuning ({' and '.join(budget)}{from_log})...")
+        # Stopped by Ctrl-C / SIGTERM: this very command resumes (the log is kept).
+        again = f"python -m autosched tune {_graph_flags(args)} --log {shlex.quote(str(log))}"
+        hint = f"run tune again with the same --log (it resumes from it): {again}"
+        tuner.resume_hint = hint.replace("{", "{{").replace("}", "}}")
         tuner.tune(options, search_policy_params=params_search)
         # Whenever any task has a record: a partial estimate says how many it covers.
         estimated_ms, covered = tuner.partial_latency_ms()

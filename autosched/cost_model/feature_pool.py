@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # The fallback note keeps the logger name it had when this code lived in features.py.
-_log = logging.getLogger("autosched.features")
+_log = logging.getLogger("auto_scheduler.features")
 
 # Below this many states the pickling round trip and worker start are not worth it.
 MIN_BATCH = 128

@@ -8,11 +8,12 @@ import argparse
 import sys
 
 from ..rpc.cluster import DEFAULT_HOST, DEFAULT_PORT, add_tls_arguments, security_from_args
+from . import description
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m autosched.exec.query_rpc_tracker", description=__doc__.split("\n")[0]
+        prog="python -m autosched.exec.query_rpc_tracker", description=description(__doc__)
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="the tracker's host")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the tracker's port")

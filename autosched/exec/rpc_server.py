@@ -31,13 +31,14 @@ from ..rpc.cluster import (
     split_host_port,
     tracker_address,
 )
+from . import description
 
 RECONNECT_S = 2.0
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m autosched.exec.rpc_server", description=__doc__.split("\n")[0]
+        prog="python -m autosched.exec.rpc_server", description=description(__doc__)
     )
     parser.add_argument("--tracker", required=True, help="the tracker's HOST:PORT")
     parser.add_argument("--key", required=True, help="the device key clients ask for")

@@ -23,11 +23,12 @@ from ..rpc.cluster import (
     plain_http_routes,
     security_from_args,
 )
+from . import description
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m autosched.exec.rpc_tracker", description=__doc__.split("\n")[0]
+        prog="python -m autosched.exec.rpc_tracker", description=description(__doc__)
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 9190)")

@@ -252,7 +252,7 @@ class LocalRunner(_ClosedOnExit):
     min_repeat_ms : float
         ``number`` grows until one repeat lasts this long.
     timeout : float
-        Seconds for loading, checking and timing one candidate.
+        Seconds for checking and timing one candidate once it is loaded.
     enable_cpu_cache_flush : bool
         Write a buffer twice the size of the last-level cache before each repeat, and time one
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
@@ -263,11 +263,18 @@ class LocalRunner(_ClosedOnExit):
     num_threads : int, optional
         CPU candidates: threads of their parallel loops while timed (default: the measuring
         process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
+    compile_timeout : float
+        Seconds for loading one candidate on its device and its first run: the OpenCL
+        program build (and PoCL's compile of the kernel at its first launch), the link of
+        LLVM object code, CUDA's module load. Generous, and apart from ``timeout``, because
+        a first compile on a cold compiler cache and a busy machine takes seconds (a PoCL
+        build was seen at 18 s) while the candidate's run is fast; past it the candidate is
+        RUN_TIMEOUT too.
 
     Attributes
     ----------
     test_faults : dict of int to str
-        TEST-ONLY. ``{index in the batch: "segfault" | "hang" | "wrong" | "raise" |
+        TEST-ONLY. ``{index in the batch: "segfault" | "hang" | "wrong" | "raise" | "slow_load" |
         "device_fault"}`` makes the worker misbehave on those candidates of the next
         :meth:`run` calls ("device_fault", GPU only, first launches an out-of-bounds kernel).
     """
@@ -281,20 +288,23 @@ class LocalRunner(_ClosedOnExit):
         enable_cpu_cache_flush: bool = False,
         check_correctness: bool = True,
         num_threads: int | None = None,
+        compile_timeout: float = 60,
     ):
         if num_threads is not None and (
             isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
         ):
             raise ValueError(f"LocalRunner num_threads must be a positive int, got {num_threads!r}")
-        if number < 1 or repeat < 1 or timeout <= 0:
+        if number < 1 or repeat < 1 or timeout <= 0 or compile_timeout <= 0:
             raise ValueError(
-                f"LocalRunner needs number >= 1, repeat >= 1 and timeout > 0, got "
-                f"number={number}, repeat={repeat}, timeout={timeout}"
+                f"LocalRunner needs number >= 1, repeat >= 1, timeout > 0 and compile_timeout "
+                f"> 0, got number={number}, repeat={repeat}, timeout={timeout}, "
+                f"compile_timeout={compile_timeout}"
             )
         self.number = int(number)
         self.repeat = int(repeat)
         self.min_repeat_ms = float(min_repeat_ms)
         self.timeout = float(timeout)
+        self.compile_timeout = float(compile_timeout)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self.check_correctness = bool(check_correctness)
         self.num_threads = num_threads
@@ -338,6 +348,7 @@ class LocalRunner(_ClosedOnExit):
             self._proc_keys = set()
         proc = self._proc
         flush = self.enable_cpu_cache_flush
+        loaded = True  # False while waiting for the end of loading (the compile phase)
         key = inp.task.workload_key
         job = {
             "key": key,
@@ -366,7 +377,14 @@ class LocalRunner(_ClosedOnExit):
                 self._proc_keys.add(key)
                 if reply[1] is not None:
                     self._refs.put(key, reply[1])
-                reply = proc.recv(self.timeout)
+                # Two clocks: loading (compiling on the device) and the first run, then the
+                # check and the timing. A cold compiler must not make a fast candidate a
+                # RUN_TIMEOUT.
+                loaded = False
+                reply = proc.recv(self.compile_timeout)
+                if reply is not None and reply[0] == "loaded":
+                    loaded = True
+                    reply = proc.recv(self.timeout)
         if reply is not None and reply[0] == "done":
             if reply[4]:  # the worker's GPU context is broken: replace the worker
                 self._proc = None
@@ -376,7 +394,13 @@ class LocalRunner(_ClosedOnExit):
         self._proc = None
         if reply is None:
             proc.kill()
-            msg = f"the candidate did not finish within {self.timeout:g} s; worker killed"
+            if loaded:
+                msg = f"the candidate did not finish within {self.timeout:g} s; worker killed"
+            else:
+                msg = (
+                    f"loading the candidate on the device (compiling it) and its first run did "
+                    f"not finish within compile_timeout={self.compile_timeout:g} s; worker killed"
+                )
             return (), MeasureErrorNo.RUN_TIMEOUT, msg
         why = proc.death()
         proc.kill()
@@ -403,9 +427,11 @@ class LocalRPCMeasureContext(_ClosedOnExit):
        generate code and, for CUDA, nvcc to a cubin (about 1 s of one core per candidate;
        OpenCL is built in the runner: its binaries are not portable);
     2. in the runner's worker: load the module (``cuModuleLoadData`` of the cubin, a few ms;
-       an OpenCL program build, 0.1-0.5 s on PoCL), copy the reference inputs (cached per
-       workload) to the device, run once and compare all outputs with the reference
-       interpreter (WRONG_ANSWER on mismatch);
+       an OpenCL program build, 0.1-0.5 s on PoCL with a warm cache, seconds cold), copy the
+       reference inputs (cached per workload) to the device, run once (PoCL compiles the
+       kernel for its launch sizes here) and compare all outputs with the reference
+       interpreter (WRONG_ANSWER on mismatch); loading and that first run have their own
+       ``compile_timeout``, so a cold compiler on a busy machine is not a RUN_TIMEOUT;
     3. time with device events (CUDA events / OpenCL profiling events): one warm-up run, then
        ``repeat`` costs, each the mean of ``number`` back-to-back runs with no host sync in
        between, ``number`` grown until one repeat lasts ``min_repeat_ms`` (one sync per
@@ -428,6 +454,9 @@ class LocalRPCMeasureContext(_ClosedOnExit):
         Seconds one build (including nvcc) may take.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
+    compile_timeout : float
+        Seconds for loading a candidate on the device and its first run (see
+        :class:`LocalRunner`); ``timeout`` covers only the check and the timing.
     num_threads : int, optional
         CPU candidates: threads of their parallel loops while timed (default: the measuring
         process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
@@ -442,6 +471,7 @@ class LocalRPCMeasureContext(_ClosedOnExit):
         number: int = 3,
         build_timeout: float = 15,
         check_correctness: bool = True,
+        compile_timeout: float = 60,
     ):
         self.builder = LocalBuilder(timeout=build_timeout, n_parallel=n_parallel)
         self.runner = LocalRunner(
@@ -450,6 +480,7 @@ class LocalRPCMeasureContext(_ClosedOnExit):
             min_repeat_ms=min_repeat_ms,
             timeout=timeout,
             check_correctness=check_correctness,
+            compile_timeout=compile_timeout,
         )
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ import reprlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -460,6 +460,26 @@ def _records_of(records, dags=None) -> Iterator[tuple[MeasureInput, MeasureResul
             yield item
 
 
+def _existing_logs(records, missing: list[str]) -> Iterator:
+    """The items of ``records`` (a path or an iterable) less the paths that do not exist,
+    which are appended to ``missing``."""
+    items = [records] if isinstance(records, str | os.PathLike) else records
+    for item in items:
+        if isinstance(item, str | os.PathLike) and not os.path.exists(item):
+            missing.append(os.fspath(item))
+            continue
+        yield item
+
+
+def missing_logs_message(paths: Sequence[str]) -> str:
+    """The one warning for tuning logs that do not exist (both ``ApplyHistoryBest``s)."""
+    names = ", ".join(repr(str(p)) for p in paths)
+    return (
+        f"ApplyHistoryBest: no tuning log {names} (was the tuning step skipped?); the "
+        "kernels use default schedules, which may be slow: tune first to write the log"
+    )
+
+
 def _target_matches(record_target: str, target) -> bool:
     return target is None or str(record_target) == str(target)
 
@@ -526,8 +546,15 @@ class ApplyHistoryBest:
     ----------
     records : str, Path, or iterable
         A log path, or an iterable of paths and/or ``(MeasureInput, MeasureResult)`` pairs.
+        A path that does not exist (a script run with its tuning step commented out) gives
+        no records and ONE warning naming it, as TVM: the build then uses default schedules.
     dags : optional
         As for :func:`load_records`.
+
+    Attributes
+    ----------
+    missing_logs : list of str
+        The paths given that did not exist.
 
     Examples
     --------
@@ -544,7 +571,8 @@ class ApplyHistoryBest:
         # mean is not the luckiest of its measurements.
         entries: list[list] = []
         first_of: dict[tuple[str, str, str], list] = {}
-        for inp, res in _records_of(records, dags):
+        self.missing_logs: list[str] = []
+        for inp, res in _records_of(_existing_logs(records, self.missing_logs), dags):
             if not _usable(res):
                 continue
             steps = getattr(inp.state, "steps_json", None) or json.dumps(steps_json_of(inp.state))
@@ -568,6 +596,8 @@ class ApplyHistoryBest:
         }
         self.hit_keys: set[str] = set()
         self.missed_keys: set[str] = set()
+        if self.missing_logs:
+            warnings.warn(missing_logs_message(self.missing_logs), stacklevel=2)
 
     @classmethod
     def current(cls) -> ApplyHistoryBest | None:

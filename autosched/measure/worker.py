@@ -45,7 +45,10 @@ BUILD_TIMEOUT = int(MeasureErrorNo.BUILD_TIMEOUT)
 # it (``LocalRunner.test_faults``); production runs always pass None.
 # "device_fault" launches a kernel that writes far out of bounds on the candidate's device (a
 # CUDA illegal address; on PoCL, which runs kernels in-process, a segfault).
-FAULTS = ("segfault", "hang", "wrong", "raise", "device_fault")
+# "slow_load" makes loading (the compile phase) take SLOW_LOAD_S seconds, as a cold compiler
+# on a busy machine does.
+FAULTS = ("segfault", "hang", "wrong", "raise", "device_fault", "slow_load")
+SLOW_LOAD_S = 4.0
 
 _SEED = 0  # inputs are random but reproducible across runs and machines
 
@@ -279,17 +282,21 @@ class _Runner:
             self.flush_buf = np.zeros(2 * _llc_bytes() // 8, dtype=np.float64)
         self.flush_buf += 1.0
 
-    def run(self, job: dict) -> tuple:
+    def run(self, job: dict, on_loaded=None) -> tuple:
         """``(costs, error_no, error_msg, restart)`` for one built candidate; ``restart`` asks
-        the parent to replace this process (its GPU context is no longer usable)."""
+        the parent to replace this process (its GPU context is no longer usable).
+
+        ``on_loaded()`` is called once the candidate is compiled on the device and has run
+        once (see :meth:`_check_and_time`): what comes after is the part the run timeout
+        covers."""
         from runtime.module import LANG_DEVICE
 
         dev = self.runtime.device(LANG_DEVICE.get(job["source"]["lang"], "cpu"))
-        costs, code, msg = self._run(job, dev)
+        costs, code, msg = self._run(job, dev, on_loaded or (lambda: None))
         restart = code == RUNTIME_DEVICE and dev.kind != "cpu" and not _device_usable(dev)
         return costs, code, msg, restart
 
-    def _run(self, job: dict, dev) -> tuple:
+    def _run(self, job: dict, dev, on_loaded) -> tuple:
         from runtime.module import cpu_threads
 
         dag = job["dag"]
@@ -314,18 +321,23 @@ class _Runner:
         try:
             threads = job.get("num_threads") if dev.kind == "cpu" else None
             with cpu_threads(dev, threads)():
-                return self._check_and_time(mod, args, job, outs, refs, out_names, dev)
+                return self._check_and_time(mod, args, job, outs, refs, out_names, dev, on_loaded)
         except Exception as exc:
             return (), RUNTIME_DEVICE, f"running the kernel: {short_error(exc)}"
 
-    def _check_and_time(self, mod, args, job, outs, refs, out_names, dev) -> tuple:
+    def _check_and_time(self, mod, args, job, outs, refs, out_names, dev, on_loaded) -> tuple:
+        """Run once (the output check's run), report ``on_loaded()``, check, then time.
+
+        The first run belongs to loading, not to the run timeout: PoCL compiles a kernel for
+        its work-group size at its first enqueue (about as long as the program build, seconds
+        on a cold cache and a busy machine) and CUDA loads a module's kernels lazily."""
         fault = job["fault"]
         try:
             _inject(fault, before_run=True, dev=dev)
+            mod(*args)
+            on_loaded()
+            _inject(fault, before_run=False, args=args)
             if job["check"]:
-                mod(*args)
-                if fault == "wrong":
-                    _inject(fault, before_run=False, args=args)
                 for a, (name, _, _) in zip(args, mod.params):
                     if name in outs:
                         msg = check_output(name, a, refs[out_names.index(name)])
@@ -412,11 +424,13 @@ def _inject(fault: str | None, before_run: bool, args=None, dev=None) -> None:
         _device_fault(dev)
     if before_run and fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV, the process dies like a bad kernel
-    if before_run and fault == "hang":
-        while True:
-            time.sleep(1)
+    if before_run and fault == "slow_load":
+        time.sleep(SLOW_LOAD_S)
     if before_run and fault == "raise":
         raise RuntimeError("injected fault")
+    if not before_run and fault == "hang":  # after the first run: a candidate too slow to time
+        while True:
+            time.sleep(1)
     if not before_run and fault == "wrong":
         args[-1].reshape(-1)[0] += 1  # outputs come last in params
 
@@ -425,10 +439,12 @@ def runner_main(conn) -> None:
     """Serve jobs from the parent over ``conn`` until it sends None or goes away.
 
     Protocol: reply ``("hello",)`` once started; for each job dict reply ``("ready", refs)``
-    when the reference is available (the parent's run timeout starts then; ``refs`` is the
-    ``(inputs, outputs)`` just computed when the job has ``want_ref``, so that the parent can
-    hand it to a replacement worker as ``job["ref"]`` instead of recomputing it) and
-    ``("done", costs, error_no, error_msg, restart)`` at the end.
+    when the reference is available (the parent's compile timeout starts then; ``refs`` is
+    the ``(inputs, outputs)`` just computed when the job has ``want_ref``, so that the parent
+    can hand it to a replacement worker as ``job["ref"]`` instead of recomputing it),
+    ``("loaded",)`` once the candidate is compiled on the device and has run once (its run
+    timeout starts then; not sent when loading fails) and ``("done", costs, error_no,
+    error_msg, restart)`` at the end.
     """
     try:
         runner = _Runner()
@@ -454,7 +470,7 @@ def runner_main(conn) -> None:
             conn.send(("done", (), RUNTIME_DEVICE, msg, False))
             continue
         conn.send(("ready", refs if fresh and job.get("want_ref") else None))
-        conn.send(("done", *runner.run(job)))
+        conn.send(("done", *runner.run(job, on_loaded=lambda: conn.send(("loaded",)))))
 
 
 # ----------------------------------------------------------------------------- parent side

@@ -294,7 +294,7 @@ def build_network(
             "(the next best record or the default schedule is used): " + "; ".join(skipped),
             stacklevel=2,
         )
-    if missing:
+    if missing and not _missing_log_warned(ctx):
         warnings.warn(
             f"{len(missing)} of {len(kernels)} kernels have no tuning record and use a default "
             f"schedule: {', '.join(sorted(set(missing)))}",
@@ -320,6 +320,16 @@ def _kernel_state(gd, state, target: Target, layout_rewrite: bool) -> dict | Non
         log.debug("kernel %s: no plain form of its state (%s)", gd.name, e)
         return None
     return {**data, "name": gd.name, "layout_rewrite": bool(layout_rewrite)}
+def _missing_log_warned(ctx) -> bool:
+    """True when the active ApplyHistoryBest (the auto-scheduler's ``ctx`` or AutoTVM's)
+    holds nothing because its log does not exist: its one warning named the log already."""
+    from ..autotvm.context import DispatchContext
+
+    for c in (ctx, DispatchContext.current):
+        held = getattr(c, "best", None) or getattr(c, "best_by_target", None)
+        if getattr(c, "missing_logs", None) and not held:
+            return True
+    return False
 
 
 def _candidates(ctx, key: str, target: Target) -> list:

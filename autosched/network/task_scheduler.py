@@ -76,7 +76,7 @@ __all__ = [
     "derive_similarity_tag",
 ]
 
-_log = logging.getLogger("autosched.task_scheduler")
+_log = logging.getLogger("auto_scheduler.task_scheduler")
 # The ledger's task name of a batch of the short-budget first pass (``_seed_pass``).
 FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
@@ -259,7 +259,12 @@ class TaskScheduler:
         Where the last :meth:`tune` spent its time, per round and in total
         (:mod:`autosched.measure.timing`), shared by its policies; :meth:`tune` ends by
         printing its one-line breakdown (``verbose >= 1``; else logged at INFO).
+    resume_hint : str
+        How to go on after SIGINT / SIGTERM stopped :meth:`tune` (its message ends "to
+        resume, <resume_hint>"; ``{log}`` is the log). The command line names its own command.
     """
+
+    resume_hint = "run the same tuning with TaskScheduler(..., load_log_file={log})"
 
     def __init__(
         self,
@@ -443,8 +448,7 @@ class TaskScheduler:
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
-                resume = "run the same tuning with TaskScheduler(..., load_log_file={log})"
-                raise interruption(exc, self.measurer, resume) from None
+                raise interruption(exc, self.measurer, self.resume_hint) from None
             raise
         if out_of_time:
             self._say(f"Time budget of {budget:g} s spent after {self.ct} trials; stopping.")

@@ -169,5 +169,5 @@ print("Mean inference time (std dev): %.2f ms (%.2f ms)" % (np.mean(prof_res), n
 # 3. To resume a search, create the task scheduler in ``run_tuning`` with the log of the
 #    previous run: ``auto_scheduler.TaskScheduler(tasks, task_weights, load_log_file=log_file)``.
 # 4. The seed tutorial measures on several GPUs at once through an RPC tracker and
-#    ``RPCRunner``; remote measurement comes with ``autosched.rpc``. Until then, measurement is
-#    local.
+#    ``RPCRunner``; so does autosched: one ``python -m autosched.exec.rpc_server --device cuda``
+#    per GPU under one key, and ``auto_scheduler.RPCRunner(key, host, port)`` (docs/remote.md).

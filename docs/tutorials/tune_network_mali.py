@@ -3,8 +3,9 @@
 An executed copy of the seed tutorial (TVM's "Auto-scheduling a Neural Network for mali GPU"),
 written for autosched. Run it as a script: ``python docs/tutorials/tune_network_mali.py``.
 
-The seed tunes a board (an RK3399 with a Mali GPU) over RPC. Remote measurement comes with
-``autosched.rpc``; until then this tutorial measures on the OpenCL device of this machine.
+The seed tunes a board (an RK3399 with a Mali GPU) over RPC. autosched does that too
+(``autosched.rpc``, docs/remote.md: a tracker, a server per board, ``RPCRunner``); so that this
+script runs on any machine, it measures on the OpenCL device of this one.
 """
 
 # The code keeps the seed's style (% formatting, np.random), hence:
@@ -58,8 +59,9 @@ log_file = "%s-%s-B%d-%s.json" % (network, layout, batch_size, target.kind.name)
 # Connecting to the board
 # -----------------------
 # The seed starts an RPC tracker, registers the board with it under a device key ("rk3399")
-# and asks the tracker for the board in every step below. Remote measurement comes with
-# ``autosched.rpc``; until then the device is the local OpenCL device.
+# and asks the tracker for the board in every step below. The same commands work here
+# (``python -m autosched.exec.rpc_tracker`` / ``rpc_server --key rk3399``, docs/remote.md);
+# this script uses the local OpenCL device so that it runs without a board.
 
 # Extract the search tasks
 # ------------------------
@@ -119,9 +121,10 @@ for idx, task in enumerate(tasks):
 #   options.
 #
 # The seed's ``builder=LocalBuilder(build_func="ndk")`` and ``runner=RPCRunner(device_key,
-# host="127.0.0.1", port=9190, repeat=3, timeout=50)`` measure on the board; remote measurement
-# comes with ``autosched.rpc``. Here a LocalRunner measures on this machine (OpenCL kernels are
-# compiled in the runner, for the device that runs them).
+# host="127.0.0.1", port=9190, repeat=3, timeout=50)`` measure on the board; with a tracker and
+# a server running, ``auto_scheduler.RPCRunner`` takes the same arguments (docs/remote.md). Here
+# a LocalRunner measures on this machine (OpenCL kernels are compiled in the runner, for the
+# device that runs them).
 
 print("Begin tuning...")
 tuner = auto_scheduler.TaskScheduler(tasks, task_weights)
@@ -140,8 +143,8 @@ with auto_scheduler.ApplyHistoryBest(log_file):
     lib = auto_scheduler.build(mod, target, params=params)
 
 # Create the graph executor. The seed exports the library with the NDK, uploads it to the
-# board and loads it there (remote measurement comes with ``autosched.rpc``); here the network
-# runs where it was compiled.
+# board and loads it there (``remote.upload`` / ``remote.load_module`` of ``autosched.rpc``,
+# docs/remote.md); here the network runs where it was compiled.
 dev = auto_scheduler.device(str(target), 0)
 module = auto_scheduler.GraphModule(lib["default"](dev))
 data = np.random.uniform(size=input_shape).astype(dtype)
@@ -172,4 +175,4 @@ print(module.benchmark(dev, repeat=3, min_repeat_ms=500))
 # 3. Resume a search by creating the task scheduler with the previous log:
 #    ``auto_scheduler.TaskScheduler(tasks, task_weights, load_log_file=log_file)``.
 # 4. With several boards, the seed measures on all of them at once through the RPC tracker;
-#    that too comes with ``autosched.rpc``.
+#    so does ``RPCRunner`` with one ``rpc_server`` per board under the same key.

@@ -177,9 +177,9 @@ def load_model(model_or_path):
     no graph (an empty file parses to an empty ModelProto), FileNotFoundError for a missing
     file and TypeError for anything else.
     """
+    onnx = _import_onnx()  # first: without onnx, google.protobuf is missing too
     from google.protobuf.message import DecodeError
 
-    onnx = _import_onnx()
     if isinstance(model_or_path, onnx.ModelProto):
         what, model = "<ModelProto>", model_or_path
     else:

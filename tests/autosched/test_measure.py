@@ -136,6 +136,29 @@ def test_faulty_candidates_become_errors_and_the_batch_goes_on(builder, runner, 
     assert results[2].all_cost >= 2.0
 
 
+def test_a_slow_first_compile_is_not_counted_against_the_run_timeout(builder, task):
+    # A cold compiler on a busy machine (PoCL's first build was seen at 18 s): loading takes
+    # longer than the run timeout, the candidate is still measured.
+    inputs = [MeasureInput(task, tiled(task.compute_dag, 8))]
+    slow = worker.SLOW_LOAD_S
+    with LocalRunner(number=1, repeat=1, min_repeat_ms=0, timeout=slow / 2) as r:
+        r.test_faults = {0: "slow_load"}
+        [res] = r.run(inputs, builder.build(inputs))
+    assert res.error_no == E.NO_ERROR, res.error_msg
+    assert res.all_cost >= slow  # the load was really slower than the run timeout
+
+
+def test_loading_past_compile_timeout_is_run_timeout_naming_it(builder, task):
+    inputs = [MeasureInput(task, tiled(task.compute_dag, 8))]
+    with LocalRunner(number=1, repeat=1, min_repeat_ms=0, compile_timeout=1) as r:
+        r.test_faults = {0: "slow_load"}
+        [res] = r.run(inputs, builder.build(inputs))
+    assert res.error_no == E.RUN_TIMEOUT
+    assert "compile_timeout=1 s" in res.error_msg and "loading" in res.error_msg
+    with pytest.raises(ValueError, match="compile_timeout"):
+        LocalRunner(compile_timeout=0)
+
+
 def test_unknown_fault_name_is_rejected(runner, builder, task):
     inputs = [MeasureInput(task, tiled(task.compute_dag, 8))]
     runner.test_faults = {0: "explode"}

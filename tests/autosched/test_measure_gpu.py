@@ -120,7 +120,8 @@ def test_context_plugs_into_a_measurer_and_closes(dag):
     assert measurer.runner is ctx.runner and measurer.builder is ctx.builder
     res = measurer.measure([MeasureInput(task, gpu_matmul_relu(dag, 64))])
     assert res[0].error_no == E.NO_ERROR, res[0].error_msg
-    assert len(res[0].costs) == 2 and measurer.best_cost[dag.workload_key] < MAX_COST
+    # 2 repeats, and one again per tick-sized outlier among them (a busy machine)
+    assert 2 <= len(res[0].costs) <= 4 and measurer.best_cost[dag.workload_key] < MAX_COST
     assert ctx.runner._proc is not None and ctx.builder._pool is not None
     ctx.close()
     assert ctx.runner._proc is None and ctx.builder._pool is None

@@ -66,6 +66,9 @@ def test_best_kernel_times_the_same_after_a_tune_as_in_a_fresh_process(tmp_path,
     again = _time_here(log, monkeypatch)
     print(f"best kernel: {in_process:.3f} ms after the tune, {fresh_ms:.3f} ms fresh, "
           f"{again:.3f} ms after that")  # fmt: skip
+    # The bug made the kernel 30x slower after a tune (6-8 ms for 0.2 ms). A 3x margin still
+    # catches it and holds when the machine's load changes between the three timings (a load
+    # of 4 on 2 cores moves a kernel's median by up to ~2x).
     ratio = max(in_process, again) / fresh_ms
-    assert 1 / 1.5 < ratio < 1.5, (in_process, again, fresh_ms)
+    assert 1 / 3 < ratio < 3, (in_process, again, fresh_ms)
     assert np.isfinite(in_process) and in_process > 0

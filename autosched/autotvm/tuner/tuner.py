@@ -16,7 +16,7 @@ from ..measure import measure_option as _default_option
 
 __all__ = ["Tuner"]
 
-_log = logging.getLogger("autosched.autotvm")
+_log = logging.getLogger("autotvm")
 
 
 class Tuner:
@@ -133,7 +133,7 @@ class Tuner:
                 if error_ct > 150:
                     _log.warning(
                         "%d configurations in a row failed to measure: check the target and "
-                        "the device (debug log: logging.getLogger('autosched.autotvm'))",
+                        "the device (debug log: logging.getLogger('autotvm'))",
                         error_ct,
                     )
         finally:

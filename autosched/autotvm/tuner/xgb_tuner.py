@@ -21,7 +21,7 @@ from .tuner import Tuner
 
 __all__ = ["XGBTuner"]
 
-_log = logging.getLogger("autosched.autotvm")
+_log = logging.getLogger("autotvm")
 
 
 class XGBTuner(Tuner):
