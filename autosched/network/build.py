@@ -320,6 +320,8 @@ def _kernel_state(gd, state, target: Target, layout_rewrite: bool) -> dict | Non
         log.debug("kernel %s: no plain form of its state (%s)", gd.name, e)
         return None
     return {**data, "name": gd.name, "layout_rewrite": bool(layout_rewrite)}
+
+
 def _missing_log_warned(ctx) -> bool:
     """True when the active ApplyHistoryBest (the auto-scheduler's ``ctx`` or AutoTVM's)
     holds nothing because its log does not exist: its one warning named the log already."""
