@@ -57,6 +57,10 @@ def _resolve(path: str):
             obj = importlib.import_module(".".join(parts[:i]))
         except ImportError:
             continue
+        where = getattr(obj, "__file__", None)
+        if where and parts[0] == "autosched" and REPO not in Path(where).resolve().parents:
+            # an editable install of another checkout served it: not this one's
+            raise ImportError(f"{'.'.join(parts[:i])} is not in this checkout ({where})")
         for name in parts[i:]:
             obj = getattr(obj, name)
         return obj
