@@ -4,9 +4,9 @@ tests/seeds/ holds the seeds' code (``seed_001_mali_rpc.py``: seed 001, Mali ove
 ``seed_000_cuda_network.py`` / ``seed_003_cuda_network.py``: seeds 000 and 003, resnet-18 for
 CUDA, whole; ``seed_004_vta_evaluate.py``:
 seed 004's settings and evaluation on the VTA simulator). Where the published
-text is at hand (``$AUTOSCHED_SEEDS_DIR``, default /work/shared/seeds), the first test checks
-that every line but the imports is the published one, in order. The others run the seeds'
-lines as the seeds write them:
+text is at hand (``$AUTOSCHED_SEEDS_DIR``, default ``shared/seeds`` beside the checkout),
+the first test checks that every line but the imports is the published one, in order. The
+others run the seeds' lines as the seeds write them:
 
 - seed 001 as published (its ``tune_and_evaluate()`` commented out): the network, its tasks,
   ``request_remote`` to an RPC server of key ``rk3399`` (an OpenCL server on this machine, PoCL)
@@ -41,7 +41,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "tests" / "seeds"
-PUBLISHED = Path(os.environ.get("AUTOSCHED_SEEDS_DIR", "/work/shared/seeds"))
+PUBLISHED = Path(
+    os.environ.get("AUTOSCHED_SEEDS_DIR")
+    or next(
+        (p for p in (Path(__file__).parents[2] / "shared" / "seeds",) if p.is_dir()),
+        Path("/work/shared/seeds"),
+    )
+)
 sys.path.insert(0, str(REPO / "tests" / "autosched"))
 
 # What the published texts' HTML did to the code: seed 001 lost a ">" ("if int(dev.warp_size /
