@@ -147,7 +147,7 @@ def resize2d(
     method: str = "linear",
     coordinate_transformation_mode: str = "half_pixel",
     rounding_method: str = "",
-    cubic_alpha: float = -0.75,
+    cubic_alpha: float = -0.5,  # the op's default (ONNX: cubic_coeff_a=-0.75, passed)
     scales=None,
 ) -> Tensor:
     """``resize`` of the H and W dims of an NCHW / NHWC tensor to ``size`` (oh, ow).
