@@ -27,6 +27,7 @@ from .display import LiveView, RecordsTable, TaskList
 from .hardware import HardwareParams
 from .kernel import generate_source
 from .logs import adopt_tvm_loggers as _adopt_tvm_loggers
+from .measure.dispatch import ApplyHistoryBest
 from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -36,7 +37,7 @@ from .measure.local import (
     MeasureResult,
     ProgramMeasurer,
 )
-from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .measure.records import RecordToFile, load_best_record, load_records
 from .network.build import NetworkLib, load_module
 from .network.partition import extract_tasks
 from .network.progress import NotebookView, ProgressBar

@@ -1,7 +1,7 @@
 """Network compilation: every fused group with the history best, then storage planning.
 
 :func:`build_network` compiles every group of :func:`autosched.network.partition.partition`
-with its best record from the active :class:`~autosched.measure.records.ApplyHistoryBest` (a
+with its best record from the active :class:`~autosched.measure.dispatch.ApplyHistoryBest` (a
 default schedule of :mod:`autosched.network.default_schedules` where there is none, with one
 warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
 """
@@ -222,7 +222,7 @@ def build_network(
 
     from ..autotvm.network import group_state as autotvm_group_state
     from ..kernel import generate_source
-    from ..measure.records import ApplyHistoryBest
+    from ..measure.dispatch import ApplyHistoryBest
 
     target = Target(target)
     dev = make_device(device if device is not None else target.device_kind)

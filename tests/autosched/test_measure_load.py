@@ -14,7 +14,8 @@ import autosched as ansor
 from autosched import testing
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.data import RETIMED, steady_costs
-from autosched.measure.records import ApplyHistoryBest, load_records, save_records
+from autosched.measure.dispatch import ApplyHistoryBest
+from autosched.measure.records import load_records, save_records
 from autosched.measure.worker import _Runner
 from runtime.timer import TimingResult
 from tensorir.dag import ComputeDAG

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
     RECORD_VERSION,
-    ApplyHistoryBest,
     RecordToFile,
     RecordWarning,
     distill,

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from autosched.measure import MeasureInput, MeasureResult
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
-    ApplyHistoryBest,
     RecordWarning,
     distill,
     load_best_record,

@@ -9,8 +9,8 @@ import pytest
 import autosched
 from autosched._version import _PYPROJECT, package_version
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
-    ApplyHistoryBest,
     RecordToFile,
     distill,
     load_records,
