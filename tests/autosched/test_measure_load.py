@@ -16,7 +16,7 @@ from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.data import RETIMED, steady_costs
 from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import load_records, save_records
-from autosched.measure.worker import _Runner
+from autosched.measure.worker import CandidateRunner
 from runtime.timer import TimingResult
 from tensorir.dag import ComputeDAG
 
@@ -51,7 +51,7 @@ class _ScriptedModule:
 def test_worker_remeasures_outlier_repeats_and_keeps_all_costs():
     job = {"number": 3, "repeat": 3, "min_repeat_ms": 0.0, "flush": False}
     mod = _ScriptedModule([[1e-3, 9e-3, 1.1e-3], [1.05e-3]])
-    runner = _Runner.__new__(_Runner)  # no reference cache needed for timing
+    runner = CandidateRunner.__new__(CandidateRunner)  # no reference cache needed for timing
     costs = runner.time(mod, [], job)
     assert mod.asked == [3, 1]  # one repeat again, for the one outlier
     assert costs == [1e-3, 9e-3, 1.1e-3, 1.05e-3]
@@ -135,7 +135,7 @@ def test_cold_repeats_of_a_slow_kernel_stop_at_the_time_limit():
     backend = _SlowBackend(0.05)
     mod = SimpleNamespace(_prepare=lambda args: ((), None), _bound_run=lambda h: None,
                           _backend=backend)  # fmt: skip
-    runner = _Runner.__new__(_Runner)
+    runner = CandidateRunner.__new__(CandidateRunner)
     runner.flush_buf = np.zeros(8)  # no LLC-sized buffer needed here
     job = {"number": 1, "repeat": 10, "min_repeat_ms": 0.0, "flush": True, "time_limit_s": 0.01}
     costs = runner._time(mod, [], job, 10)
