@@ -68,9 +68,13 @@ context = device
 _adopt_tvm_loggers()
 
 # Loaded on first use (``ansor.autotvm``, ``ansor.RPCRunner``, ...): template tuning, the RPC
-# client (dask), the VTA target, int8 quantization, the seeds' TVM spellings and the records
-# module are not needed to tune or build, and ``import autosched`` stays light without them.
-_LAZY_MODULES = ("autotvm", "contrib", "quantize", "records", "relay", "rpc", "utils", "vta")
+# client (dask), the VTA target, int8 quantization, the seeds' TVM spellings, the seed
+# workloads (``workloads``, old name ``testing``) and the records module are not needed to tune
+# or build, and ``import autosched`` stays light without them.
+_LAZY_MODULES = (
+    "autotvm", "contrib", "quantize", "records", "relay", "rpc", "testing", "utils", "vta",
+    "workloads",
+)  # fmt: skip
 _LAZY_NAMES = {"RPCRunner": "rpc"}
 
 
@@ -98,6 +102,7 @@ __all__ = [
     "target",
     "transform",
     "utils",
+    "workloads",
     "accuracy_report",
     "to_mixed_precision",
     "GraphModule",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.data import RETIMED, steady_costs
 from autosched.measure.dispatch import ApplyHistoryBest
@@ -72,7 +72,7 @@ def _tiled(dag, factor):
 
 
 def test_apply_history_best_pools_a_candidates_measurements(tmp_path):
-    dag = ComputeDAG(testing.matmul(16, 16, 16))
+    dag = ComputeDAG(workloads.matmul(16, 16, 16))
     lucky, steady = _tiled(dag, 2), _tiled(dag, 4)
     log = tmp_path / "log.json"
     inputs = [MeasureInput(_Task(dag), s) for s in (lucky, steady, lucky, steady)]
@@ -87,7 +87,7 @@ def test_task_scheduler_retimes_the_best_candidates(tmp_path, monkeypatch):
     # 8 trials: re-time the best 2 once 4 (not 8) candidates were measured, failures aside.
     monkeypatch.setattr("autosched.network.task_scheduler.RETIME_MIN_FACTOR", 2)
     log = tmp_path / "log.json"
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(32, 32, 32)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(32, 32, 32)), target="llvm")
     options = ansor.TuningOptions(
         num_measure_trials=8, num_measures_per_round=8, verbose=1,
         runner=ansor.LocalRunner(number=1, repeat=2, min_repeat_ms=0, timeout=10),

@@ -23,7 +23,7 @@ from autosched.measure.records import (
     log_ended_cleanly,
     save_records,
 )
-from autosched.testing import matmul, matmul_relu
+from autosched.workloads import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 from tensorir.schedule import replay
 

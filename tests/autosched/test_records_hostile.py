@@ -19,7 +19,7 @@ from autosched.measure.records import (
     load_records,
     save_records,
 )
-from autosched.testing import matmul
+from autosched.workloads import matmul
 from tensorir.dag import ComputeDAG
 
 

@@ -16,7 +16,7 @@ from autosched.measure.records import (
     load_records,
     log_ended_cleanly,
 )
-from autosched.testing import matmul
+from autosched.workloads import matmul
 from tensorir.dag import ComputeDAG
 
 
