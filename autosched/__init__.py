@@ -27,6 +27,7 @@ from .display import LiveView, RecordsTable, TaskList
 from .hardware import HardwareParams
 from .kernel import generate_source
 from .logs import adopt_tvm_loggers as _adopt_tvm_loggers
+from .measure.dispatch import ApplyHistoryBest
 from .measure.local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -36,7 +37,7 @@ from .measure.local import (
     MeasureResult,
     ProgramMeasurer,
 )
-from .measure.records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .measure.records import RecordToFile, load_best_record, load_records
 from .network.build import NetworkLib, load_module
 from .network.partition import extract_tasks
 from .network.progress import NotebookView, ProgressBar
@@ -67,9 +68,13 @@ context = device
 _adopt_tvm_loggers()
 
 # Loaded on first use (``ansor.autotvm``, ``ansor.RPCRunner``, ...): template tuning, the RPC
-# client (dask), the VTA target, int8 quantization, the seeds' TVM spellings and the records
-# module are not needed to tune or build, and ``import autosched`` stays light without them.
-_LAZY_MODULES = ("autotvm", "contrib", "quantize", "records", "relay", "rpc", "utils", "vta")
+# client (dask), the VTA target, int8 quantization, the seeds' TVM spellings, the seed
+# workloads (``workloads``, old name ``testing``) and the records module are not needed to tune
+# or build, and ``import autosched`` stays light without them.
+_LAZY_MODULES = (
+    "autotvm", "contrib", "quantize", "records", "relay", "rpc", "testing", "utils", "vta",
+    "workloads",
+)  # fmt: skip
 _LAZY_NAMES = {"RPCRunner": "rpc"}
 
 
@@ -97,6 +102,7 @@ __all__ = [
     "target",
     "transform",
     "utils",
+    "workloads",
     "accuracy_report",
     "to_mixed_precision",
     "GraphModule",

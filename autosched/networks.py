@@ -4,6 +4,10 @@ Returns ``(mod, params, input_shape, output_shape)`` like the tutorials' ``get_n
 ``tensorir.graph.zoo`` for the networks (resnet-N, resnet3d-N, mobilenet, squeezenet_v1.1,
 inception_v3, and the transformers bert-tiny, bert-base, gpt2 (int64 ``input_ids``, ``seq_len=``)
 and vit-b16) and how their deterministic random weights are drawn.
+
+The networks themselves, not what is done with them: tuning and building a network (partition,
+``extract_tasks``, the task scheduler, ``build``) is the :mod:`autosched.network` package. The
+name is the one the docs and the tutorials use (``from autosched import networks``).
 """
 
 from tensorir.graph.zoo import NETWORKS, get_network

@@ -1,19 +1,57 @@
-"""``python -m autosched.records distill -i log.json -o best.json`` and the old import path.
+"""The record files' public names: ``autosched.records.to_dataframe(log)``, ``load_records``,
+``distill``, ... and ``python -m autosched.records distill -i log.json -o best.json``.
 
-The records live in :mod:`autosched.measure.records`; this module keeps the command line (and
-``from autosched.records import ...``) working, and adds the tabular view of a log:
-``to_dataframe(log)`` (pandas) and ``record_rows(log)`` (plain dicts), from
-:mod:`autosched.measure.record_rows`.
+A facade: each name is defined in one module below, which the library imports directly —
+the format, reader and writer in :mod:`autosched.measure.records`, the rule for a usable
+record in :mod:`autosched.measure.data`, ``ApplyHistoryBest`` in
+:mod:`autosched.measure.dispatch`, the tabular view of a log (``to_dataframe`` with pandas,
+``record_rows`` as plain dicts) in :mod:`autosched.measure.record_rows`, the command line in
+:mod:`autosched.cli.records`. It sits with the entry points in the top layer
+(docs/architecture.md), so no module of the library imports it.
 """
 
 import sys
 
+from .cli.records import main
+from .measure.data import usable_result
+from .measure.dispatch import ApplyHistoryBest
 from .measure.record_rows import record_rows, to_dataframe
-from .measure.records import *  # noqa: F403 - the same public names
-from .measure.records import __all__ as _records_all
-from .measure.records import main  # noqa: F401
+from .measure.records import (
+    RECORD_VERSION,
+    RecordState,
+    RecordTask,
+    RecordToFile,
+    RecordWarning,
+    distill,
+    load_best_record,
+    load_ranked_records,
+    load_records,
+    log_ended_cleanly,
+    read_record_lines,
+    register_dag,
+    save_records,
+)
 
-__all__ = [*_records_all, "record_rows", "to_dataframe"]
+__all__ = [
+    "RECORD_VERSION",
+    "ApplyHistoryBest",
+    "RecordState",
+    "RecordTask",
+    "RecordToFile",
+    "RecordWarning",
+    "distill",
+    "load_best_record",
+    "load_ranked_records",
+    "load_records",
+    "log_ended_cleanly",
+    "main",
+    "read_record_lines",
+    "record_rows",
+    "register_dag",
+    "save_records",
+    "to_dataframe",
+    "usable_result",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,18 +21,18 @@ from pathlib import Path
 import numpy as np
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo
 from tensorir.interp import eval_dag
 
 # name -> (tensors of our DAG, PyTorch version taking the same numpy arrays moved to the GPU)
 OPS = {
-    "matmul": lambda: testing.matmul(1024, 1024, 1024),
-    "dense": lambda: testing.dense_bias(1, 512, 1000),
-    "conv2d_56": lambda: testing.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1),
-    "conv2d_14s2": lambda: testing.conv2d_nhwc(1, 14, 14, 256, 512, 3, 3, 2, 1),
-    "conv2d_7": lambda: testing.conv2d_nhwc(1, 7, 7, 512, 512, 3, 3, 1, 1),
-    "depthwise": lambda: testing.depthwise_conv2d_nhwc(1, 112, 112, 32),
+    "matmul": lambda: workloads.matmul(1024, 1024, 1024),
+    "dense": lambda: workloads.dense_bias(1, 512, 1000),
+    "conv2d_56": lambda: workloads.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1),
+    "conv2d_14s2": lambda: workloads.conv2d_nhwc(1, 14, 14, 256, 512, 3, 3, 2, 1),
+    "conv2d_7": lambda: workloads.conv2d_nhwc(1, 7, 7, 512, 512, 3, 3, 1, 1),
+    "depthwise": lambda: workloads.depthwise_conv2d_nhwc(1, 112, 112, 32),
 }
 
 
@@ -47,7 +47,7 @@ def _torch_op(name, torch, args):
     if name.startswith("conv2d") or name == "depthwise":
         stride = 2 if name == "conv2d_14s2" else 1
         x = t[0].permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
-        if name == "depthwise":  # our kernel is HWC1 (testing.depthwise_conv2d_nhwc)
+        if name == "depthwise":  # our kernel is HWC1 (workloads.depthwise_conv2d_nhwc)
             w = t[1].permute(2, 3, 0, 1).contiguous(memory_format=torch.channels_last)
             return lambda: F.conv2d(x, w, None, 1, 1, 1, x.shape[1])
         w = t[1].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # HWIO->OIHW

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import autosched as ansor
-from autosched import manual, testing
+from autosched import manual, workloads
 from tensorir.interp import eval_dag
 
 
@@ -70,7 +70,7 @@ def _torch_conv(data, weight, bias, pad):
 def measure(size: int, conv_hw: int, with_naive: bool) -> dict:
     rng = np.random.default_rng(0)
     out: dict[str, float] = {}
-    mm = ansor.ComputeDAG(testing.matmul(size, size, size))
+    mm = ansor.ComputeDAG(workloads.matmul(size, size, size))
     a, b = (rng.uniform(-1, 1, (size, size)).astype("float32") for _ in range(2))
     c = np.empty((size, size), "float32")
     hand_mm = _kernel_timer(manual.matmul_cpu(mm), [a, b], [c])
@@ -79,7 +79,9 @@ def measure(size: int, conv_hw: int, with_naive: bool) -> dict:
     if with_naive:
         cands["matmul/unscheduled"] = _kernel_timer(mm, [a, b], [c])
 
-    conv = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, conv_hw, conv_hw, 64, 64, 3, 3, 1, 1))
+    conv = ansor.ComputeDAG(
+        workloads.conv2d_nhwc_bias_relu(1, conv_hw, conv_hw, 64, 64, 3, 3, 1, 1)
+    )
     cargs = [rng.uniform(-1, 1, t.shape).astype("float32") for t in conv.input_tensors]
     cout = np.empty(conv.output_tensors[0].shape, "float32")
     hand_conv = _kernel_timer(manual.conv2d_nhwc_cpu(conv), cargs, [cout])

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from tensorir.interp import eval_dag
 
 HERE = Path(__file__).resolve().parent
@@ -55,18 +55,18 @@ def _softmax(x):
 
 # name -> (tensors, numpy version of the operator or None)
 OPS = {
-    "matmul": (lambda: testing.matmul(512, 512, 512), lambda a, b: a @ b),
-    "dense": (lambda: testing.dense_bias(1, 512, 1000), lambda d, w, b: d @ w.T + b),
+    "matmul": (lambda: workloads.matmul(512, 512, 512), lambda a, b: a @ b),
+    "dense": (lambda: workloads.dense_bias(1, 512, 1000), lambda d, w, b: d @ w.T + b),
     "conv2d": (
-        lambda: testing.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1),
+        lambda: workloads.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1),
         lambda d, k, b: np.maximum(_im2col_conv(d, k, 1, 1) + b, 0),
     ),
     "conv2d_s2": (
-        lambda: testing.conv2d_nhwc(1, 14, 14, 256, 512, 3, 3, 2, 1),
+        lambda: workloads.conv2d_nhwc(1, 14, 14, 256, 512, 3, 3, 2, 1),
         lambda d, k: _im2col_conv(d, k, 2, 1),
     ),
-    "depthwise": (lambda: testing.depthwise_conv2d_nhwc(1, 112, 112, 32), _depthwise),
-    "softmax": (lambda: testing.softmax(1, 1000), _softmax),
+    "depthwise": (lambda: workloads.depthwise_conv2d_nhwc(1, 112, 112, 32), _depthwise),
+    "softmax": (lambda: workloads.softmax(1, 1000), _softmax),
 }
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import autosched as ansor
-from autosched import rpc, testing
+from autosched import rpc, workloads
 from autosched.measure import MeasureErrorNo
 from autosched.measure.data import MeasureInput
 
@@ -96,7 +96,7 @@ class Cluster:
 
 
 def candidates(size: int, count: int):
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(size, size, size)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(size, size, size)), target="llvm")
     policy = ansor.SketchPolicy(task, ansor.RandomModel(0), seed=0, verbose=0)
     states = policy.sample_initial_population()[:count]
     inputs = [MeasureInput(task, s) for s in states]

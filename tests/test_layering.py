@@ -1,4 +1,5 @@
-"""The four packages import one way only: tensorir <- codegen <- autosched -> runtime."""
+"""The four packages import one way only: tensorir <- codegen <- autosched -> runtime; inside
+autosched/, the layer table of docs/architecture.md (one source, parsed here) orders its modules."""
 
 import ast
 import re
@@ -57,10 +58,11 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _import_graph(root: Path, packages=PACKAGES) -> dict[str, set[str]]:
-    """Module -> modules of its own package it imports, counting imports inside functions."""
+def _import_edges(root: Path, packages=PACKAGES) -> list[tuple[str, int, str]]:
+    """``(module, line, imported module)`` for every import of a module of its own package,
+    relative imports resolved and imports inside functions counted."""
     files = {_module_name(root, p): p for pkg in packages for p in (root / pkg).rglob("*.py")}
-    graph: dict[str, set[str]] = {m: set() for m in files}
+    edges = []
     for mod, path in files.items():
         is_pkg = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -82,7 +84,16 @@ def _import_graph(root: Path, packages=PACKAGES) -> dict[str, set[str]]:
                 while target and target not in files:  # longest known module prefix
                     target = target.rpartition(".")[0]
                 if target and target != mod and target.split(".")[0] == mod.split(".")[0]:
-                    graph[mod].add(target)
+                    edges.append((mod, node.lineno, target))
+    return list(dict.fromkeys(edges))  # `from x import a, b`: one edge
+
+
+def _import_graph(root: Path, packages=PACKAGES) -> dict[str, set[str]]:
+    """Module -> modules of its own package it imports, counting imports inside functions."""
+    files = {_module_name(root, p) for pkg in packages for p in (root / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, _, target in _import_edges(root, packages):
+        graph[mod].add(target)
     return graph
 
 
@@ -161,3 +172,89 @@ def test_architecture_doc_names_only_existing_files():
     named = {p for p in named if p.split("/")[0] in (*PACKAGES, "docs", "tests", "benchmarks")}
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+
+
+# ----------------------------------------------------------------------------- autosched layers
+
+LAYER_TABLE_HEADER = "| layer | modules | job |"
+
+
+def _layer_table(text: str) -> list[tuple[str, list[str]]]:
+    """``[(layer, [entry, ...]), ...]`` top to bottom, from the layer table of
+    docs/architecture.md (entries: ``rpc/`` for a package, ``task.py`` for a module)."""
+    lines = text.splitlines()
+    start = lines.index(LAYER_TABLE_HEADER) + 2  # past the header and its --- row
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        layer, modules = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        rows.append((layer, re.findall(r"`([^`]+)`", modules)))
+    return rows
+
+
+def _entry_of(rel: Path) -> str:
+    """The table entry of a file under autosched/: its top-level package or the file itself."""
+    return f"{rel.parts[0]}/" if len(rel.parts) > 1 else rel.name
+
+
+def _layer_problems(root: Path, text: str) -> list[str]:
+    """What breaks the layer table: entries that do not exist or repeat, modules of autosched/
+    in no row, and imports of a higher layer (each naming both modules and both layers)."""
+    rows = _layer_table(text)
+    level = {}
+    problems = []
+    for i, (layer, entries) in enumerate(rows):
+        for entry in entries:
+            if entry in level:
+                problems.append(f"{entry} is in two layers: {rows[level[entry]][0]!r}, {layer!r}")
+            level[entry] = i
+            if not (root / "autosched" / entry).exists():
+                problems.append(f"layer {layer!r} names autosched/{entry}, which does not exist")
+    paths = {
+        _module_name(root, path): path.relative_to(root)
+        for path in sorted((root / "autosched").rglob("*.py"))
+    }
+    entry_of = {mod: _entry_of(rel.relative_to("autosched")) for mod, rel in paths.items()}
+    for mod, entry in entry_of.items():
+        if entry not in level:
+            problems.append(
+                f"{paths[mod]} belongs to no layer: give {entry} a row of the layer table in "
+                "docs/architecture.md"
+            )
+            level[entry] = -1  # reported once
+    for mod, lineno, target in _import_edges(root, ("autosched",)):
+        here, there = level[entry_of[mod]], level[entry_of[target]]
+        if 0 <= there < here:
+            problems.append(
+                f"{paths[mod]}:{lineno}: {mod} (layer {rows[here][0]!r}) imports {target} of "
+                f"the higher layer {rows[there][0]!r}"
+            )
+    return problems
+
+
+def test_every_autosched_module_has_a_layer_and_imports_no_higher_one():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    problems = _layer_problems(ROOT, text)
+    assert not problems, "the autosched layer table (docs/architecture.md):\n" + "\n".join(problems)
+
+
+def test_layer_check_sees_an_upward_import_inside_a_function(tmp_path):
+    pkg = tmp_path / "autosched"
+    (pkg / "high").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high" / "__init__.py").write_text("from ..low import f\n")
+    (pkg / "low.py").write_text("def f():\n    from .high import g\n")
+    (pkg / "stray.py").write_text("")
+    table = (
+        f"{LAYER_TABLE_HEADER}\n| --- | --- | --- |\n"
+        "| top | `__init__.py`, `high/` | x |\n| bottom | `low.py`, `gone.py` | y |\n"
+    )
+    problems = _layer_problems(tmp_path, table)
+    assert problems == [
+        "layer 'bottom' names autosched/gone.py, which does not exist",
+        "autosched/stray.py belongs to no layer: give stray.py a row of the layer table in "
+        "docs/architecture.md",
+        "autosched/low.py:2: autosched.low (layer 'bottom') imports autosched.high of the "
+        "higher layer 'top'",
+    ]

@@ -61,3 +61,15 @@ def test_import_autosched_loads_template_tuning_rpc_vta_and_quantize_on_first_us
     ))  # fmt: skip
     with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
         _ = importlib.import_module("autosched").nosuch
+
+
+def test_autosched_testing_is_the_old_name_of_workloads():
+    """Issue 31: the seed workloads live in ``autosched.workloads``; ``autosched.testing`` (what
+    the README of 0.1 imported) is the same module object, not a second home."""
+    import autosched
+    from autosched import testing, workloads
+    from autosched.testing import matmul
+
+    assert testing is workloads and matmul is workloads.matmul
+    assert autosched.testing is autosched.workloads is workloads
+    assert len(workloads.matmul(8, 8, 8)) == 3  # A, B and C

@@ -19,7 +19,8 @@
 See docs/autotvm.md.
 """
 
-from . import callback, measure, record, task, templates, tophub, tuner
+# network: importing it registers AutoTVM's records with the network build (a lower layer).
+from . import callback, measure, network, record, task, templates, tophub, tuner
 from .context import ApplyConfig, DispatchContext, FallbackContext
 from .dispatch import ApplyHistoryBest, apply_history_best
 from .measure import LocalBuilder, LocalRunner, MeasureInput, RPCRunner, measure_option
@@ -45,6 +46,7 @@ __all__ = [
     "get_config",
     "measure",
     "measure_option",
+    "network",
     "record",
     "task",
     "template",

@@ -7,7 +7,9 @@ import warnings
 
 from codegen.target import Target
 
-from ..measure.records import RecordWarning, missing_logs_message
+from ..measure.data import usable_result
+from ..measure.dispatch import missing_logs_message
+from ..measure.records import RecordWarning
 from .context import DispatchContext, quiet_fallback
 from .record import checked_input, load_from_file
 
@@ -70,7 +72,7 @@ class ApplyHistoryBest(DispatchContext):
                 self._load(item)
                 continue
             inp, res = item
-            if res.error_no != 0 or res.mean_cost >= 1e9:
+            if not usable_result(res):
                 continue
             target = Target(inp.target)
             for table, key in (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from ..network.build import RecordSource, register_record_source
 from .context import DispatchContext
 from .dispatch import ApplyHistoryBest
 from .space import ConfigEntity
@@ -74,3 +75,8 @@ def group_state(group, dag, target):
     SCHEDULES[name](cfg, state)
     _log.debug("group %s scheduled with template %s config %s", dag, name, cfg.index)
     return state, workload
+
+
+# The network build (a lower layer, which never imports AutoTVM) consults these records through
+# its registry; registered on import, before any apply_history_best can be entered.
+register_record_source(RecordSource("AutoTVM", group_state, lambda: DispatchContext.current))

@@ -18,15 +18,13 @@ target.
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import replace
-from pathlib import Path
 
 from codegen.target import Target
 
-from ..measure.data import MeasureErrorNo
 from ..measure.data import MeasureInput as StateInput
-from ..measure.records import RecordWarning, decode_record, encode_record
+from ..measure.data import usable_result
+from ..measure.records import decode_record, encode_record, read_record_lines
 from .measure_input import MeasureInput
 from .space import ConfigEntity
 from .task import Task
@@ -121,33 +119,19 @@ def load_from_file(filename):
 
 
 def _iter_lines(filename):
-    path = Path(filename)
-    if not path.is_file():
-        raise FileNotFoundError(f"record file {str(path)!r} does not exist")
-    bad: list[tuple[int, str]] = []
+    """``(text, MeasureInput, MeasureResult)`` per autotvm line, through the records' tolerant
+    reader (:func:`~autosched.measure.records.read_record_lines`: ONE warning for bad lines)."""
     spaces: dict = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
-            if not text or text.startswith("#") or f'"{KIND}"' not in text:
-                continue
-            try:
-                got = decode(text)
-                if got is not None:
-                    got = (checked_input(got[0], spaces), got[1])
-            except ValueError as exc:
-                bad.append((lineno, str(exc)))
-                continue
-            if got is not None:
-                yield text, *got
-    if bad:
-        lines = ", ".join(str(n) for n, _ in bad[:10]) + (" ..." if len(bad) > 10 else "")
-        warnings.warn(
-            f"{path}: skipped {len(bad)} unreadable or invalid autotvm record line(s): line "
-            f"{lines} (first: {bad[0][1]})",
-            RecordWarning,
-            stacklevel=2,
-        )
+
+    def parse(text: str):
+        if f'"{KIND}"' not in text:
+            return None
+        got = decode(text)
+        return None if got is None else (checked_input(got[0], spaces), got[1])
+
+    what = "unreadable or invalid autotvm record"
+    for _, text, (inp, res) in read_record_lines(filename, parse, what, stacklevel=2):
+        yield text, inp, res
 
 
 def checked_input(inp: MeasureInput, spaces: dict | None = None) -> MeasureInput:
@@ -188,10 +172,6 @@ def workload_of(inp: MeasureInput) -> tuple:
     return inp.task.workload
 
 
-def _usable(res) -> bool:
-    return res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < 1e9
-
-
 def pick_best(in_file, out_file) -> int:
     """Copy the best error-free record per (workload, target) of ``in_file`` to ``out_file``.
 
@@ -199,7 +179,7 @@ def pick_best(in_file, out_file) -> int:
     """
     best: dict[tuple, tuple[float, str]] = {}
     for text, inp, res in _iter_lines(in_file):
-        if not _usable(res):
+        if not usable_result(res):
             continue
         key = (workload_of(inp), str(inp.target))
         if key not in best or res.mean_cost < best[key][0]:

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{parser.prog} {args.command}: error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     if args.command == "distill":
-        from ..measure.records import main as records_main
+        from .records import main as records_main
 
         return records_main(
             ["--mode", "distill", "-i", args.input] + (["-o", args.output] if args.output else [])

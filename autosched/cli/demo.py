@@ -9,7 +9,7 @@ import numpy as np
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag
 
-from .. import manual, testing
+from .. import manual, workloads
 from ..build_module import build
 
 
@@ -28,8 +28,8 @@ def available_backends() -> list[str]:
 
 
 def _cases(target: str, size: int):
-    mm = ComputeDAG(testing.matmul(size, size, size))
-    conv = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
+    mm = ComputeDAG(workloads.matmul(size, size, size))
+    conv = ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
     if target == "llvm":
         yield f"matmul {size}^3", mm, manual.matmul_cpu(mm)
         yield "conv2d 1x56x56x64 3x3 (+bias+relu)", conv, manual.conv2d_nhwc_cpu(conv)

@@ -1,10 +1,11 @@
 """Measurement: its data (inputs, results, error codes), the local builders and runners with
-their worker processes, and the record files.
+their worker processes, the record files and the dispatch context (``ApplyHistoryBest``).
 
 Re-exports the public names; modules of the library import from the defining module.
 """
 
 from .data import MAX_COST, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .dispatch import ApplyHistoryBest
 from .local import (
     LocalBuilder,
     LocalRPCMeasureContext,
@@ -13,7 +14,7 @@ from .local import (
     ProgramMeasurer,
     measure,
 )
-from .records import ApplyHistoryBest, RecordToFile, load_best_record, load_records
+from .records import RecordToFile, load_best_record, load_records
 
 __all__ = [
     "MAX_COST",

@@ -22,6 +22,8 @@ __all__ = [
     "failed_result",
     "state_data",
     "steps_json_of",
+    "usable_cost",
+    "usable_result",
 ]
 
 # The cost recorded for a failed candidate (TVM uses 1e10 seconds as well).
@@ -106,6 +108,41 @@ class MeasureResult:
             return MAX_COST
         steady = steady_costs(self.costs)
         return sum(steady) / len(steady)
+
+
+def usable_cost(cost: float) -> bool:
+    """Whether ``cost`` (mean seconds per run) is a real measurement: positive, finite and
+    below :data:`MAX_COST`, the cost of a failed candidate.
+
+    Parameters
+    ----------
+    cost : float
+        Seconds per run, e.g. :attr:`MeasureResult.mean_cost` or a task's best cost so far.
+
+    Returns
+    -------
+    bool
+    """
+    return math.isfinite(cost) and 0 < cost < MAX_COST
+
+
+def usable_result(result: MeasureResult) -> bool:
+    """The one rule that decides whether a measured or recorded result may be a best.
+
+    Error-free, with a :func:`usable_cost` mean cost. Every reader of records applies it: the
+    auto-scheduler's ``ApplyHistoryBest``, ``load_ranked_records`` and ``distill``, AutoTVM's
+    ``apply_history_best`` and ``pick_best``.
+
+    Parameters
+    ----------
+    result : MeasureResult
+        (anything with ``error_no`` and ``mean_cost``: AutoTVM's results too).
+
+    Returns
+    -------
+    bool
+    """
+    return result.error_no == MeasureErrorNo.NO_ERROR and usable_cost(result.mean_cost)
 
 
 # error_msg of an error-free record that measures a candidate again (TaskScheduler.retime_top):

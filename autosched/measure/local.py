@@ -202,8 +202,17 @@ def _checked_build_func(build_func):
     return build_func
 
 
-class _ReferenceCache:
-    """Reference ``(inputs, outputs)`` per workload key, oldest dropped past ``max_bytes``."""
+class ReferenceCache:
+    """Reference ``(inputs, outputs)`` per workload key, oldest dropped past ``max_bytes``.
+
+    The local and the RPC runner keep the references they computed here, so that each
+    workload's reference is computed once per runner.
+
+    Parameters
+    ----------
+    max_bytes : int
+        The most bytes of arrays kept; a reference larger than this is not kept.
+    """
 
     def __init__(self, max_bytes: int = 512 * 1024**2):
         self.max_bytes = max_bytes
@@ -312,7 +321,7 @@ class LocalRunner(_ClosedOnExit):
         self.test_faults: dict[int, str] = {}
         self._proc: _worker.RunnerProcess | None = None
         self._proc_keys: set[str] = set()  # workloads whose reference the worker holds
-        self._refs = _ReferenceCache()
+        self._refs = ReferenceCache()
 
     def run(
         self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]

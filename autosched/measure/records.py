@@ -38,22 +38,23 @@ A record keeps its steps as JSON until a state is needed, so logs load without t
 SearchTasks / DAGs) or register the DAG with :func:`register_dag` (``RecordToFile`` registers
 the DAGs it writes).
 
-Command line::
-
-    python -m autosched.records distill -i log.json -o best.json
+This module is the format, its versions and the reader / writer; :func:`read_record_lines` is
+the tolerant line reader AutoTVM's records (:mod:`autosched.autotvm.record`) share. Whether a
+record may be a best is :func:`~autosched.measure.data.usable_result`, the one rule. The
+dispatch context ``ApplyHistoryBest`` is :mod:`autosched.measure.dispatch`; the command line
+(``python -m autosched.records distill -i log.json -o best.json``) is
+:mod:`autosched.cli.records`; :mod:`autosched.records` is the public facade of all three.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import reprlib
-import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -61,18 +62,10 @@ from tensorir.dag import WORKLOAD_KEY_VERSION
 from tensorir.schedule import State, replay
 from tensorir.steps import steps_from_json
 
-from .data import (
-    MAX_COST,
-    RETIMED,
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
-    steps_json_of,
-)
+from .data import MeasureErrorNo, MeasureInput, MeasureResult, steps_json_of, usable_result
 
 __all__ = [
     "RECORD_VERSION",
-    "ApplyHistoryBest",
     "RecordState",
     "RecordTask",
     "RecordToFile",
@@ -82,6 +75,7 @@ __all__ = [
     "load_ranked_records",
     "load_records",
     "log_ended_cleanly",
+    "read_record_lines",
     "register_dag",
     "save_records",
 ]
@@ -310,36 +304,83 @@ def _marker_line(kind: str, **fields) -> str:
     return json.dumps({MARKER_KEY: kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields})
 
 
-def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, MeasureResult]]:
-    """``(raw line, input, result)`` per readable record; ONE warning for all unreadable lines
-    (and one for records of an older workload-key scheme, which load but match no task)."""
+def read_record_lines(
+    path,
+    parse: Callable[[str], object],
+    what: str = "corrupt or truncated record",
+    stacklevel: int = 2,
+) -> Iterator[tuple[int, str, object]]:
+    """The tolerant reader of a record file: ``(line number, text, parse(text))`` per line.
+
+    Blank lines and ``#`` comments are skipped; so is a line ``parse`` returns None for. A line
+    ``parse`` raises ValueError on is skipped too, and counted: when the file is read to its end,
+    ONE warning names the file, how many lines were skipped, their line numbers and the first
+    reason. Lines are only ever parsed (nothing in a log is executed).
+
+    Parameters
+    ----------
+    path : str or Path
+    parse : callable
+        ``parse(text)`` -> the decoded line, None to skip it silently; ValueError (with the
+        reason) when the line is unreadable.
+    what : str
+        What a skipped line is, for the warning ("skipped 3 <what> line(s)").
+    stacklevel : int
+        The warning's ``stacklevel`` as ``warnings.warn`` would take it in the function that
+        iterates this generator.
+
+    Yields
+    ------
+    (int, str, object)
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+
+    Warns
+    -----
+    RecordWarning
+        Once per file, naming the line numbers of lines that could not be read.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"record file {str(path)!r} does not exist")
     bad: list[tuple[int, str]] = []
-    old_keys = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
-            if not text or text.startswith("#") or _marker(text) is not None:
+            if not text or text.startswith("#"):
                 continue
             try:
-                inp, res = decode_record(text, dags)
+                got = parse(text)
             except ValueError as exc:
                 bad.append((lineno, str(exc)))
                 continue
-            old_keys += _old_key_scheme(inp.task.workload_key)
-            origin = f"{path} line {lineno}"
-            inp = MeasureInput(inp.task, replace(inp.state, origin=origin))
-            yield text, inp, res
+            if got is not None:
+                yield lineno, text, got
     if bad:
         lines = ", ".join(str(n) for n, _ in bad[:10]) + (" ..." if len(bad) > 10 else "")
         warnings.warn(
-            f"{path}: skipped {len(bad)} corrupt or truncated record line(s): line {lines} "
-            f"(first: {bad[0][1]})",
+            f"{path}: skipped {len(bad)} {what} line(s): line {lines} (first: {bad[0][1]})",
             RecordWarning,
-            stacklevel=3,
+            stacklevel=stacklevel + 1,
         )
+
+
+def _iter_records(path, dags: Mapping) -> Iterator[tuple[str, MeasureInput, MeasureResult]]:
+    """``(raw line, input, result)`` per readable record; ONE warning for all unreadable lines
+    (and one for records of an older workload-key scheme, which load but match no task)."""
+
+    def parse(text: str):
+        return None if _marker(text) is not None else decode_record(text, dags)
+
+    old_keys = 0
+    for lineno, text, (inp, res) in read_record_lines(path, parse, stacklevel=3):
+        old_keys += _old_key_scheme(inp.task.workload_key)
+        origin = f"{path} line {lineno}"
+        inp = MeasureInput(inp.task, replace(inp.state, origin=origin))
+        yield text, inp, res
     if old_keys:
         warnings.warn(
             f"{path}: {old_keys} record(s) use the workload keys of autosched before key "
@@ -449,45 +490,8 @@ def log_ended_cleanly(path) -> bool:
     return last.startswith(END_MARK) or (marker is not None and marker[MARKER_KEY] == RUN_END)
 
 
-def _records_of(records, dags=None) -> Iterator[tuple[MeasureInput, MeasureResult]]:
-    if isinstance(records, str | os.PathLike):
-        yield from load_records(records, dags)
-        return
-    for item in records:
-        if isinstance(item, str | os.PathLike):
-            yield from load_records(item, dags)
-        else:
-            yield item
-
-
-def _existing_logs(records, missing: list[str]) -> Iterator:
-    """The items of ``records`` (a path or an iterable) less the paths that do not exist,
-    which are appended to ``missing``."""
-    items = [records] if isinstance(records, str | os.PathLike) else records
-    for item in items:
-        if isinstance(item, str | os.PathLike) and not os.path.exists(item):
-            missing.append(os.fspath(item))
-            continue
-        yield item
-
-
-def missing_logs_message(paths: Sequence[str]) -> str:
-    """The one warning for tuning logs that do not exist (both ``ApplyHistoryBest``s)."""
-    names = ", ".join(repr(str(p)) for p in paths)
-    return (
-        f"ApplyHistoryBest: no tuning log {names} (was the tuning step skipped?); the "
-        "kernels use default schedules, which may be slow: tune first to write the log"
-    )
-
-
 def _target_matches(record_target: str, target) -> bool:
     return target is None or str(record_target) == str(target)
-
-
-def _usable(res: MeasureResult) -> bool:
-    """An error-free result with a positive finite mean cost (one that may be a best)."""
-    cost = res.mean_cost
-    return res.error_no == MeasureErrorNo.NO_ERROR and math.isfinite(cost) and 0 < cost < MAX_COST
 
 
 def load_ranked_records(path, workload_key: str, target=None, dags=None) -> list:
@@ -504,7 +508,7 @@ def load_ranked_records(path, workload_key: str, target=None, dags=None) -> list
         for inp, res in load_records(path, dags)
         if inp.task.workload_key == workload_key
         and _target_matches(inp.task.target, target)
-        and _usable(res)
+        and usable_result(res)
     ]
     return sorted(found, key=lambda r: r[1].mean_cost)
 
@@ -529,7 +533,7 @@ def distill(in_path, out_path) -> int:
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for text, inp, res in _iter_records(in_path, {}):
         key = (inp.task.workload_key, inp.task.target)
-        if not _usable(res):
+        if not usable_result(res):
             continue
         if key not in best or res.mean_cost < best[key][0]:
             best[key] = (res.mean_cost, text)
@@ -537,145 +541,3 @@ def distill(in_path, out_path) -> int:
         for _, text in best.values():
             f.write(text + "\n")
     return len(best)
-
-
-class ApplyHistoryBest:
-    """Dispatch context: the best error-free record per (workload key, target).
-
-    Parameters
-    ----------
-    records : str, Path, or iterable
-        A log path, or an iterable of paths and/or ``(MeasureInput, MeasureResult)`` pairs.
-        A path that does not exist (a script run with its tuning step commented out) gives
-        no records and ONE warning naming it, as TVM: the build then uses default schedules.
-    dags : optional
-        As for :func:`load_records`.
-
-    Attributes
-    ----------
-    missing_logs : list of str
-        The paths given that did not exist.
-
-    Examples
-    --------
-    >>> with ApplyHistoryBest("log.json") as ctx:
-    ...     steps = ApplyHistoryBest.current().query(dag.workload_key, "llvm")
-    >>> print(ctx.summary())    # "2 of 3 tasks used a tuned record; missing: ..."
-    """
-
-    _stack: list[ApplyHistoryBest] = []
-
-    def __init__(self, records, dags=None):
-        # A re-timed record (the task scheduler measures each task's best few again, marked
-        # RETIMED) joins its candidate's record: the costs of both, so that the candidate's
-        # mean is not the luckiest of its measurements.
-        entries: list[list] = []
-        first_of: dict[tuple[str, str, str], list] = {}
-        self.missing_logs: list[str] = []
-        for inp, res in _records_of(_existing_logs(records, self.missing_logs), dags):
-            if not _usable(res):
-                continue
-            steps = getattr(inp.state, "steps_json", None) or json.dumps(steps_json_of(inp.state))
-            cand = (inp.task.workload_key, str(inp.task.target), steps)
-            if res.error_msg == RETIMED and cand in first_of:
-                entry = first_of[cand]
-                entry[1] = replace(entry[1], costs=entry[1].costs + res.costs)
-                continue
-            entry = [inp, res]
-            entries.append(entry)
-            first_of.setdefault(cand, entry)
-        ranked: dict[tuple[str, str], list[tuple[MeasureInput, MeasureResult]]] = {}
-        for inp, res in entries:
-            key = (inp.task.workload_key, str(inp.task.target))
-            ranked.setdefault(key, []).append((inp, res))
-        # Every usable record per (key, target), best first (stable: earlier lines win ties),
-        # so a best record that no longer replays can give way to the next best.
-        self._ranked = {k: sorted(v, key=lambda r: r[1].mean_cost) for k, v in ranked.items()}
-        self.best: dict[tuple[str, str], tuple[MeasureInput, MeasureResult]] = {
-            k: v[0] for k, v in self._ranked.items()
-        }
-        self.hit_keys: set[str] = set()
-        self.missed_keys: set[str] = set()
-        if self.missing_logs:
-            warnings.warn(missing_logs_message(self.missing_logs), stacklevel=2)
-
-    @classmethod
-    def current(cls) -> ApplyHistoryBest | None:
-        """The innermost active context, or None outside any."""
-        return cls._stack[-1] if cls._stack else None
-
-    def lookup(self, workload_key: str, target=None):
-        """``(MeasureInput, MeasureResult)`` of the best record, or None (no bookkeeping)."""
-        if target is not None:
-            return self.best.get((workload_key, str(target)))
-        found = [v for (k, _), v in self.best.items() if k == workload_key]
-        return min(found, key=lambda v: v[1].mean_cost) if found else None
-
-    def candidates(self, workload_key: str, target) -> list:
-        """Every usable ``(MeasureInput, MeasureResult)`` of ``workload_key`` on ``target``,
-        best first (no bookkeeping)."""
-        return list(self._ranked.get((workload_key, str(target)), ()))
-
-    def targets_of(self, workload_key: str) -> list[str]:
-        """The target strings that have records of ``workload_key``."""
-        return [t for k, t in self._ranked if k == workload_key]
-
-    def query(self, workload_key: str, target=None) -> tuple | None:
-        """The best record's steps (replay them with ``tensorir.schedule.replay``), or None.
-
-        Every call is counted: see :attr:`hit_keys`, :attr:`missed_keys` and :meth:`summary`.
-        """
-        found = self.lookup(workload_key, target)
-        if found is None:
-            self.missed_keys.add(workload_key)
-            return None
-        self.hit_keys.add(workload_key)
-        return found[0].state.steps
-
-    def summary(self) -> str:
-        """``"N of M tasks used a tuned record"`` plus the missing workload keys."""
-        missed = self.missed_keys - self.hit_keys
-        total = len(self.hit_keys | missed)
-        text = f"{len(self.hit_keys)} of {total} tasks used a tuned record"
-        if missed:
-            text += "; no record for: " + ", ".join(sorted(missed))
-        return text
-
-    def __enter__(self) -> ApplyHistoryBest:
-        ApplyHistoryBest._stack.append(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        ApplyHistoryBest._stack.remove(self)
-
-
-def main(argv: Iterable[str] | None = None) -> int:
-    """``python -m autosched.records --mode distill -i log.json [-o best.json]``.
-
-    TVM's ``python -m tvm.auto_scheduler.measure_record --mode distill -i log.json`` spelled for
-    autosched; ``distill`` as a sub-command (``python -m autosched.records distill -i ...``) and
-    ``--i`` / ``--o`` work too.
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m autosched.records",
-        description="distill: keep the best record per workload and target of a log",
-    )
-    parser.add_argument("command", nargs="?", choices=["distill"], help="same as --mode")
-    parser.add_argument("--mode", choices=["distill"], default="distill")
-    parser.add_argument("-i", "--i", "--input", dest="input", required=True, help="log to read")
-    parser.add_argument(
-        "-o", "--o", "--output", dest="output",
-        help="file to write (default: <input stem>.best.json)",
-    )  # fmt: skip
-    args = parser.parse_args(None if argv is None else list(argv))
-    src = Path(args.input)
-    if not src.is_file():
-        parser.error(f"record file {str(src)!r} does not exist")
-    out = Path(args.output) if args.output else src.with_suffix(".best.json")
-    n = distill(src, out)
-    print(f"kept {n} record(s) from {src} in {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,10 @@
-"""The measuring processes of :mod:`autosched.measure.local` (private): their code, and the parent's
+"""The measuring processes of :mod:`autosched.measure.local`: their code, and the parent's
 handle on the runner process (:class:`RunnerProcess`).
+
+The RPC servers' device process (:mod:`autosched.rpc.device_process`, a higher layer) runs
+candidates with the same code, so these pieces are public: :class:`CandidateRunner`,
+:func:`device_usable`, :func:`param_array`, :func:`check_output`, :func:`short_error`,
+:func:`random_inputs` and :func:`build_one`.
 
 Two kinds of worker process (started by :mod:`autosched.workers`: fresh interpreters that
 import this module, never the user's script; no inherited threads, and the CPU thread pool
@@ -204,8 +209,22 @@ def random_inputs(dag) -> list[np.ndarray]:
     return arrays
 
 
-def _param_array(value: np.ndarray, layout) -> np.ndarray:
-    """A fresh copy of ``value``, in the kernel's layout where it reads one (a weight)."""
+def param_array(value: np.ndarray, layout) -> np.ndarray:
+    """A fresh copy of ``value``, in the kernel's layout where it reads one (a weight).
+
+    Parameters
+    ----------
+    value : numpy.ndarray
+        The argument in the DAG's layout.
+    layout : tuple or None
+        The kernel's ``ParamLayout`` of this argument as a tuple (``Module.layouts``), None
+        when the kernel reads the DAG's layout.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array (the kernel may write its arguments).
+    """
     if layout is None:
         return np.array(value)
     from tensorir.passes.layout_rewrite import ParamLayout
@@ -258,8 +277,14 @@ def _llc_bytes() -> int:
     return best or 32 * 1024**2
 
 
-class _Runner:
-    """State kept across candidates in the runner process."""
+class CandidateRunner:
+    """Loads, checks and times candidates on this process's devices, keeping state across
+    candidates: the reference outputs per workload key and the cache-flush buffer.
+
+    The local runner's worker process (:func:`runner_main`) and the RPC servers' device
+    process use it; :meth:`run` takes one built candidate (a job dict) and returns
+    ``(costs, error_no, error_msg, restart)``.
+    """
 
     def __init__(self):
         import runtime
@@ -293,7 +318,7 @@ class _Runner:
 
         dev = self.runtime.device(LANG_DEVICE.get(job["source"]["lang"], "cpu"))
         costs, code, msg = self._run(job, dev, on_loaded or (lambda: None))
-        restart = code == RUNTIME_DEVICE and dev.kind != "cpu" and not _device_usable(dev)
+        restart = code == RUNTIME_DEVICE and dev.kind != "cpu" and not device_usable(dev)
         return costs, code, msg, restart
 
     def _run(self, job: dict, dev, on_loaded) -> tuple:
@@ -315,7 +340,7 @@ class _Runner:
         by_name.update(outs)
         try:
             # Copies: a buggy kernel writing into its inputs must not spoil later candidates.
-            args = [_param_array(by_name[p[0]], mod.layouts.get(p[0])) for p in mod.params]
+            args = [param_array(by_name[p[0]], mod.layouts.get(p[0])) for p in mod.params]
         except KeyError as exc:
             return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
         try:
@@ -380,8 +405,20 @@ class _Runner:
         return costs
 
 
-def _device_usable(dev) -> bool:
-    """False when ``dev``'s context is broken (after a CUDA illegal address every call fails)."""
+def device_usable(dev) -> bool:
+    """Whether ``dev`` still works: False when its context is broken (after a CUDA illegal
+    address every call fails), so the process owning it must be replaced.
+
+    Parameters
+    ----------
+    dev : runtime device
+        A device of this process (``runtime.device(...)``).
+
+    Returns
+    -------
+    bool
+        True when a small allocation, copy and synchronisation succeed.
+    """
     try:
         backend = dev.backend
         buf = backend.alloc(4)
@@ -447,7 +484,7 @@ def runner_main(conn) -> None:
     error_msg, restart)`` at the end.
     """
     try:
-        runner = _Runner()
+        runner = CandidateRunner()
     except Exception:
         conn.send(("failed", traceback.format_exc()))
         return

@@ -1,5 +1,6 @@
 """Whole networks: partition into tasks, the task scheduler, and network compilation with
-storage planning.
+storage planning. The networks to tune (the model zoo, ``get_network``, ``from_onnx``) are
+:mod:`autosched.networks`.
 
 Re-exports the public names; modules of the library import from the defining module.
 """

@@ -1,7 +1,7 @@
 """Network compilation: every fused group with the history best, then storage planning.
 
 :func:`build_network` compiles every group of :func:`autosched.network.partition.partition`
-with its best record from the active :class:`~autosched.measure.records.ApplyHistoryBest` (a
+with its best record from the active :class:`~autosched.measure.dispatch.ApplyHistoryBest` (a
 default schedule of :mod:`autosched.network.default_schedules` where there is none, with one
 warning naming those groups) into a :class:`NetworkLib` that ``GraphModule`` runs.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,6 +25,47 @@ from .default_schedules import default_gpu_state, default_schedule
 from .partition import distinct_groups, graph_fingerprint, partition
 
 log = logging.getLogger("autosched.network.build")
+
+
+@dataclass(frozen=True)
+class RecordSource:
+    """Records of a layer above this one that a network build consults for a fused group the
+    auto-scheduler's records do not cover: AutoTVM's ``apply_history_best``, which
+    :mod:`autosched.autotvm.network` registers when ``autosched.autotvm`` is imported (nobody
+    can have entered its context before), so that this layer never imports AutoTVM.
+
+    Attributes
+    ----------
+    name : str
+        For messages ("its AutoTVM record (...)").
+    group_state : callable
+        ``group_state(group, dag, target)`` -> ``(State, found)`` of the group under the
+        source's active records, or None; may raise (the build then falls back).
+    current : callable
+        ``current()`` -> the source's active context or None; a context whose ``missing_logs``
+        is set and that holds nothing has warned about its missing log already.
+    """
+
+    name: str
+    group_state: Callable
+    current: Callable
+
+
+RECORD_SOURCES: dict[str, RecordSource] = {}
+
+
+def register_record_source(source: RecordSource) -> None:
+    """Consult ``source`` in every network build from now on (once per name)."""
+    RECORD_SOURCES[source.name] = source
+
+
+def _other_record_state(group, dag, target):
+    """The first ``(State, found)`` a registered :class:`RecordSource` gives, or None."""
+    for source in RECORD_SOURCES.values():
+        found = source.group_state(group, dag, target)
+        if found is not None:
+            return found
+    return None
 
 
 @dataclass
@@ -220,9 +262,8 @@ def build_network(
     from runtime import device as make_device
     from runtime import load_module as load_kernel
 
-    from ..autotvm.network import group_state as autotvm_group_state
     from ..kernel import generate_source
-    from ..measure.records import ApplyHistoryBest
+    from ..measure.dispatch import ApplyHistoryBest
 
     target = Target(target)
     dev = make_device(device if device is not None else target.device_kind)
@@ -264,7 +305,7 @@ def build_network(
         if src is None and gd.has_reduction:
             # No auto-scheduler record: an AutoTVM record of the group's anchor op, if any.
             try:
-                tuned_state = autotvm_group_state(gd.group, gd.dag, target)
+                tuned_state = _other_record_state(gd.group, gd.dag, target)
                 if tuned_state is not None:
                     src = generate_source(
                         tuned_state[0], target, gd.name, limits, layout_rewrite=True
@@ -325,9 +366,7 @@ def _kernel_state(gd, state, target: Target, layout_rewrite: bool) -> dict | Non
 def _missing_log_warned(ctx) -> bool:
     """True when the active ApplyHistoryBest (the auto-scheduler's ``ctx`` or AutoTVM's)
     holds nothing because its log does not exist: its one warning named the log already."""
-    from ..autotvm.context import DispatchContext
-
-    for c in (ctx, DispatchContext.current):
+    for c in (ctx, *(source.current() for source in RECORD_SOURCES.values())):
         held = getattr(c, "best", None) or getattr(c, "best_by_target", None)
         if getattr(c, "missing_logs", None) and not held:
             return True

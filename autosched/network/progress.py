@@ -13,9 +13,9 @@ import sys
 import time
 
 from ..display.live import LiveView, in_notebook
+from ..measure.data import usable_cost
 
 __all__ = [
-    "NO_RESULT",
     "TABLE_INTERVAL_S",
     "LogEstimatedLatency",
     "NotebookView",
@@ -24,9 +24,6 @@ __all__ = [
     "TaskSchedulerCallback",
     "record_file",
 ]
-
-# A best cost at or above this means "no valid result yet" (failed programs cost MAX_COST).
-NO_RESULT = 1e9
 
 
 class TaskSchedulerCallback:
@@ -172,7 +169,7 @@ class PrintTableInfo(TaskSchedulerCallback):
         print("-" * 49)
         for i in range(len(ts.tasks)):
             cost = float(ts.best_costs[i])
-            valid = cost < NO_RESULT
+            valid = usable_cost(cost)  # else no valid result yet
             latency = f"{1e3 * cost:.3f}" if valid else "-"
             if valid and i in getattr(ts, "retimed", ()):
                 latency += "*"

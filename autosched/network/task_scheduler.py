@@ -45,6 +45,7 @@ from ..measure.data import (
     MeasureInput,
     steady_costs,
     steps_json_of,
+    usable_cost,
 )
 from ..measure.timing import TimeLedger, phase
 from ..search.budget import (
@@ -59,7 +60,6 @@ from ..search.budget import (
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 from .progress import (
-    NO_RESULT,
     LogEstimatedLatency,
     PrintTableInfo,
     ProgressBar,
@@ -81,8 +81,6 @@ _log = logging.getLogger("auto_scheduler.task_scheduler")
 FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
 RETIME_MIN_FACTOR = 4
-
-_NO_RESULT = NO_RESULT
 
 
 def derive_similarity_tag(dag, log_base: float = 1.618) -> str:
@@ -494,7 +492,7 @@ class TaskScheduler:
             elif (
                 early_stopping is not None
                 and self.ct - self.best_ct >= early_stopping
-                and all(c < _NO_RESULT for c in self.best_costs)
+                and all(usable_cost(c) for c in self.best_costs)
             ):
                 self._say(
                     f"Stop early since no performance improvement in the last "
@@ -905,7 +903,7 @@ class TaskScheduler:
         """``(ms, k)``: the weighted sum of the best latencies of the ``k`` tasks that have a
         valid result (the estimate with the others left out; :meth:`estimated_latency_ms` once
         all have one, so a custom objective is used then); ``(None, 0)`` when none has."""
-        valid = [i for i, c in enumerate(self.best_costs) if c < _NO_RESULT]
+        valid = [i for i, c in enumerate(self.best_costs) if usable_cost(c)]
         if len(valid) == len(self.tasks):
             return self.estimated_latency_ms(), len(valid)
         if not valid:
@@ -915,6 +913,6 @@ class TaskScheduler:
 
     def estimated_latency_ms(self) -> float | None:
         """The objective in milliseconds, or None while some task has no valid result."""
-        if all(c < _NO_RESULT for c in self.best_costs):
+        if all(usable_cost(c) for c in self.best_costs):
             return self.cur_score * 1e3
         return None

@@ -17,7 +17,7 @@ import traceback
 import numpy as np
 
 from ..measure.data import MeasureErrorNo
-from ..measure.worker import _device_usable, _param_array, _Runner, check_output, short_error
+from ..measure.worker import CandidateRunner, check_output, device_usable, param_array, short_error
 
 NO_ERROR = int(MeasureErrorNo.NO_ERROR)
 INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
@@ -34,7 +34,8 @@ class DeviceState:
         import runtime
 
         self.runtime = runtime
-        self.timer = _Runner()  # the local runner's timing code (time_evaluator, cache flush)
+        # The local runner's timing code (time_evaluator, cache flush).
+        self.timer = CandidateRunner()
         self.libraries: dict[str, object] = {}
         self.graphs: dict[str, object] = {}
 
@@ -57,7 +58,7 @@ class DeviceState:
         context is broken, e.g. after a CUDA illegal address)."""
         costs, code, msg, dev = self._measure(job, timeout)
         restart = code == RUNTIME_DEVICE and dev is not None and dev.kind != "cpu"
-        return costs, code, msg, restart and not _device_usable(dev)
+        return costs, code, msg, restart and not device_usable(dev)
 
     def build(self, job: dict, timeout: float) -> tuple:
         """``(source dict or None, error_no, error_msg)``: the request's state
@@ -107,7 +108,7 @@ class DeviceState:
             elif name in inputs:
                 # A fresh copy (kernels may scribble on inputs), in the layout the kernel
                 # reads (pre-transformed weights).
-                args.append(_param_array(inputs[name], layouts.get(name)))
+                args.append(param_array(inputs[name], layouts.get(name)))
             else:
                 msg = f"module param {name!r} has no input or output array"
                 return (), COMPILE_DEVICE, msg, dev

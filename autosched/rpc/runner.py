@@ -34,7 +34,7 @@ from ..measure.data import (
     failed_result,
     state_data,
 )
-from ..measure.local import _ReferenceCache
+from ..measure.local import ReferenceCache
 from ..measure.worker import random_inputs
 from .cluster import DEFAULT_HOST, DEFAULT_PORT
 from .server import STATE_FORMAT, STATE_VERSION
@@ -105,7 +105,7 @@ class RPCRunner:
         self.check_correctness = bool(check_correctness)
         self.security = security
         self._tracker = None
-        self._refs = _ReferenceCache()
+        self._refs = ReferenceCache()
         # Candidates each server answered (by address), for checking that servers share work.
         self.server_counts: collections.Counter = collections.Counter()
         # Servers that did not answer in time: this runner sends them nothing more.

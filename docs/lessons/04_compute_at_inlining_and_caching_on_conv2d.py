@@ -10,7 +10,7 @@ naively each is a separate loop nest writing a full intermediate tensor. Three p
 import numpy as np
 
 import autosched as ansor
-from autosched.testing import conv2d_nhwc_bias_relu
+from autosched.workloads import conv2d_nhwc_bias_relu
 from tensorir.bounds import infer_bound
 from tensorir.interp import eval_dag
 from tensorir.state_printer import state_str

@@ -15,7 +15,7 @@ import random
 import numpy as np
 
 import autosched as ansor
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.search import state_utils
 from autosched.search.annotate import sample_init_population
 from autosched.search.mutation import mutate

@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_rpc import Processes, _built, _connect, _free_port, _server_args, _wait_for_servers
 
 import autosched as ansor
-from autosched import rpc, testing
+from autosched import rpc, workloads
 from autosched.measure import MeasureErrorNo
 
 
 def main() -> int:
-    task = ansor.SearchTask(compute_dag=ansor.ComputeDAG(testing.matmul(16, 16, 16)),
+    task = ansor.SearchTask(compute_dag=ansor.ComputeDAG(workloads.matmul(16, 16, 16)),
                             target="llvm")  # fmt: skip
     procs = Processes(Path(tempfile.mkdtemp(prefix="rpc-restart-")))
     port = _free_port()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import runtime
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.hardware import HardwareParams
 from autosched.search.annotate import sample_init_population
 from autosched.search.mutation import (

@@ -11,7 +11,8 @@ from test_autotvm_tuners import ARGS, OPTION, _task, model_cost, tuner_matmul
 import autosched as ansor
 from autosched import autotvm
 from autosched.autotvm.tuner import RandomTuner
-from autosched.measure.records import RecordWarning
+from autosched.measure import MAX_COST
+from autosched.measure.records import RecordWarning, distill
 
 
 def _tamper(entity, knob, value):
@@ -104,3 +105,18 @@ def test_valid_records_load_without_warnings(tuned):
     assert [inp.config.index for inp, _ in loaded] == [
         json.loads(x)["config"]["index"] for x in lines
     ]
+
+
+def test_autotvm_readers_apply_the_records_one_rule(tuned, tmp_path):
+    # A slow record (5e9 s, below MAX_COST: AutoTVM once cut at 1e9) is usable to pick_best,
+    # apply_history_best and the auto-scheduler's distill alike; a failure's cost to none.
+    log, _, lines = tuned
+    slow, fail = json.loads(lines[0]), json.loads(lines[1])
+    slow["r"][0], fail["r"][0] = [5e9], [MAX_COST]
+    one = tmp_path / "slow.log"
+    one.write_text(json.dumps(slow) + "\n" + json.dumps(fail) + "\n")
+    assert autotvm.record.pick_best(one, tmp_path / "best.log") == 1
+    assert distill(one, tmp_path / "best2.log") == 1
+    with autotvm.apply_history_best(one) as ctx, ansor.Target("llvm"):
+        tuner_matmul(*ARGS)
+    assert ctx.hits == 1

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.search import budget
 from autosched.search.budget import (
     CPU_COST,
@@ -100,7 +100,7 @@ def _evolution_sizes(monkeypatch, params, num_measure):
         return []
 
     monkeypatch.setattr(policy_module, "evolutionary_search", fake_evolution)
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm")
     pol = ansor.SketchPolicy(task, _Model(), params, seed=0, verbose=0)
     sampled = []
     monkeypatch.setattr(
@@ -188,7 +188,7 @@ def test_rounds_after_the_first_pass_keep_every_builder_busy():
     from autosched.search.budget import TVM_MEASURES_PER_ROUND
 
     def adapted(builders):
-        dag = ansor.ComputeDAG(testing.matmul(8, 8, 8))
+        dag = ansor.ComputeDAG(workloads.matmul(8, 8, 8))
         ts = ansor.TaskScheduler([ansor.SearchTask(dag, target="llvm")] * 24)
         ts.tune_option = SimpleNamespace(max_tuning_seconds=120.0, num_measures_per_round=None,
                                          verbose=0)  # fmt: skip

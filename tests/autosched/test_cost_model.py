@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autosched import testing
+from autosched import workloads
 from autosched.cost_model.features import N_FEATURES
 from autosched.cost_model.model import LGBModel, RandomModel, pack_sum
 from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
@@ -109,7 +109,7 @@ def test_pack_sum_objective_fits_program_sums():
 
 
 def test_warmup_predicts_random_then_model_and_invalid_is_minus_inf():
-    dag = ComputeDAG(testing.matmul(16, 16, 16))
+    dag = ComputeDAG(workloads.matmul(16, 16, 16))
     task = SearchTask(dag, target="llvm")
     rng = np.random.default_rng(2)
     states = [random_matmul_state(dag, rng) for _ in range(12)]
@@ -145,7 +145,7 @@ def test_realistic_matmul_top_pick_is_in_best_quarter():
     """60 random tilings of a 64^3 matmul timed on the host; the model's best guess is good."""
     import autosched as ansor
 
-    dag = ComputeDAG(testing.matmul(64, 64, 64))
+    dag = ComputeDAG(workloads.matmul(64, 64, 64))
     task = SearchTask(dag, target="llvm")
     rng = np.random.default_rng(7)
     a, b = (rng.random((64, 64), dtype=np.float32) for _ in range(2))

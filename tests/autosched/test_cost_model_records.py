@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure.data import MeasureInput, MeasureResult
 from autosched.measure.records import load_records, save_records
 
@@ -25,7 +25,7 @@ def _states(dag):
 
 @pytest.fixture
 def log(tmp_path):
-    dag = ansor.ComputeDAG(testing.matmul(64, 48, 32))
+    dag = ansor.ComputeDAG(workloads.matmul(64, 48, 32))
     task = ansor.SearchTask(compute_dag=dag, target="llvm")
     path = tmp_path / "mm.json"
     pairs = _states(dag)

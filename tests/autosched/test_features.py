@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autosched import manual, testing
+from autosched import manual, workloads
 from autosched.cost_model.feature_pool import FeatureCache, states_features
 from autosched.cost_model.features import (
     FEATURE_NAMES,
@@ -36,7 +36,7 @@ def groups(row):
 
 
 def matmul_state(n=16):
-    dag = ComputeDAG(testing.matmul(n, n, n))
+    dag = ComputeDAG(workloads.matmul(n, n, n))
     return dag, dag.get_init_state()
 
 
@@ -166,7 +166,7 @@ def test_region_merges_equal_strides_and_nonlinear_index():
 
 
 def test_rows_are_stored_buffers_and_output_is_deterministic():
-    dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 14, 14, 8, 8, 3, 3, 1, 1))
+    dag = ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 14, 14, 8, 8, 3, 3, 1, 1))
     task = SearchTask(dag, target="llvm")
     s = dag.get_init_state()
     x = state_features(task, s)
@@ -215,7 +215,7 @@ def test_parallel_extraction_equals_in_process(monkeypatch):
     from autosched.search.params import SearchParams
     from autosched.search.sketch import generate_sketches
 
-    dag = ComputeDAG(testing.matmul(64, 48, 32))
+    dag = ComputeDAG(workloads.matmul(64, 48, 32))
     task = SearchTask(dag, target="llvm")
     params = SearchParams()
     rng = np.random.default_rng(5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from autosched import manual
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.cost_model.features import FEATURE_NAMES, state_features
 from autosched.hardware import HardwareParams
 from autosched.search.annotate import sample_init_population

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.kernel import generate_source
 from autosched.search.annotate import sample_init_population
 from autosched.search.annotate_gpu import gpu_state_errors

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.measure import MeasureErrorNo
 from autosched.measure.records import load_records
 from autosched.search.annotate_gpu import gpu_state_errors

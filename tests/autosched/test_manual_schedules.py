@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import manual, testing
+from autosched import manual, workloads
 from tensorir.interp import eval_dag
 
 
@@ -26,14 +26,14 @@ MATMULS = [(128, 128, 96), (100, 72, 50)]
 
 @pytest.mark.parametrize("n,m,k", MATMULS)
 def test_matmul_cpu(n, m, k):
-    dag = ansor.ComputeDAG(testing.matmul(n, m, k))
+    dag = ansor.ComputeDAG(workloads.matmul(n, m, k))
     _check(dag, manual.matmul_cpu(dag), "llvm", seed=n)
 
 
 @pytest.mark.parametrize("lanes", [8, 16])
 def test_matmul_cpu_register_tile_follows_vector_width(monkeypatch, lanes):
     monkeypatch.setattr(manual, "_host_vector_lanes", lambda: lanes)
-    dag = ansor.ComputeDAG(testing.matmul(96, 64, 32))
+    dag = ansor.ComputeDAG(workloads.matmul(96, 64, 32))
     state = manual.matmul_cpu(dag)
     vec = [it for it in state["C"].iters if it.annotation == "vectorize"]
     assert [it.extent for it in vec] == [2 * lanes]
@@ -41,7 +41,7 @@ def test_matmul_cpu_register_tile_follows_vector_width(monkeypatch, lanes):
 
 
 def test_conv2d_cpu():
-    dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1))
+    dag = ansor.ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1))
     _check(dag, manual.conv2d_nhwc_cpu(dag), "llvm", seed=3)
 
 
@@ -57,10 +57,10 @@ def opencl():
 
 @pytest.mark.parametrize("n,m,k", MATMULS)
 def test_matmul_gpu_schedule_on_opencl(opencl, n, m, k):
-    dag = ansor.ComputeDAG(testing.matmul(n, m, k))
+    dag = ansor.ComputeDAG(workloads.matmul(n, m, k))
     _check(dag, manual.matmul_gpu(dag), "opencl", seed=n)
 
 
 def test_conv2d_gpu_schedule_on_opencl(opencl):
-    dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1))
+    dag = ansor.ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1))
     _check(dag, manual.conv2d_nhwc_gpu(dag), "opencl", seed=5)

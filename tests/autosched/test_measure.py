@@ -14,7 +14,7 @@ from autosched.measure import (
     worker,
 )
 from autosched.measure.records import RecordToFile, load_records
-from autosched.testing import matmul, matmul_relu
+from autosched.workloads import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 from tensorir.schedule import State
 from tensorir.steps import SplitStep

@@ -15,7 +15,7 @@ from autosched.measure import (
     MeasureErrorNo,
     MeasureInput,
 )
-from autosched.testing import matmul_relu
+from autosched.workloads import matmul_relu
 from tensorir.dag import ComputeDAG
 
 E = MeasureErrorNo

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.data import RETIMED, steady_costs
-from autosched.measure.records import ApplyHistoryBest, load_records, save_records
-from autosched.measure.worker import _Runner
+from autosched.measure.dispatch import ApplyHistoryBest
+from autosched.measure.records import load_records, save_records
+from autosched.measure.worker import CandidateRunner
 from runtime.timer import TimingResult
 from tensorir.dag import ComputeDAG
 
@@ -50,7 +51,7 @@ class _ScriptedModule:
 def test_worker_remeasures_outlier_repeats_and_keeps_all_costs():
     job = {"number": 3, "repeat": 3, "min_repeat_ms": 0.0, "flush": False}
     mod = _ScriptedModule([[1e-3, 9e-3, 1.1e-3], [1.05e-3]])
-    runner = _Runner.__new__(_Runner)  # no reference cache needed for timing
+    runner = CandidateRunner.__new__(CandidateRunner)  # no reference cache needed for timing
     costs = runner.time(mod, [], job)
     assert mod.asked == [3, 1]  # one repeat again, for the one outlier
     assert costs == [1e-3, 9e-3, 1.1e-3, 1.05e-3]
@@ -71,7 +72,7 @@ def _tiled(dag, factor):
 
 
 def test_apply_history_best_pools_a_candidates_measurements(tmp_path):
-    dag = ComputeDAG(testing.matmul(16, 16, 16))
+    dag = ComputeDAG(workloads.matmul(16, 16, 16))
     lucky, steady = _tiled(dag, 2), _tiled(dag, 4)
     log = tmp_path / "log.json"
     inputs = [MeasureInput(_Task(dag), s) for s in (lucky, steady, lucky, steady)]
@@ -86,7 +87,7 @@ def test_task_scheduler_retimes_the_best_candidates(tmp_path, monkeypatch):
     # 8 trials: re-time the best 2 once 4 (not 8) candidates were measured, failures aside.
     monkeypatch.setattr("autosched.network.task_scheduler.RETIME_MIN_FACTOR", 2)
     log = tmp_path / "log.json"
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(32, 32, 32)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(32, 32, 32)), target="llvm")
     options = ansor.TuningOptions(
         num_measure_trials=8, num_measures_per_round=8, verbose=1,
         runner=ansor.LocalRunner(number=1, repeat=2, min_repeat_ms=0, timeout=10),
@@ -134,7 +135,7 @@ def test_cold_repeats_of_a_slow_kernel_stop_at_the_time_limit():
     backend = _SlowBackend(0.05)
     mod = SimpleNamespace(_prepare=lambda args: ((), None), _bound_run=lambda h: None,
                           _backend=backend)  # fmt: skip
-    runner = _Runner.__new__(_Runner)
+    runner = CandidateRunner.__new__(CandidateRunner)
     runner.flush_buf = np.zeros(8)  # no LLC-sized buffer needed here
     job = {"number": 1, "repeat": 10, "min_repeat_ms": 0.0, "flush": True, "time_limit_s": 0.01}
     costs = runner._time(mod, [], job, 10)

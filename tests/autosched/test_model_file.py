@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.cost_model.features import N_FEATURES
 from autosched.cost_model.model import LGBModel
 from tensorir import ComputeDAG
@@ -61,7 +61,7 @@ def test_pickled_model_is_refused_and_its_payload_never_runs(pickled_model):
 
 def test_task_scheduler_refuses_pickled_load_model_file(pickled_model):
     path, marker = pickled_model
-    task = ansor.SearchTask(ComputeDAG(testing.matmul(8, 8, 8)), target="llvm")
+    task = ansor.SearchTask(ComputeDAG(workloads.matmul(8, 8, 8)), target="llvm")
     ts = ansor.TaskScheduler([task], load_model_file=str(path), callbacks=[])
     with pytest.raises(ValueError, match="model.pkl"):
         ts.tune(ansor.TuningOptions(num_measure_trials=1, verbose=0))

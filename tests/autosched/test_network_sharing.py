@@ -186,7 +186,7 @@ def test_network_build_steps_over_records_that_do_not_replay(tmp_path):
 
 
 def test_apply_best_steps_over_a_record_that_does_not_replay(tmp_path):
-    from autosched.testing import matmul
+    from autosched.workloads import matmul
 
     task = ansor.SearchTask(compute_dag=ansor.ComputeDAG(matmul(16, 16, 16)), target="llvm")
     good = task.compute_dag.get_init_state()

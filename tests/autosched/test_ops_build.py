@@ -117,18 +117,18 @@ def _sketches(tensors):
 
 @pytest.mark.parametrize("winograd", [False, True])
 def test_sketches_match_the_hand_written_seed_workloads(winograd):
-    from autosched import testing
+    from autosched import workloads
 
     scope = ops.NameScope()
     x = scope.placeholder((1, 14, 14, 32))
     if winograd:
         w = scope.placeholder((4, 4, 32, 32))
         op, attrs = "nn.contrib_conv2d_winograd_without_weight_transform", {"tile_size": 2}
-        ref = testing.winograd_conv2d_nhwc_3x3(1, 14, 14, 32, 32)
+        ref = workloads.winograd_conv2d_nhwc_3x3(1, 14, 14, 32, 32)
     else:
         w = scope.placeholder((3, 3, 32, 32))
         op, attrs = "nn.conv2d", {"data_layout": "NHWC"}
-        ref = testing.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1)
+        ref = workloads.conv2d_nhwc_bias_relu(1, 14, 14, 32, 32, 3, 3, 1, 1)
     b = scope.placeholder((1, 1, 1, 32))
     conv = ops.compute_op(op, [x, w], {**attrs, "padding": (1, 1, 1, 1)}, name_scope=scope)
     out = ops.compute_op(
@@ -327,7 +327,7 @@ def test_index_ops_build_with_the_default_schedule(op, dshape, ishape, attrs):
 
 
 def _seed_pairs():
-    from autosched import testing as W
+    from autosched import workloads as W
     from tensorir import te
 
     def ph(shape, name):
@@ -367,7 +367,7 @@ def _seed_pairs():
 
 
 def test_ops_reproduce_the_hand_written_seed_workloads():
-    # Same printed DAG and workload key as autosched.testing's topi-style computes, so those
+    # Same printed DAG and workload key as autosched.workloads's topi-style computes, so those
     # can be rebuilt on tensorir.ops without changing any golden output or tuning record.
     pairs = list(_seed_pairs())
     assert len(pairs) == 8
@@ -378,7 +378,7 @@ def test_ops_reproduce_the_hand_written_seed_workloads():
 
 
 def test_seed_winograd_kernel_pack_is_the_library_weight_transform():
-    from autosched import testing as W
+    from autosched import workloads as W
 
     k = np.random.default_rng(3).uniform(-1, 1, (3, 3, 5, 7)).astype("float32")
     packed = W.winograd_kernel_pack(k, 2)

@@ -1,6 +1,7 @@
 """Record files: round trip, corrupt lines, distill (API and CLI), best record, ApplyHistoryBest."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -9,18 +10,20 @@ from pathlib import Path
 import pytest
 
 from autosched.measure import MAX_COST, MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.data import usable_cost, usable_result
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
     RECORD_VERSION,
-    ApplyHistoryBest,
     RecordToFile,
     RecordWarning,
     distill,
     load_best_record,
+    load_ranked_records,
     load_records,
     log_ended_cleanly,
     save_records,
 )
-from autosched.testing import matmul, matmul_relu
+from autosched.workloads import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 from tensorir.schedule import replay
 
@@ -216,3 +219,34 @@ def test_apply_history_best_query_counts_and_nesting(tmp_path, mm, mmr):
     assert outer.summary().startswith("2 of 3 tasks used a tuned record")
     assert "missing" in outer.summary()
     assert only_mm.summary().startswith("0 of 1 tasks")
+
+
+@pytest.mark.parametrize(
+    "result, usable",
+    [
+        (ok(1e-4), True),
+        (ok(5e9), True),  # slow but measured: below MAX_COST (AutoTVM once cut at 1e9)
+        (ok(MAX_COST), False),  # the cost of a failure
+        (ok(math.inf), False),
+        (ok(math.nan), False),
+        (ok(0.0), False),
+        (ok(-1e-4), False),
+        (MeasureResult((), MeasureErrorNo.NO_ERROR, "", 0.0, 1.0), False),  # no costs
+        (MeasureResult((1e-4,), MeasureErrorNo.RUNTIME_DEVICE, "", 0.0, 1.0), False),
+        (failed(), False),
+    ],
+)
+def test_one_rule_decides_a_usable_result(result, usable):
+    assert usable_result(result) is usable
+    assert usable_cost(result.mean_cost) is usable
+
+
+def test_every_reader_of_records_applies_the_one_rule(tmp_path, mm):
+    # A slow record (5e9 s, below MAX_COST) once counted in distill and not in AutoTVM's
+    # reader; now every reader keeps it, and one of MAX_COST in none.
+    log = tmp_path / "log.json"
+    inputs = [MeasureInput(_Task(mm), tiled(mm, f)) for f in (8, 4)]
+    save_records(log, inputs, [ok(5e9), ok(MAX_COST)])
+    assert distill(log, tmp_path / "best.json") == 1
+    assert len(load_ranked_records(log, mm.workload_key)) == 1
+    assert ApplyHistoryBest(log).lookup(mm.workload_key)[1].mean_cost == pytest.approx(5e9)

@@ -11,15 +11,15 @@ import re
 import pytest
 
 from autosched.measure import MeasureInput, MeasureResult
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
-    ApplyHistoryBest,
     RecordWarning,
     distill,
     load_best_record,
     load_records,
     save_records,
 )
-from autosched.testing import matmul
+from autosched.workloads import matmul
 from tensorir.dag import ComputeDAG
 
 

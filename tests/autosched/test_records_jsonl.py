@@ -9,14 +9,14 @@ import pytest
 import autosched
 from autosched._version import _PYPROJECT, package_version
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.dispatch import ApplyHistoryBest
 from autosched.measure.records import (
-    ApplyHistoryBest,
     RecordToFile,
     distill,
     load_records,
     log_ended_cleanly,
 )
-from autosched.testing import matmul
+from autosched.workloads import matmul
 from tensorir.dag import ComputeDAG
 
 

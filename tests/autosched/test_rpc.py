@@ -19,7 +19,7 @@ from test_network import small_net
 
 import autosched as ansor
 import runtime
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo
 from autosched.measure.data import MeasureInput
 from autosched.measure.records import load_records, log_ended_cleanly
@@ -122,7 +122,7 @@ def _connect(port, tracker_proc):
 
 @pytest.fixture(scope="module")
 def task():
-    dag = ansor.ComputeDAG(testing.matmul(32, 32, 32))
+    dag = ansor.ComputeDAG(workloads.matmul(32, 32, 32))
     return ansor.SearchTask(compute_dag=dag, target="llvm")
 
 

@@ -201,9 +201,9 @@ def test_malformed_states_are_refused_before_anything_is_built(tmp_path, net):
 
 
 def test_one_kernel_library_loads_without_trust_by_rebuilding(remote, tmp_path):
-    from autosched import testing
+    from autosched import workloads
 
-    dag = ansor.ComputeDAG(testing.matmul(16, 24, 8))
+    dag = ansor.ComputeDAG(workloads.matmul(16, 24, 8))
     state = dag.get_init_state()
     mod = ansor.build(state, "llvm")
     assert mod.state is not None and mod.state["steps"] == []

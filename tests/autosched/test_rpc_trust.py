@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo
 from autosched.measure.data import MeasureResult
 
@@ -96,7 +96,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def task():
-    return ansor.SearchTask(compute_dag=ansor.ComputeDAG(testing.matmul(16, 16, 16)),
+    return ansor.SearchTask(compute_dag=ansor.ComputeDAG(workloads.matmul(16, 16, 16)),
                             target="llvm")  # fmt: skip
 
 

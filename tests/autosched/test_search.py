@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo
 from autosched.measure.records import load_records, log_ended_cleanly
 from autosched.search.evolution import evolutionary_search, pick_states_eps_greedy, state_key
@@ -16,7 +16,7 @@ SMALL = ansor.SearchParams(evolutionary_search_population=128, evolutionary_sear
 
 @pytest.fixture(scope="module")
 def task():
-    return ansor.SearchTask(ansor.ComputeDAG(testing.matmul_relu(128, 256, 128)), target="llvm")
+    return ansor.SearchTask(ansor.ComputeDAG(workloads.matmul_relu(128, 256, 128)), target="llvm")
 
 
 class _ScoreBySplit:
@@ -254,7 +254,7 @@ def test_every_task_is_seeded_with_the_default_schedule():
     from autosched.network.task_scheduler import _default_schedule_seed
     from autosched.search.annotate_gpu import gpu_state_errors
 
-    dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1))
+    dag = ansor.ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1))
     gpu = ansor.SearchTask(dag, target="cuda")
     seed = _default_schedule_seed(gpu)
     assert seed is not None and gpu_state_errors(gpu, seed) == []

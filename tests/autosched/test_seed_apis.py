@@ -16,7 +16,7 @@ import pytest
 from test_network import small_net
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo
 from autosched.measure.data import MeasureInput
 from runtime.errors import CompileError
@@ -57,7 +57,9 @@ def test_tvm_contrib_and_utils_names_are_aliases_not_copies(tmp_path):
 
 
 def _matmul_inputs(target: str) -> list:
-    task = ansor.SearchTask(compute_dag=ansor.ComputeDAG(testing.matmul(16, 16, 16)), target=target)
+    task = ansor.SearchTask(
+        compute_dag=ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target=target
+    )
     return [MeasureInput(task, task.compute_dag.get_init_state())]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.hardware import HardwareParams
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules import (

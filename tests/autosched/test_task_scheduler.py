@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import load_records, log_ended_cleanly
 from autosched.network.task_scheduler import derive_similarity_tag
@@ -97,7 +97,7 @@ def test_round_robin_cycles_and_skips_dead_tasks():
 
 
 def test_similarity_group_bounds_the_forward_estimate():
-    assert derive_similarity_tag(ansor.ComputeDAG(testing.matmul(8, 8, 8))) == ""  # dormant
+    assert derive_similarity_tag(ansor.ComputeDAG(workloads.matmul(8, 8, 8))) == ""  # dormant
     tasks = [_fake_task(0, 1e6, "conv"), _fake_task(1, 1e6, "conv"), _fake_task(2, 1e6)]
     assert derive_similarity_tag(tasks[0].compute_dag).startswith("conv_")
     ts = ansor.TaskScheduler(tasks)
@@ -297,9 +297,9 @@ TOTAL = re.compile(
 
 def _tasks():
     return [
-        ansor.SearchTask(ansor.ComputeDAG(testing.matmul(32, 32, 32)), target="llvm"),
-        ansor.SearchTask(ansor.ComputeDAG(testing.softmax(16, 64)), target="llvm"),
-        ansor.SearchTask(ansor.ComputeDAG(testing.dense_bias(8, 32, 16)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(32, 32, 32)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.softmax(16, 64)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.dense_bias(8, 32, 16)), target="llvm"),
     ]
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure.record_rows import record_rows
 from autosched.measure.records import load_records
 from autosched.measure.timing import MEASURE_PHASES, PHASES, TimeLedger, phase
@@ -96,7 +96,7 @@ def _parts_sane(line: str, wall_limit: float) -> dict:
 def test_single_task_tune_prints_breakdown_and_records_keep_build_and_run(tmp_path):
     import time
 
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(32, 32, 32)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(32, 32, 32)), target="llvm")
     log = tmp_path / "log.json"
     options = ansor.TuningOptions(
         num_measure_trials=6, num_measures_per_round=3, verbose=1,
@@ -126,8 +126,8 @@ def test_task_scheduler_prints_breakdown_before_the_table(tmp_path):
     import time
 
     tasks = [
-        ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm"),
-        ansor.SearchTask(ansor.ComputeDAG(testing.softmax(8, 32)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.softmax(8, 32)), target="llvm"),
     ]
     options = ansor.TuningOptions(
         num_measure_trials=8, num_measures_per_round=2, verbose=1,
@@ -157,7 +157,7 @@ def test_task_scheduler_prints_breakdown_before_the_table(tmp_path):
 
 
 def test_old_records_without_build_and_run_still_load(tmp_path):
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(8, 8, 8)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(8, 8, 8)), target="llvm")
     old = {"v": 1, "i": [[task.workload_key, "llvm"], [[], []]],
            "r": [[1.5e-6, 1.7e-6], 0, 0.25, 1.7e9], "e": ""}  # fmt: skip
     bad = dict(old, t=["x", 1.0])  # a malformed optional field: informative only
@@ -188,9 +188,9 @@ def test_short_budget_first_pass_measures_every_default_schedule_together(tmp_pa
     from autosched.search.evolution import state_key
 
     tasks = [
-        ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm"),
-        ansor.SearchTask(ansor.ComputeDAG(testing.softmax(8, 32)), target="llvm"),
-        ansor.SearchTask(ansor.ComputeDAG(testing.dense_bias(8, 32, 16)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.softmax(8, 32)), target="llvm"),
+        ansor.SearchTask(ansor.ComputeDAG(workloads.dense_bias(8, 32, 16)), target="llvm"),
     ]
     log = tmp_path / "log.json"
     options = ansor.TuningOptions(

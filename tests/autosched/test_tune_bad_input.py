@@ -4,7 +4,7 @@
 import pytest
 
 import autosched as ansor
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.tuning import require_measuring_devices
 
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Builds the best kernel of the log and prints the median of 5 medians of its time in ms.
 TIME_BEST = """
 import sys, numpy as np, autosched as ansor
-from autosched import testing
-task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(256, 256, 256)), target="llvm")
+from autosched import workloads
+task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(256, 256, 256)), target="llvm")
 func = ansor.build(task.apply_best(sys.argv[1]), target="llvm")
 rng = np.random.default_rng(1)
 a, b = (rng.uniform(-1, 1, (256, 256)).astype("float32") for _ in range(2))
@@ -44,7 +44,7 @@ def _time_here(log: Path, monkeypatch) -> float:
 
 def test_best_kernel_times_the_same_after_a_tune_as_in_a_fresh_process(tmp_path, monkeypatch):
     log = tmp_path / "mm.json"
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(256, 256, 256)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(256, 256, 256)), target="llvm")
     params = ansor.SearchParams(evolutionary_search_population=16, evolutionary_search_num_iters=1)
     policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params, seed=0, verbose=0)
     options = ansor.TuningOptions(

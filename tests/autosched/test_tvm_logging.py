@@ -11,7 +11,7 @@ import pytest
 
 import autosched as ansor
 from autosched import autotvm
-from autosched import testing as W
+from autosched import workloads as W
 from autosched.measure.data import BuildResult, MeasureResult
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from autosched.measure.timing import PHASES
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_search.py"
@@ -20,7 +20,7 @@ _spec.loader.exec_module(bench)
 
 
 def test_task_case_reports_trials_per_minute_and_the_breakdown(tmp_path, monkeypatch, capsys):
-    task = ansor.SearchTask(ansor.ComputeDAG(testing.matmul(16, 16, 16)), target="llvm")
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm")
     monkeypatch.setattr(bench, "_network_tasks", lambda target: ([task], [1]))
     out = tmp_path / "out.json"
     args = ["--cases", "task", "--task", "0", "--task-seconds", "1", "--json", str(out),

@@ -232,7 +232,7 @@ def test_mixed_precision_network_kernels_compile_with_nvcc(tmp_path, dtype):
 
 
 def test_a_build_without_tf32_never_takes_a_record_tuned_with_it():
-    from autosched.measure.records import ApplyHistoryBest
+    from autosched.measure.dispatch import ApplyHistoryBest
     from autosched.network.build import _candidates
     from codegen.target import Target
 

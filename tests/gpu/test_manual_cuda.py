@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched import manual, testing
+from autosched import manual, workloads
 from tensorir.interp import eval_dag
 
 
@@ -21,7 +21,7 @@ def _check(dag, state, seed):
 
 @pytest.mark.parametrize("n,m,k", [(1024, 1024, 1024), (100, 72, 50)])
 def test_matmul_gpu(cuda_backend, n, m, k):
-    dag = ansor.ComputeDAG(testing.matmul(n, m, k))
+    dag = ansor.ComputeDAG(workloads.matmul(n, m, k))
     func, args, outs = _check(dag, manual.matmul_gpu(dag), seed=n)
     sec = func.time_evaluator(number=10, repeat=3)(*args, *outs).median
     print(f"hand matmul {n}x{m}x{k} on CUDA: {sec * 1e3:.3f} ms, "
@@ -29,7 +29,7 @@ def test_matmul_gpu(cuda_backend, n, m, k):
 
 
 def test_conv2d_gpu(cuda_backend):
-    dag = ansor.ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
+    dag = ansor.ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
     func, args, outs = _check(dag, manual.conv2d_nhwc_gpu(dag), seed=7)
     sec = func.time_evaluator(number=10, repeat=3)(*args, *outs).median
     print(f"hand conv2d 1x56x56x64 3x3 on CUDA: {sec * 1e3:.3f} ms, "

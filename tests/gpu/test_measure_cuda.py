@@ -12,7 +12,7 @@ from autosched.measure import (
     MeasureErrorNo,
     MeasureInput,
 )
-from autosched.testing import matmul, matmul_relu
+from autosched.workloads import matmul, matmul_relu
 from tensorir.dag import ComputeDAG
 
 E = MeasureErrorNo

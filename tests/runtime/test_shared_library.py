@@ -13,7 +13,7 @@ import pytest
 
 import autosched as ansor
 import runtime
-from autosched import testing
+from autosched import workloads
 from runtime.library_file import TRAILER_MAGIC, check_library_file, seal
 from runtime.shared_library import elf_machine, host_arch
 
@@ -23,7 +23,7 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 
 
 
 def _parallel_matmul(n=48):
-    dag = ansor.ComputeDAG(testing.matmul(n, n, n))
+    dag = ansor.ComputeDAG(workloads.matmul(n, n, n))
     state = dag.get_init_state()
     state.parallel(2, state.stages[2].iters[0])  # the library must carry the launcher
     return state

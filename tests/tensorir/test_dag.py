@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autosched import testing as W
+from autosched import workloads as W
 from tensorir import te
 from tensorir.dag import ComputeDAG, dag_expr_str
 from tensorir.tensor import TensorError
@@ -131,7 +131,7 @@ def test_winograd_flops_ignore_constant_matrices():
 # ----------------------------------------------------------------------------- workload key
 
 _KEY_SCRIPT = (
-    "from autosched import testing as W\n"
+    "from autosched import workloads as W\n"
     "from tensorir.dag import ComputeDAG\n"
     "print(ComputeDAG(W.winograd_conv2d_nhwc_3x3(1, 7, 7, 64, 64)).workload_key)\n"
     "print(ComputeDAG(W.softmax(4, 10)).workload_key)\n"

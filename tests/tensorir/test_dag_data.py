@@ -6,21 +6,21 @@ import json
 import pytest
 
 import autosched as ansor
-from autosched import testing
+from autosched import workloads
 from tensorir.dag_data import dag_from_data, dag_to_data
 
 
 def test_dag_travels_as_checked_plain_data():
     for dag in (
-        testing.matmul(8, 8, 8),
-        testing.softmax(4, 8),
-        testing.conv2d_nhwc_bias_relu(1, 8, 8, 4, 8),
-        testing.winograd_conv2d_nhwc_3x3(1, 8, 8, 4, 8),
+        workloads.matmul(8, 8, 8),
+        workloads.softmax(4, 8),
+        workloads.conv2d_nhwc_bias_relu(1, 8, 8, 4, 8),
+        workloads.winograd_conv2d_nhwc_3x3(1, 8, 8, 4, 8),
     ):
         dag = ansor.ComputeDAG(dag)
         data = json.loads(json.dumps(dag_to_data(dag)))
         assert dag_from_data(data).workload_key == dag.workload_key
-    data = dag_to_data(ansor.ComputeDAG(testing.matmul(8, 8, 8)))
+    data = dag_to_data(ansor.ComputeDAG(workloads.matmul(8, 8, 8)))
     body = data["ops"][-1][3]
     hostile = {
         "call": ["call", "system", [], "int32"],

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from autosched import testing as W
+from autosched import workloads as W
 from tensorir import interp as interp_mod
 from tensorir import te
 from tensorir.dag import ComputeDAG

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autosched import testing
+from autosched import workloads
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
@@ -15,7 +15,7 @@ from tensorir.tensor import TensorError
 
 
 def _conv_dag(layout_free=("kernel",), co=16):
-    return ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 6, 6, 8, co), layout_free)
+    return ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 6, 6, 8, co), layout_free)
 
 
 def _tiled_conv(dag, f_outer=2, rc_inner=4):
@@ -79,7 +79,7 @@ def test_without_the_flag_or_for_other_placeholders_nothing_changes():
     shapes = {b.name: b.shape for b in prog.params}
     assert shapes["data"] == (1, 6, 6, 8) and shapes["bias"] == (1, 1, 1, 16)
     # A DAG that marks nothing is never rewritten.
-    plain = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 6, 6, 8, 16))
+    plain = ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 6, 6, 8, 16))
     assert lower(_tiled_conv(plain), layout_rewrite=True).param_layouts == ()
 
 
@@ -89,7 +89,7 @@ def test_a_kernel_that_already_reads_row_major_order_keeps_its_layout():
     prog = lower(s, layout_rewrite=True)
     assert prog.param_layouts, "the naive conv reads the weight out of order"
     # The naive dense reads weight[j, k] with k innermost: already in loop order.
-    dense = ComputeDAG(testing.dense_bias(2, 8, 4), ("weight",))
+    dense = ComputeDAG(workloads.dense_bias(2, 8, 4), ("weight",))
     assert lower(dense.get_init_state(), layout_rewrite=True).param_layouts == ()
 
 

@@ -701,7 +701,7 @@ def test_loop_vars_never_shadow_buffers():
 
 
 def _seed_workloads():
-    W = pytest.importorskip("autosched.testing")
+    W = pytest.importorskip("autosched.workloads")
     return {
         "matmul_relu": lambda: W.matmul_relu(5, 6, 4),
         "dense_bias": lambda: W.dense_bias(3, 5, 4),
