@@ -2,6 +2,7 @@
 
     python benchmarks/bench_transformer_gpu.py --network bert-base --seconds 540
     python benchmarks/bench_transformer_gpu.py --network bert-base --no-tune   # re-time
+    python benchmarks/bench_transformer_gpu.py --no-tune --profile   # + per-kernel times
 
 Our side: ``get_network(name, 1, seq_len=S)`` (tensorir/graph/zoo/transformer.py, random
 weights), tuned on ``cuda`` with the library's defaults and only a time budget, resuming from
@@ -57,6 +58,60 @@ def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
     return row
 
 
+def kernel_profile(module, number: int = 50) -> list[dict]:
+    """Each network call's kernel time: its launches captured ``number`` times into one CUDA
+    graph (no Python launch cost), replayed between CUDA events; microseconds per call."""
+    from runtime.cuda_graph import CUDAGraphRunner, cuda_launches
+
+    backend = module._backend
+    buffers = [b.handle for b in module._buffers]
+    rows = []
+    for k, call in enumerate(module.plan.calls):
+        launches = cuda_launches(module.modules, [call], buffers)
+        runner = CUDAGraphRunner(backend, launches * number)
+        runner.launch()
+        backend.synchronize()
+        us = min(backend.time_launches(runner.launch, 3) for _ in range(3)) / number * 1e6
+        name = module.plan.names[k] if k < len(module.plan.names) else f"call{k}"
+        grids = [(tuple(g), tuple(b)) for _, g, b, _ in launches]
+        rows.append({"call": k, "name": name, "kernels": len(launches), "us": us,
+                     "launch": grids})  # fmt: skip
+    return rows
+
+
+def print_profile(rows: list[dict]) -> dict:
+    """Per-call table and the sum by function name (layer number stripped)."""
+    import re
+
+    by: dict[str, list] = {}
+    for r in rows:
+        key = re.sub(r"\d+", "#", r["name"])
+        by.setdefault(key, [0, 0.0, r["launch"]])
+        by[key][0] += 1
+        by[key][1] += r["us"]
+    total = sum(r["us"] for r in rows)
+    print(f"per-kernel profile: {len(rows)} calls, {sum(r['kernels'] for r in rows)} kernels, "
+          f"sum {total / 1e3:.3f} ms")  # fmt: skip
+    for key, (n, us, launch) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {us / 1e3:7.3f} ms {100 * us / total:5.1f}%  x{n:3d} {us / n:8.1f} us  {key}  "
+              f"{launch}")  # fmt: skip
+    return {k: {"calls": v[0], "ms": v[1] / 1e3} for k, v in by.items()}
+
+
+def cublas_dense_ms(shapes) -> dict:
+    """torch.mm (cuBLAS, fp32, TF32 off) of each (M, N, K): the dense kernels' yardstick."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out = {}
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda")
+        w = torch.randn(n, k, device="cuda")
+        ms = _cuda_event_ms(torch, lambda a=a, w=w: torch.nn.functional.linear(a, w), 100.0)
+        out[f"{m}x{n}x{k}"] = {"us": ms * 1e3, "tflops": 2 * m * n * k / ms / 1e9}
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--network", default="bert-base")
@@ -66,6 +121,7 @@ def main() -> None:
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the row as JSON here")
+    p.add_argument("--profile", action="store_true", help="print every kernel's time too")
     args = p.parse_args()
 
     work = Path(args.work_dir)
@@ -100,6 +156,13 @@ def main() -> None:
     row = {"network": name, "seq_len": seq, "ours_ms": ours_ms, "records": records,
            "tune_s_this_run": tune_s,
            "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    if args.profile:
+        row["profile"] = print_profile(kernel_profile(module))
+        if not args.no_torch:
+            h = 768 if name != "bert-tiny" else 128
+            row["cublas"] = cublas_dense_ms([(seq, n, k) for n, k in (
+                (h, h), (3 * h, h), (4 * h, h), (h, 4 * h))])  # fmt: skip
+            print(json.dumps(row["cublas"]), flush=True)
     if not args.no_torch:
         row.update(torch_side(name, seq, ids))
         row["speedup_vs_compile"] = row["torch_compile_ms"] / ours_ms

@@ -56,7 +56,13 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     kind = "cpu" if Target(target).kind == "llvm" else "gpu"
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
+    if kind == "gpu":
+        # Fewer, larger kernels for attention (tensorir/graph/passes/transformer.py): one dense
+        # for the query/key/value projections, the head split/merge read inside the matmuls.
+        func = _passes().combine_parallel_dense(func)
     groups = _passes().fuse_ops(func)
+    if kind == "gpu":
+        groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
     return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]
