@@ -25,7 +25,8 @@ from .winograd import alter_op_layout_winograd
 
 __all__ = [
     "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops",
-    "combine_parallel_dense", "convert_layout", "count_by_signature", "fold_constant", "fold_scale_axis", "fuse_layout_producers", "fuse_ops", "group_ops",
+    "combine_parallel_dense", "convert_layout", "count_by_signature", "fold_constant",
+    "fold_scale_axis", "fuse_layout_producers", "fuse_ops", "group_ops",
     "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
     "to_mixed_precision",
 ]  # fmt: skip
