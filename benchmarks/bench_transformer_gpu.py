@@ -59,23 +59,38 @@ def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
 
 
 def kernel_profile(module, number: int = 50) -> list[dict]:
-    """Each network call's kernel time: its launches captured ``number`` times into one CUDA
-    graph (no Python launch cost), replayed between CUDA events; microseconds per call."""
+    """Each network call's kernel time in microseconds: ``graph_us`` with its launches captured
+    ``number`` times into one CUDA graph (no launch cost; None if capturing fails), ``loop_us``
+    launched ``number`` times back to back from Python (at least the launch rate, a few us)."""
     from runtime.cuda_graph import CUDAGraphRunner, cuda_launches
 
     backend = module._backend
     buffers = [b.handle for b in module._buffers]
     rows = []
     for k, call in enumerate(module.plan.calls):
+        fn = module._run_fns[k]
+        fn()
+        backend.synchronize()
+        loop_us = min(backend.time_launches(fn, number) for _ in range(3)) * 1e6
         launches = cuda_launches(module.modules, [call], buffers)
         runner = CUDAGraphRunner(backend, launches * number)
-        runner.launch()
-        backend.synchronize()
-        us = min(backend.time_launches(runner.launch, 3) for _ in range(3)) / number * 1e6
+        graph_us, reason = None, None
+        if runner.launch():
+            backend.synchronize()
+            graph_us = min(backend.time_launches(runner.launch, 3) for _ in range(3))
+            graph_us *= 1e6 / number
+        else:
+            reason = runner.reason
+        runner.close()
         name = module.plan.names[k] if k < len(module.plan.names) else f"call{k}"
         grids = [(tuple(g), tuple(b)) for _, g, b, _ in launches]
+        us = graph_us if graph_us is not None else loop_us
         rows.append({"call": k, "name": name, "kernels": len(launches), "us": us,
+                     "loop_us": loop_us, "graph_us": graph_us, "graph_failed": reason,
                      "launch": grids})  # fmt: skip
+    failed = {r["graph_failed"] for r in rows if r["graph_failed"]}
+    if failed:
+        print("per-kernel CUDA graphs failed (loop times instead):", *failed, flush=True)
     return rows
 
 
@@ -156,8 +171,17 @@ def main() -> None:
     row = {"network": name, "seq_len": seq, "ours_ms": ours_ms, "records": records,
            "tune_s_this_run": tune_s,
            "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    runner = module.cuda_graph
+    row["cuda_graph"] = (runner.reason or f"captures={runner.captures}") if runner else None
     if args.profile:
-        row["profile"] = print_profile(kernel_profile(module))
+        plain = ansor.GraphModule(lib, use_cuda_graph=False)
+        plain.set_input("input_ids", ids)
+        plain.run()
+        timing = plain.benchmark(repeat=10, min_repeat_ms=200).results
+        row["ours_no_cuda_graph_ms"] = float(np.median(timing)) * 1e3
+        rows = kernel_profile(module)
+        row["profile"] = print_profile(rows)
+        row["calls"] = rows
         if not args.no_torch:
             h = 768 if name != "bert-tiny" else 128
             row["cublas"] = cublas_dense_ms([(seq, n, k) for n, k in (
