@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorir import steps as st
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -44,6 +45,7 @@ __all__ = [
     "gpu_rules",
     "elementwise_fan_in_consumer",
     "has_cross_thread_reduction",
+    "shared_row_target",
     "last_reduce_iter_in_outermost_reduce_tile",
 ]
 
@@ -152,6 +154,39 @@ def _fusible_consumer(state, sid: int) -> int | None:
     return tid if tid is not None else elementwise_fan_in_consumer(state, sid)
 
 
+def shared_row_target(state, sid: int) -> tuple[int, int] | None:
+    """``(target stage id, split step id)`` when stage ``sid`` has several consumers that are
+    all one target stage or attached into it, and that target's last loop was split and bound
+    to threadIdx.x by an earlier cross-thread fusion (the split step's id); else None.
+
+    Layer norm's ``sum`` is read by ``sqsum`` and by the normalisation: once ``sqsum`` is
+    computed inside the normalisation's row loop, ``sum`` can join it there, and the whole
+    layer norm is one kernel (a block per row) instead of two or three."""
+    cons = su.consumer_ids(state, sid)
+    if len(cons) < 2:
+        return None
+    roots = set()
+    for c in cons:
+        stage = state.stages[c]
+        if stage.compute_at == "iter":
+            roots.add(state.stage_id(stage.attach[0]))
+        elif stage.compute_at == "root":
+            roots.add(c)
+        else:
+            return None
+    if len(roots) != 1:
+        return None
+    (tid,) = roots
+    target = state.stages[tid]
+    if not target.iters or target.iters[-1].annotation != "threadIdx.x":
+        return None
+    for k in range(len(state.steps) - 1, -1, -1):
+        step = state.steps[k]
+        if isinstance(step, st.SplitStep) and step.stage_id == tid:
+            return tid, k
+    return None
+
+
 def _reads_directly(state, consumer: int, producer: int) -> bool:
     names = {op.name for op in su.current_dag(state).producers(state.stages[consumer].name)}
     return state.stages[producer].name in names
@@ -254,6 +289,15 @@ class CrossThreadReduction(SketchRule):
         fused = s.fuse(sid, red).name if len(red) > 1 else red[0]
         cons = su.consumer_ids(state, sid)
         dag = su.current_dag(state)
+        row = shared_row_target(state, sid)
+        if row is not None:
+            tid, split_id = row
+            common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name)
+            if 0 < common < len(state.stages[tid].iters) - 1:
+                parts = s.follow_split(sid, fused, split_id, 1)
+                s.bind(sid, parts[1].name, "threadIdx.x")
+                s.compute_at(sid, tid, s[tid].iters[common - 1].name)
+                return [(s, sid - 1)]
         tid = cons[0] if len(cons) == 1 else None
         common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name) if tid else 0
         target = state.stages[tid] if tid is not None else None

@@ -75,6 +75,10 @@ def test_last_axis_reductions_reduce_across_threads(op, shapes, attrs):
         assert f"__shared__ float {name}_red[" in code
         assert re.search(rf"{name}_red\[\w+\] = {name}_acc\[0\];", code)
     assert "__syncthreads();" in code
+    # both reductions join the row loop of the output: one kernel, a block per row
+    assert code.count("__global__") == 1
+    for name in reduce:
+        assert sketch[name].attach[0] == sketch.stages[-1].name
     _run_simt(state, task.compute_dag)
 
 
