@@ -127,6 +127,45 @@ def cublas_dense_ms(shapes) -> dict:
     return out
 
 
+# Builds of the same tuning log with some of the GPU partition's transformer passes
+# (tensorir/graph/passes/transformer.py) turned off: what each one is worth, side by side.
+_IDENTITY = {
+    "split_k_dense": lambda func: func,
+    "combine_parallel_dense": lambda func: func,
+    "fuse_layout_producers": lambda func, groups: groups,
+}
+VARIANTS = {
+    "no-split-k": ("split_k_dense",),
+    "relay-partition": ("split_k_dense", "combine_parallel_dense", "fuse_layout_producers"),
+}
+
+
+def build_and_time(mod, params, log: Path, ids, ref, off=()) -> tuple:
+    """Build with the log's best records (the passes in ``off`` turned off), check against
+    ``ref``, time; returns the row, the GraphModule and the built library."""
+    from tensorir.graph import passes
+
+    saved = {n: getattr(passes, n) for n in off}
+    try:
+        for n in off:
+            setattr(passes, n, _IDENTITY[n])
+        with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
+            lib = ansor.build(mod, "cuda", params=params)
+    finally:
+        for n, fn in saved.items():
+            setattr(passes, n, fn)
+    module = ansor.GraphModule(lib)
+    module.set_input("input_ids", ids)
+    module.run()
+    out = module.get_output(0).numpy()
+    ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    runner = module.cuda_graph
+    graph = (runner.reason or f"captures={runner.captures}") if runner else None
+    row = {"ours_ms": ms, "calls": len(module.plan.calls), "cuda_graph": graph,
+           "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    return row, module, lib
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--network", default="bert-base")
@@ -137,6 +176,8 @@ def main() -> None:
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the row as JSON here")
     p.add_argument("--profile", action="store_true", help="print every kernel's time too")
+    off = ", ".join(VARIANTS)
+    p.add_argument("--variants", action="store_true", help=f"also time with passes off: {off}")
     args = p.parse_args()
 
     work = Path(args.work_dir)
@@ -159,20 +200,13 @@ def main() -> None:
         )
         tune_s = time.perf_counter() - t0
     ids = np.random.default_rng(0).integers(0, 30522, shape).astype("int64")
-    with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
-        lib = ansor.build(mod, "cuda", params=params)
-    module = ansor.GraphModule(lib)
-    module.set_input("input_ids", ids)
-    module.run()
-    out = module.get_output(0).numpy()
     ref = evaluate(mod, {"input_ids": ids}, params)
-    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    built, module, lib = build_and_time(mod, params, log, ids, ref)
     records = sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
-    row = {"network": name, "seq_len": seq, "ours_ms": ours_ms, "records": records,
-           "tune_s_this_run": tune_s,
-           "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
-    runner = module.cuda_graph
-    row["cuda_graph"] = (runner.reason or f"captures={runner.captures}") if runner else None
+    row = {"network": name, "seq_len": seq, "records": records, "tune_s_this_run": tune_s}
+    row.update(built)
+    ours_ms = row["ours_ms"]
+    print(json.dumps(row), flush=True)
     if args.profile:
         plain = ansor.GraphModule(lib, use_cuda_graph=False)
         plain.set_input("input_ids", ids)
@@ -181,12 +215,16 @@ def main() -> None:
         row["ours_no_cuda_graph_ms"] = float(np.median(timing)) * 1e3
         rows = kernel_profile(module)
         row["profile"] = print_profile(rows)
-        row["calls"] = rows
+        row["kernels"] = rows
         if not args.no_torch:
             h = 768 if name != "bert-tiny" else 128
             row["cublas"] = cublas_dense_ms([(seq, n, k) for n, k in (
                 (h, h), (3 * h, h), (4 * h, h), (h, 4 * h))])  # fmt: skip
             print(json.dumps(row["cublas"]), flush=True)
+    if args.variants:
+        for variant, off in VARIANTS.items():
+            row[variant] = build_and_time(mod, params, log, ids, ref, off)[0]
+            print(variant, json.dumps(row[variant]), flush=True)
     if not args.no_torch:
         row.update(torch_side(name, seq, ids))
         row["speedup_vs_compile"] = row["torch_compile_ms"] / ours_ms

@@ -57,9 +57,10 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
     if kind == "gpu":
-        # Fewer, larger kernels for attention (tensorir/graph/passes/transformer.py): one dense
-        # for the query/key/value projections, the head split/merge read inside the matmuls.
-        func = _passes().combine_parallel_dense(func)
+        # Fewer, larger kernels for transformers (tensorir/graph/passes/transformer.py): one
+        # dense for the query/key/value projections, split-K for the few-row long-K dense, the
+        # head split/merge read inside the matmuls.
+        func = _passes().split_k_dense(_passes().combine_parallel_dense(func))
     groups = _passes().fuse_ops(func)
     if kind == "gpu":
         groups = _passes().fuse_layout_producers(func, groups)

@@ -146,3 +146,16 @@ def test_attention_tasks_of_the_gpu_partition_run_correctly():
         code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
         assert code.count("__global__") == 1  # the layout ops live in the shared-memory copy
         _run_simt(state, task.compute_dag, seed=k)
+
+
+def test_split_k_task_of_the_gpu_partition_runs_correctly():
+    from tests.tensorir.test_graph_transformer_passes import small_ffn_output
+
+    func, _ = small_ffn_output(m=8, n=16, k=64)
+    (task,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
+    assert "batch_matmul" in task.desc and "transpose" in task.desc
+    sketches = generate_sketches(task)
+    (state,) = sample_init_population(task, sketches, 1, random.Random(5))
+    code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
+    assert code.count("__global__") == 1
+    _run_simt(state, task.compute_dag, seed=5)

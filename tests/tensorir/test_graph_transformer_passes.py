@@ -11,6 +11,7 @@ from tensorir.graph.passes import (
     fuse_ops,
     group_ops,
     optimize,
+    split_k_dense,
 )
 from tensorir.graph.passes.transformer import LAYOUT_OPS
 from tensorir.graph.zoo.layers import NetBuilder
@@ -97,3 +98,47 @@ def test_partition_fuses_transformer_layout_only_on_gpus(target, layout_groups):
     names = [g.name for g in groups]
     assert sum("batch_matmul" not in n and "dense" not in n and "softmax" not in n
                for n in names) == layout_groups  # fmt: skip
+
+
+def small_ffn_output(m=8, n=16, k=64, seed=0):
+    """``add(add(dense(x, W), b), r)``: BERT's FFN output dense with its residual."""
+    from tensorir.graph import nn, op
+    from tensorir.graph.ir import Constant
+
+    rng = np.random.default_rng(seed)
+    x = op.var("x", (m, k), "float32")
+    r = op.var("r", (m, n), "float32")
+    w = Constant(rng.standard_normal((n, k)).astype(np.float32))
+    b = Constant(rng.standard_normal(n).astype(np.float32))
+    func = Function((x, r), op.add(op.add(nn.dense(x, w), b), r))
+    data = {"x": rng.standard_normal((m, k)).astype(np.float32),
+            "r": rng.standard_normal((m, n)).astype(np.float32)}  # fmt: skip
+    return func, data
+
+
+def test_split_k_dense_keeps_values_and_cuts_k():
+    func, data = small_ffn_output()
+    split = split_k_dense(func)
+    (bmm,) = [c for c in calls(split) if c.op == "nn.batch_matmul"]
+    assert bmm.shape == (4, 8, 16)  # K = 64 = 4 N: four slices of 16
+    assert not [c for c in calls(split) if c.op == "nn.dense"]
+    want = evaluate(Module.from_function(func), data, {})
+    got = evaluate(Module.from_function(split), data, {})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # x's reshape/transpose joins the batch_matmul; the partial sums, bias and residual are one
+    # elementwise group
+    groups = fuse_layout_producers(split, fuse_ops(split))
+    assert [group_ops(g)[-1] for g in groups] == ["nn.batch_matmul", "add"]
+    assert group_ops(groups[0])[:2] == ("reshape", "transpose")
+
+
+@pytest.mark.parametrize("m,n,k,max_split,slices", [(8, 16, 64, 8, 4), (8, 16, 64, 2, 2),
+                                                    (8, 16, 24, 8, 1), (512, 16, 64, 8, 1),
+                                                    (8, 16, 48, 8, 2)])  # fmt: skip
+def test_split_k_dense_only_for_few_rows_and_long_k(m, n, k, max_split, slices):
+    func, _ = small_ffn_output(m, n, k)
+    split = split_k_dense(func, max_split=max_split)
+    bmm = [c for c in calls(split) if c.op == "nn.batch_matmul"]
+    assert (bmm[0].shape[0] if bmm else 1) == slices
+    if slices == 1:
+        assert split is func or not bmm

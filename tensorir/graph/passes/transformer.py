@@ -24,7 +24,7 @@ from .. import nn, op
 from ..ir import Call, Constant, Expr, Function, calls, rewrite, users
 from .fuse import FusedGroup, op_pattern
 
-__all__ = ["LAYOUT_OPS", "combine_parallel_dense", "fuse_layout_producers"]
+__all__ = ["LAYOUT_OPS", "combine_parallel_dense", "fuse_layout_producers", "split_k_dense"]
 
 LAYOUT_OPS = frozenset(
     {"reshape", "transpose", "strided_slice", "squeeze", "expand_dims", "layout_transform"}
@@ -105,6 +105,64 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
             combined[gid] = op.add(out, Constant(bias))
         last = len(node.shape) - 1
         return op.strided_slice(combined[gid], (begin,), (end,), axes=(last,))
+
+    return rewrite(func, visit)
+
+
+def _split_count(m: int, n: int, k: int, max_rows: int, max_split: int) -> int:
+    """How many K slices a (m, n, k) dense gets: the largest power of two <= k // n and
+    <= ``max_split`` that divides k, for few rows only; 1 = leave it."""
+    if m > max_rows:
+        return 1
+    s = 1
+    while s * 2 <= max_split and s * 2 * n <= k and k % (s * 2) == 0:
+        s *= 2
+    return s
+
+
+def split_k_dense(func: Function, max_rows: int = 256, max_split: int = 8) -> Function:
+    """Split the reduction of a dense with few rows and a long K (BERT's FFN output, (128,
+    3072) x (3072, 768)) into ``s`` slices computed as one batch_matmul, summed after.
+
+    ``dense(x, W)`` with constant ``W`` (N, K) becomes ``batch_matmul(x_s, W_s)`` with
+    ``x_s = transpose(reshape(x, (M, s, K/s)), (1, 0, 2))`` and ``W_s`` the weight cut the same
+    way (a Constant), then the ``s`` partial results added. M x N output tiles alone leave most
+    of a GPU idle when M is small; the slices give ``s`` times as many blocks, and the reshape
+    and transpose of ``x`` are read inside the batch_matmul (:func:`fuse_layout_producers`).
+    The partial sums and the dense's epilogue (bias, residual) are one elementwise kernel.
+    Float sums are reassociated: results equal the dense's to rounding.
+
+    Parameters
+    ----------
+    func : Function
+    max_rows : int
+        Only denses with at most this many rows (M) are split.
+    max_split : int
+        At most this many slices; a dense gets ``s = min(max_split, K // N)`` rounded down to
+        a power of two that divides K.
+    """
+
+    def visit(node, args):
+        if not (isinstance(node, Call) and node.op == "nn.dense"):
+            return None
+        x, w = args
+        if not isinstance(w, Constant) or len(x.shape) != 2 or len(w.shape) != 2:
+            return None
+        if node.attrs.get("out_dtype", "") not in ("", node.dtype):
+            return None
+        (m, k), n = x.shape, w.shape[0]
+        s = _split_count(m, n, k, max_rows, max_split)
+        if s < 2:
+            return None
+        part = k // s
+        xs = op.transpose(op.reshape(x, (m, s, part)), (1, 0, 2))
+        ws = w.value.reshape(n, s, part).transpose(1, 0, 2)
+        partial = nn.batch_matmul(xs, Constant(np.ascontiguousarray(ws), w.name))
+        total = None
+        for i in range(s):
+            piece = op.reshape(op.strided_slice(partial, (i,), (i + 1,), axes=(0,)), (m, n))
+            total = piece if total is None else op.add(total, piece)
+        return total
 
     return rewrite(func, visit)
 
