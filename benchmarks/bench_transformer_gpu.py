@@ -127,26 +127,32 @@ def cublas_dense_ms(shapes) -> dict:
     return out
 
 
-# Builds of the same tuning log with some of the GPU partition's transformer passes
-# (tensorir/graph/passes/transformer.py) turned off: what each one is worth, side by side.
+# Builds of the same tuning log with the GPU partition's transformer passes
+# (tensorir/graph/passes/transformer.py) changed: what each one is worth, side by side.
+# "split-k" turns split_k_dense on (AUTOSCHED_SPLIT_K_DENSE; its tasks need tuning with it on
+# too), "relay-partition" turns the default ones off (Relay's groups: the tasks before them).
 _IDENTITY = {
-    "split_k_dense": lambda func: func,
     "combine_parallel_dense": lambda func: func,
     "fuse_layout_producers": lambda func, groups: groups,
 }
 VARIANTS = {
-    "no-split-k": ("split_k_dense",),
-    "relay-partition": ("split_k_dense", "combine_parallel_dense", "fuse_layout_producers"),
+    "split-k": ({"AUTOSCHED_SPLIT_K_DENSE": "1"}, ()),
+    "relay-partition": ({}, ("combine_parallel_dense", "fuse_layout_producers")),
 }
 
 
-def build_and_time(mod, params, log: Path, ids, ref, off=()) -> tuple:
-    """Build with the log's best records (the passes in ``off`` turned off), check against
-    ``ref``, time; returns the row, the GraphModule and the built library."""
+def build_and_time(mod, params, log: Path, ids, ref, variant=({}, ())) -> tuple:
+    """Build with the log's best records (``variant``: environment variables to set, passes to
+    turn off), check against ``ref``, time; returns the row, the GraphModule and the library."""
+    import os
+
     from tensorir.graph import passes
 
+    environ, off = variant
     saved = {n: getattr(passes, n) for n in off}
+    saved_env = {k: os.environ.get(k) for k in environ}
     try:
+        os.environ.update(environ)
         for n in off:
             setattr(passes, n, _IDENTITY[n])
         with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
@@ -154,6 +160,11 @@ def build_and_time(mod, params, log: Path, ids, ref, off=()) -> tuple:
     finally:
         for n, fn in saved.items():
             setattr(passes, n, fn)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     module = ansor.GraphModule(lib)
     module.set_input("input_ids", ids)
     module.run()
@@ -177,7 +188,7 @@ def main() -> None:
     p.add_argument("--out", help="write the row as JSON here")
     p.add_argument("--profile", action="store_true", help="print every kernel's time too")
     off = ", ".join(VARIANTS)
-    p.add_argument("--variants", action="store_true", help=f"also time with passes off: {off}")
+    p.add_argument("--variants", action="store_true", help=f"also time the builds {off}")
     args = p.parse_args()
 
     work = Path(args.work_dir)
@@ -222,8 +233,8 @@ def main() -> None:
                 (h, h), (3 * h, h), (4 * h, h), (h, 4 * h))])  # fmt: skip
             print(json.dumps(row["cublas"]), flush=True)
     if args.variants:
-        for variant, off in VARIANTS.items():
-            row[variant] = build_and_time(mod, params, log, ids, ref, off)[0]
+        for variant, change in VARIANTS.items():
+            row[variant] = build_and_time(mod, params, log, ids, ref, change)[0]
             print(variant, json.dumps(row[variant]), flush=True)
     if not args.no_torch:
         row.update(torch_side(name, seq, ids))

@@ -148,10 +148,13 @@ def test_attention_tasks_of_the_gpu_partition_run_correctly():
         _run_simt(state, task.compute_dag, seed=k)
 
 
-def test_split_k_task_of_the_gpu_partition_runs_correctly():
+def test_split_k_task_of_the_gpu_partition_runs_correctly(monkeypatch):
     from tests.tensorir.test_graph_transformer_passes import small_ffn_output
 
     func, _ = small_ffn_output(m=8, n=16, k=64)
+    (plain,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
+    assert "batch_matmul" not in plain.desc  # split-K is opt-in
+    monkeypatch.setenv("AUTOSCHED_SPLIT_K_DENSE", "1")
     (task,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
     assert "batch_matmul" in task.desc and "transpose" in task.desc
     sketches = generate_sketches(task)
