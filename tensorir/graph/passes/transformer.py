@@ -14,6 +14,10 @@ out-elemwise-fusable sink); on a GPU the matmul's sketch copies its inputs into 
 anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInlineGPU``), so
 the transpose costs an index computation instead of a kernel launch and a round trip of the
 tensor through global memory.
+
+:func:`split_k_dense` cuts the reduction of a few-row long-K dense (BERT's FFN output) into
+slices computed as one batch_matmul; ``partition`` runs it only with
+``AUTOSCHED_SPLIT_K_DENSE=1`` (not yet measured faster once tuned: benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
