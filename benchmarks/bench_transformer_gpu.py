@@ -2,6 +2,7 @@
 
     python benchmarks/bench_transformer_gpu.py --network bert-base --seconds 540
     python benchmarks/bench_transformer_gpu.py --network bert-base --no-tune   # re-time
+    python benchmarks/bench_transformer_gpu.py --no-tune --profile   # + per-kernel times
 
 Our side: ``get_network(name, 1, seq_len=S)`` (tensorir/graph/zoo/transformer.py, random
 weights), tuned on ``cuda`` with the library's defaults and only a time budget, resuming from
@@ -57,6 +58,125 @@ def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
     return row
 
 
+def kernel_profile(module, number: int = 50) -> list[dict]:
+    """Each network call's kernel time in microseconds: ``graph_us`` with its launches captured
+    ``number`` times into one CUDA graph (no launch cost; None if capturing fails), ``loop_us``
+    launched ``number`` times back to back from Python (at least the launch rate, a few us)."""
+    from runtime.cuda_graph import CUDAGraphRunner, cuda_launches
+
+    backend = module._backend
+    buffers = [b.handle for b in module._buffers]
+    rows = []
+    for k, call in enumerate(module.plan.calls):
+        fn = module._run_fns[k]
+        fn()
+        backend.synchronize()
+        loop_us = min(backend.time_launches(fn, number) for _ in range(3)) * 1e6
+        launches = cuda_launches(module.modules, [call], buffers)
+        runner = CUDAGraphRunner(backend, launches * number)
+        graph_us, reason = None, None
+        if runner.launch():
+            backend.synchronize()
+            graph_us = min(backend.time_launches(runner.launch, 3) for _ in range(3))
+            graph_us *= 1e6 / number
+        else:
+            reason = runner.reason
+        runner.close()
+        name = module.plan.names[k] if k < len(module.plan.names) else f"call{k}"
+        grids = [(tuple(g), tuple(b)) for _, g, b, _ in launches]
+        us = graph_us if graph_us is not None else loop_us
+        rows.append({"call": k, "name": name, "kernels": len(launches), "us": us,
+                     "loop_us": loop_us, "graph_us": graph_us, "graph_failed": reason,
+                     "launch": grids})  # fmt: skip
+    failed = {r["graph_failed"] for r in rows if r["graph_failed"]}
+    if failed:
+        print("per-kernel CUDA graphs failed (loop times instead):", *failed, flush=True)
+    return rows
+
+
+def print_profile(rows: list[dict]) -> dict:
+    """Per-call table and the sum by function name (layer number stripped)."""
+    import re
+
+    by: dict[str, list] = {}
+    for r in rows:
+        key = re.sub(r"\d+", "#", r["name"])
+        by.setdefault(key, [0, 0.0, r["launch"]])
+        by[key][0] += 1
+        by[key][1] += r["us"]
+    total = sum(r["us"] for r in rows)
+    print(f"per-kernel profile: {len(rows)} calls, {sum(r['kernels'] for r in rows)} kernels, "
+          f"sum {total / 1e3:.3f} ms")  # fmt: skip
+    for key, (n, us, launch) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {us / 1e3:7.3f} ms {100 * us / total:5.1f}%  x{n:3d} {us / n:8.1f} us  {key}  "
+              f"{launch}")  # fmt: skip
+    return {k: {"calls": v[0], "ms": v[1] / 1e3} for k, v in by.items()}
+
+
+def cublas_dense_ms(shapes) -> dict:
+    """torch.mm (cuBLAS, fp32, TF32 off) of each (M, N, K): the dense kernels' yardstick."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out = {}
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda")
+        w = torch.randn(n, k, device="cuda")
+        ms = _cuda_event_ms(torch, lambda a=a, w=w: torch.nn.functional.linear(a, w), 100.0)
+        out[f"{m}x{n}x{k}"] = {"us": ms * 1e3, "tflops": 2 * m * n * k / ms / 1e9}
+    return out
+
+
+# Builds of the same tuning log with the GPU partition's transformer passes
+# (tensorir/graph/passes/transformer.py) changed: what each one is worth, side by side.
+# "split-k" turns split_k_dense on (AUTOSCHED_SPLIT_K_DENSE; its tasks need tuning with it on
+# too), "relay-partition" turns the default ones off (Relay's groups: the tasks before them).
+_IDENTITY = {
+    "combine_parallel_dense": lambda func: func,
+    "fuse_layout_producers": lambda func, groups: groups,
+}
+VARIANTS = {
+    "split-k": ({"AUTOSCHED_SPLIT_K_DENSE": "1"}, ()),
+    "relay-partition": ({}, ("combine_parallel_dense", "fuse_layout_producers")),
+}
+
+
+def build_and_time(mod, params, log: Path, ids, ref, variant=({}, ())) -> tuple:
+    """Build with the log's best records (``variant``: environment variables to set, passes to
+    turn off), check against ``ref``, time; returns the row, the GraphModule and the library."""
+    import os
+
+    from tensorir.graph import passes
+
+    environ, off = variant
+    saved = {n: getattr(passes, n) for n in off}
+    saved_env = {k: os.environ.get(k) for k in environ}
+    try:
+        os.environ.update(environ)
+        for n in off:
+            setattr(passes, n, _IDENTITY[n])
+        with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
+            lib = ansor.build(mod, "cuda", params=params)
+    finally:
+        for n, fn in saved.items():
+            setattr(passes, n, fn)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    module = ansor.GraphModule(lib)
+    module.set_input("input_ids", ids)
+    module.run()
+    out = module.get_output(0).numpy()
+    ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    runner = module.cuda_graph
+    graph = (runner.reason or f"captures={runner.captures}") if runner else None
+    row = {"ours_ms": ms, "calls": len(module.plan.calls), "cuda_graph": graph,
+           "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    return row, module, lib
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--network", default="bert-base")
@@ -66,6 +186,9 @@ def main() -> None:
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the row as JSON here")
+    p.add_argument("--profile", action="store_true", help="print every kernel's time too")
+    off = ", ".join(VARIANTS)
+    p.add_argument("--variants", action="store_true", help=f"also time the builds {off}")
     args = p.parse_args()
 
     work = Path(args.work_dir)
@@ -88,18 +211,31 @@ def main() -> None:
         )
         tune_s = time.perf_counter() - t0
     ids = np.random.default_rng(0).integers(0, 30522, shape).astype("int64")
-    with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
-        lib = ansor.build(mod, "cuda", params=params)
-    module = ansor.GraphModule(lib)
-    module.set_input("input_ids", ids)
-    module.run()
-    out = module.get_output(0).numpy()
     ref = evaluate(mod, {"input_ids": ids}, params)
-    ours_ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+    built, module, lib = build_and_time(mod, params, log, ids, ref)
     records = sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
-    row = {"network": name, "seq_len": seq, "ours_ms": ours_ms, "records": records,
-           "tune_s_this_run": tune_s,
-           "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max())}  # fmt: skip
+    row = {"network": name, "seq_len": seq, "records": records, "tune_s_this_run": tune_s}
+    row.update(built)
+    ours_ms = row["ours_ms"]
+    print(json.dumps(row), flush=True)
+    if args.profile:
+        plain = ansor.GraphModule(lib, use_cuda_graph=False)
+        plain.set_input("input_ids", ids)
+        plain.run()
+        timing = plain.benchmark(repeat=10, min_repeat_ms=200).results
+        row["ours_no_cuda_graph_ms"] = float(np.median(timing)) * 1e3
+        rows = kernel_profile(module)
+        row["profile"] = print_profile(rows)
+        row["kernels"] = rows
+        if not args.no_torch:
+            h = 768 if name != "bert-tiny" else 128
+            row["cublas"] = cublas_dense_ms([(seq, n, k) for n, k in (
+                (h, h), (3 * h, h), (4 * h, h), (h, 4 * h))])  # fmt: skip
+            print(json.dumps(row["cublas"]), flush=True)
+    if args.variants:
+        for variant, change in VARIANTS.items():
+            row[variant] = build_and_time(mod, params, log, ids, ref, change)[0]
+            print(variant, json.dumps(row[variant]), flush=True)
     if not args.no_torch:
         row.update(torch_side(name, seq, ids))
         row["speedup_vs_compile"] = row["torch_compile_ms"] / ours_ms

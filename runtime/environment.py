@@ -98,6 +98,13 @@ VARIABLES: dict[str, Variable] = {
             "which OpenCL platform runs OpenCL kernels (default: the first with a device)",
         ),
         Variable(
+            "AUTOSCHED_SPLIT_K_DENSE",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            False,
+            "on GPU targets, split few-row long-K dense layers along K (split_k_dense)",
+        ),
+        Variable(
             "AUTOSCHED_CUDA_GRAPH",
             _flag,
             "1/0, true/false, yes/no or on/off",

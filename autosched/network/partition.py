@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from codegen.target import Target
+from runtime.environment import env
 from tensorir.dag import ComputeDAG
 from tensorir.graph import ir as gir
 from tensorir.ops import NameScope, compute_op
@@ -56,7 +57,16 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     kind = "cpu" if Target(target).kind == "llvm" else "gpu"
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
+    if kind == "gpu":
+        # Fewer, larger kernels for transformers (tensorir/graph/passes/transformer.py): one
+        # dense for the query/key/value projections, the head split/merge read inside the
+        # matmuls; split-K of the few-row long-K dense only on request (not yet shown faster).
+        func = _passes().combine_parallel_dense(func)
+        if env("AUTOSCHED_SPLIT_K_DENSE"):
+            func = _passes().split_k_dense(func)
     groups = _passes().fuse_ops(func)
+    if kind == "gpu":
+        groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
     return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]

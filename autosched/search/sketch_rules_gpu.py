@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorir import steps as st
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -42,7 +43,9 @@ __all__ = [
     "GPUSketchContext",
     "MultiLevelTilingWithFusionGPU",
     "gpu_rules",
+    "elementwise_fan_in_consumer",
     "has_cross_thread_reduction",
+    "shared_row_target",
     "last_reduce_iter_in_outermost_reduce_tile",
 ]
 
@@ -95,6 +98,92 @@ def last_reduce_iter_in_outermost_reduce_tile(stage):
             seen.add(_root_name(it.name))
             if want <= seen:
                 return it
+    return None
+
+
+def _reads_as_own_axes(op, indices) -> bool:
+    """``indices`` are exactly ``op``'s own axes in order (an elementwise read)."""
+    axes = [ax.var for ax in op.axes]
+    return len(indices) == len(axes) and all(i is a for i, a in zip(indices, axes))
+
+
+def elementwise_fan_in_consumer(state, sid: int) -> int | None:
+    """The single consumer ``tid`` (through inlined stages) of stage ``sid`` when every path
+    from ``sid`` to it goes through inlined same-shape ops that read their producer at their
+    own axes, possibly several times; None otherwise.
+
+    TVM's ``HasSingleElementwiseMatchedConsumer`` wants a chain of single consumers, so the
+    exact gelu epilogue of BERT's FFN ``x * 0.5 * (1 + erf(x / sqrt 2))``, which reads the
+    dense's biased output twice, fails it: the dense then goes through ``cache_write`` and the
+    whole epilogue becomes a second kernel that re-reads the dense output from global memory.
+    Every read is elementwise here, so fusing the epilogue into the dense's register tile is
+    as valid as for a chain."""
+    cons = su.consumer_ids(state, sid)
+    if len(cons) != 1:
+        return None
+    (tid,) = cons
+    me, target = state.stages[sid], state.stages[tid]
+    if target.name.endswith(".shared") or (su.has_reduce_iter(me) and su.has_reduce_iter(target)):
+        return None
+    dag = su.current_dag(state)
+    inlined = {s.name for s in state.stages if s.compute_at == "inline"}
+    shape = tuple(dag.ops[dag.op_index(me.name)].shape)
+    stack, seen = [me.name], set()
+    while stack:
+        cur = stack.pop()
+        if cur == target.name or cur in seen:
+            continue
+        seen.add(cur)
+        readers = dag.read_by(cur)
+        if not readers:
+            return None  # another output on the way
+        for name, accesses in readers.items():
+            op = dag.ops[dag.op_index(name)]
+            if tuple(op.shape) != shape or (name != target.name and name not in inlined):
+                return None
+            if not all(_reads_as_own_axes(op, idx) for idx in accesses):
+                return None
+            stack.append(name)
+    return tid
+
+
+def _fusible_consumer(state, sid: int) -> int | None:
+    """The consumer a tiled stage fuses into: TVM's single elementwise chain, or an inlined
+    elementwise fan-in (:func:`elementwise_fan_in_consumer`)."""
+    tid = su.has_single_elementwise_consumer(state, sid)
+    return tid if tid is not None else elementwise_fan_in_consumer(state, sid)
+
+
+def shared_row_target(state, sid: int) -> tuple[int, int] | None:
+    """``(target stage id, split step id)`` when stage ``sid`` has several consumers that are
+    all one target stage or attached into it, and that target's last loop was split and bound
+    to threadIdx.x by an earlier cross-thread fusion (the split step's id); else None.
+
+    Layer norm's ``sum`` is read by ``sqsum`` and by the normalisation: once ``sqsum`` is
+    computed inside the normalisation's row loop, ``sum`` can join it there, and the whole
+    layer norm is one kernel (a block per row) instead of two or three."""
+    cons = su.consumer_ids(state, sid)
+    if len(cons) < 2:
+        return None
+    roots = set()
+    for c in cons:
+        stage = state.stages[c]
+        if stage.compute_at == "iter":
+            roots.add(state.stage_id(stage.attach[0]))
+        elif stage.compute_at == "root":
+            roots.add(c)
+        else:
+            return None
+    if len(roots) != 1:
+        return None
+    (tid,) = roots
+    target = state.stages[tid]
+    if not target.iters or target.iters[-1].annotation != "threadIdx.x":
+        return None
+    for k in range(len(state.steps) - 1, -1, -1):
+        step = state.steps[k]
+        if isinstance(step, st.SplitStep) and step.stage_id == tid:
+            return tid, k
     return None
 
 
@@ -200,6 +289,15 @@ class CrossThreadReduction(SketchRule):
         fused = s.fuse(sid, red).name if len(red) > 1 else red[0]
         cons = su.consumer_ids(state, sid)
         dag = su.current_dag(state)
+        row = shared_row_target(state, sid)
+        if row is not None:
+            tid, split_id = row
+            common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name)
+            if 0 < common < len(state.stages[tid].iters) - 1:
+                parts = s.follow_split(sid, fused, split_id, 1)
+                s.bind(sid, parts[1].name, "threadIdx.x")
+                s.compute_at(sid, tid, s[tid].iters[common - 1].name)
+                return [(s, sid - 1)]
         tid = cons[0] if len(cons) == 1 else None
         common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name) if tid else 0
         target = state.stages[tid] if tid is not None else None
@@ -235,7 +333,7 @@ class AddCacheWriteGPU(SketchRule):
         if (
             su.needs_multi_level_tiling(state, sid)
             and not su.has_cache_write_stage(state, sid)
-            and su.has_single_elementwise_consumer(state, sid) is None
+            and _fusible_consumer(state, sid) is None
         ):
             return APPLY_AND_SKIP_REST
         return SKIP
@@ -255,12 +353,12 @@ class MultiLevelTilingWithFusionGPU(SketchRule):
     def meet_condition(self, ctx, state, sid):
         if not su.needs_multi_level_tiling(state, sid):
             return SKIP
-        if su.has_single_elementwise_consumer(state, sid) is None:
+        if _fusible_consumer(state, sid) is None:
             return SKIP
         return APPLY_AND_SKIP_REST
 
     def apply(self, ctx, state, sid):
-        tid = su.has_single_elementwise_consumer(state, sid)
+        tid = _fusible_consumer(state, sid)
         base, split_ids = do_multi_level_tiling(state, sid, ctx.tiling_structure)
         level = 3
         s = follow_tiling(base, tid, split_ids, level)

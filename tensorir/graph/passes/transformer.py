@@ -1,0 +1,245 @@
+"""Graph passes for transformers on GPUs: fewer, larger kernels for attention.
+
+:func:`combine_parallel_dense` turns the query / key / value projections of one input (three
+``add(nn.dense(x, W_i), b_i)``) into one dense with the weights and biases concatenated, sliced
+back per branch (Relay's ``CombineParallelDense``, which TVM runs at opt_level 4). With a
+sequence of 128 a (128, 768) x (768, 768) dense has too few output tiles to fill a GPU; the
+combined (128, 2304) one has three times as many, in one launch instead of three.
+
+:func:`fuse_layout_producers` runs after ``fuse_ops``: a fused group made only of layout ops
+(``reshape``, ``transpose``, ``strided_slice`` ...: the head split ``(S, H) -> (heads, S, dh)``
+and merge of attention) whose only reader is a dense or batch_matmul moves into that reader's
+group. Relay keeps such a group as its own kernel (an injective group never fuses into an
+out-elemwise-fusable sink); on a GPU the matmul's sketch copies its inputs into shared memory
+anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInlineGPU``), so
+the transpose costs an index computation instead of a kernel launch and a round trip of the
+tensor through global memory.
+
+:func:`split_k_dense` cuts the reduction of a few-row long-K dense (BERT's FFN output) into
+slices computed as one batch_matmul; ``partition`` runs it only with
+``AUTOSCHED_SPLIT_K_DENSE=1`` (not yet measured faster once tuned: benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn, op
+from ..ir import Call, Constant, Expr, Function, calls, rewrite, users
+from .fuse import FusedGroup, op_pattern
+
+__all__ = ["LAYOUT_OPS", "combine_parallel_dense", "fuse_layout_producers", "split_k_dense"]
+
+LAYOUT_OPS = frozenset(
+    {"reshape", "transpose", "strided_slice", "squeeze", "expand_dims", "layout_transform"}
+)
+_MATMULS = ("nn.dense", "nn.batch_matmul")
+
+
+def _dense_branch(dense: Call, readers: dict) -> Call | None:
+    """The ``add(dense, bias)`` of a dense with a constant 2-D weight and a constant (N,) bias
+    read by nothing else, or None."""
+    weight = dense.args[1]
+    if not isinstance(weight, Constant) or len(weight.shape) != 2:
+        return None
+    if dense.attrs.get("out_dtype", "") not in ("", dense.dtype):
+        return None
+    after = readers.get(dense, [])
+    if len(after) != 1 or after[0].op != "add" or after[0].args[0] is not dense:
+        return None
+    bias = after[0].args[1]
+    if not isinstance(bias, Constant) or bias.shape != (weight.shape[0],):
+        return None
+    if after[0].shape != dense.shape:
+        return None
+    return after[0]
+
+
+def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
+    """Combine sibling ``add(nn.dense(x, W_i), b_i)`` of one ``x`` into one dense.
+
+    Each branch needs a constant weight (N_i, K) and a constant bias (N_i,) and no other reader
+    of its dense; the branches' ``add`` become ``strided_slice`` of the combined result along
+    the last axis. Values are unchanged (each output element is the same dot product).
+
+    Parameters
+    ----------
+    func : Function
+        Usually the output of ``optimize`` (bias_add already canonicalised to ``add``).
+    min_branches : int
+        Combine only when at least this many branches share their input.
+
+    Returns
+    -------
+    Function
+    """
+    readers = users(func)
+    replace: dict[Call, tuple[int, int, int]] = {}  # branch add -> (group id, begin, end)
+    plans: list[list[Call]] = []
+    for x, rs in readers.items():
+        dense = [c for c in rs if c.op == "nn.dense" and c.args[0] is x]
+        branches = [(d, a) for d in dense if (a := _dense_branch(d, readers)) is not None]
+        by_dtype: dict[str, list] = {}
+        for d, a in branches:
+            by_dtype.setdefault(str(d.args[1].dtype), []).append((d, a))
+        for group in by_dtype.values():
+            if len(group) < min_branches:
+                continue
+            gid, begin = len(plans), 0
+            plans.append([d for d, _ in group])
+            for d, a in group:
+                n = d.args[1].shape[0]
+                replace[a] = (gid, begin, begin + n)
+                begin += n
+    if not replace:
+        return func
+    combined: dict[int, Expr] = {}
+
+    def visit(node, args):
+        if node not in replace:
+            return None
+        gid, begin, end = replace[node]
+        if gid not in combined:
+            dense = plans[gid]
+            weight = np.concatenate([d.args[1].value for d in dense], axis=0)
+            bias = np.concatenate([readers[d][0].args[1].value for d in dense], axis=0)
+            names = [d.args[1].name for d in dense if d.args[1].name]
+            data = args[0].args[0]  # the rewritten x, through the rewritten dense
+            out = nn.dense(data, Constant(weight, "+".join(names)), units=weight.shape[0])
+            combined[gid] = op.add(out, Constant(bias))
+        last = len(node.shape) - 1
+        return op.strided_slice(combined[gid], (begin,), (end,), axes=(last,))
+
+    return rewrite(func, visit)
+
+
+def _split_count(m: int, n: int, k: int, max_rows: int, max_split: int) -> int:
+    """How many K slices a (m, n, k) dense gets: the largest power of two <= k // n and
+    <= ``max_split`` that divides k, for few rows only; 1 = leave it."""
+    if m > max_rows:
+        return 1
+    s = 1
+    while s * 2 <= max_split and s * 2 * n <= k and k % (s * 2) == 0:
+        s *= 2
+    return s
+
+
+def split_k_dense(func: Function, max_rows: int = 256, max_split: int = 8) -> Function:
+    """Split the reduction of a dense with few rows and a long K (BERT's FFN output, (128,
+    3072) x (3072, 768)) into ``s`` slices computed as one batch_matmul, summed after.
+
+    ``dense(x, W)`` with constant ``W`` (N, K) becomes ``batch_matmul(x_s, W_s)`` with
+    ``x_s = transpose(reshape(x, (M, s, K/s)), (1, 0, 2))`` and ``W_s`` the weight cut the same
+    way (a Constant), then the ``s`` partial results added. M x N output tiles alone leave most
+    of a GPU idle when M is small; the slices give ``s`` times as many blocks, and the reshape
+    and transpose of ``x`` are read inside the batch_matmul (:func:`fuse_layout_producers`).
+    The partial sums and the dense's epilogue (bias, residual) are one elementwise kernel.
+    Float sums are reassociated: results equal the dense's to rounding.
+
+    Parameters
+    ----------
+    func : Function
+    max_rows : int
+        Only denses with at most this many rows (M) are split.
+    max_split : int
+        At most this many slices; a dense gets ``s = min(max_split, K // N)`` rounded down to
+        a power of two that divides K.
+    """
+
+    def visit(node, args):
+        if not (isinstance(node, Call) and node.op == "nn.dense"):
+            return None
+        x, w = args
+        if not isinstance(w, Constant) or len(x.shape) != 2 or len(w.shape) != 2:
+            return None
+        if node.attrs.get("out_dtype", "") not in ("", node.dtype):
+            return None
+        (m, k), n = x.shape, w.shape[0]
+        s = _split_count(m, n, k, max_rows, max_split)
+        if s < 2:
+            return None
+        part = k // s
+        xs = op.transpose(op.reshape(x, (m, s, part)), (1, 0, 2))
+        ws = w.value.reshape(n, s, part).transpose(1, 0, 2)
+        partial = nn.batch_matmul(xs, Constant(np.ascontiguousarray(ws), w.name))
+        total = None
+        for i in range(s):
+            piece = op.reshape(op.strided_slice(partial, (i,), (i + 1,), axes=(0,)), (m, n))
+            total = piece if total is None else op.add(total, piece)
+        return total
+
+    return rewrite(func, visit)
+
+
+def _group(group_calls: list[Call], pattern: int) -> FusedGroup:
+    inside = set(group_calls)
+    inputs: list[Expr] = []
+    for c in group_calls:
+        for a in c.args:
+            if a not in inside and a not in inputs:
+                inputs.append(a)
+    return FusedGroup(tuple(group_calls), tuple(inputs), pattern)
+
+
+def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
+    """Move every layout-only group read only by a dense / batch_matmul into its reader.
+
+    Parameters
+    ----------
+    func : Function
+        The function ``groups`` partition (its outputs stay materialised).
+    groups : list of FusedGroup
+        ``fuse_ops(func)``.
+
+    Returns
+    -------
+    list of FusedGroup
+        Still in topological order, each with one output; a reader's group lists its
+        absorbed producers' calls first.
+    """
+    outputs = set(func.outputs)
+    readers: dict[Expr, list[int]] = {}
+    for gi, g in enumerate(groups):
+        for a in g.inputs:
+            if isinstance(a, Call):
+                readers.setdefault(a, []).append(gi)
+    into: dict[int, list[int]] = {}
+    for pi, p in enumerate(groups):
+        if p.anchor is not None or p.output in outputs:
+            continue
+        if not all(c.op in LAYOUT_OPS for c in p.calls):
+            continue
+        rs = readers.get(p.output, [])
+        if len(rs) != 1:
+            continue
+        anchor = groups[rs[0]].anchor
+        if anchor is None or anchor.op not in _MATMULS or p.output not in anchor.args:
+            continue
+        into.setdefault(rs[0], []).append(pi)
+    if not into:
+        return groups
+    absorbed = {pi for ps in into.values() for pi in ps}
+    out = []
+    for gi, g in enumerate(groups):
+        if gi in absorbed:
+            continue
+        if gi not in into:
+            out.append(g)
+            continue
+        moved = [c for pi in sorted(into[gi]) for c in groups[pi].calls]
+        pattern = max(g.pattern, *(op_pattern(c) for c in moved))
+        out.append(_group(moved + list(g.calls), pattern))
+    _check_order(func, out)
+    return out
+
+
+def _check_order(func: Function, groups: list[FusedGroup]) -> None:
+    # Every call in exactly one group, each group's inputs made by earlier groups.
+    seen: set[Call] = set()
+    for g in groups:
+        for a in g.inputs:
+            if isinstance(a, Call) and a not in seen:  # pragma: no cover - an invariant
+                raise AssertionError(f"fuse_layout_producers: {a.op} is read before it is made")
+        seen.update(g.calls)
+    if len(seen) != len(calls(func)):  # pragma: no cover - an invariant
+        raise AssertionError("fuse_layout_producers: a call was lost or duplicated")
