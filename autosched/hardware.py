@@ -219,7 +219,8 @@ def _host_cores() -> int:
 
 
 def _default_params(target: Target) -> HardwareParams:
-    if backend(target.kind).limits == "host":
+    limits = backend(target.kind).limits  # where the backend table says they come from
+    if limits == "host":
         # Read the vector width from LLVM's view of the host, without starting a runtime device.
         import llvmlite.binding as llvm
 
@@ -235,4 +236,8 @@ def _default_params(target: Target) -> HardwareParams:
             max_vthread_extent=1,
             warp_size=1,
         )
+    if limits == "accelerator":
+        # An accelerator's limits are its own configuration (autosched/vta's env), not these
+        # fields: its tasks only carry them, so no device is probed (it used to be OpenCL's).
+        return HardwareParams(**GPU_DEFAULTS)
     return HardwareParams(**gpu_params(target))

@@ -95,8 +95,7 @@ DEVICE_KINDS: dict[str, DeviceKind] = {
         ),
     )
 }  # fmt: skip
-# kind -> "module:Class" and name -> kind, derived from the table (the names other modules read).
-BACKENDS: dict[str, str] = {k.name: k.loader for k in DEVICE_KINDS.values()}
+#: Every name ``device(...)`` accepts -> its device kind (derived from the table).
 ALIASES: dict[str, str] = {
     name: k.name for k in DEVICE_KINDS.values() for name in (k.name, *k.aliases)
 }

@@ -267,3 +267,17 @@ def test_the_backend_recipe_names_only_existing_paths():
     assert {"codegen/target.py", "runtime/device.py", "tensorir/kernels.py"} <= named
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, f"docs/contributing.md's backend recipe names missing paths: {missing}"
+
+
+def test_an_accelerator_target_probes_no_device(monkeypatch):
+    # ext_dev's limits come from the accelerator's configuration; it used to read OpenCL's.
+    import autosched.hardware as hw
+    from codegen.target import Target
+
+    read = hw.device_properties
+    monkeypatch.setattr(hw, "device_properties", lambda kind: pytest.fail(f"probed {kind}"))
+    params = hw.HardwareParams.for_target(Target("ext_dev -device=vta"))
+    assert params.max_threads_per_block == hw.GPU_DEFAULTS["max_threads_per_block"]
+    with pytest.raises(ValueError) as e:
+        read("ext_dev")
+    _one_line_naming(e, "'ext_dev'", "cuda", "opencl")
