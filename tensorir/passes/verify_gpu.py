@@ -9,7 +9,14 @@ grid/block exactly as the verifier does.
 from __future__ import annotations
 
 from ..kernels import BLOCK_TAGS, THREAD_TAGS, kernels
-from ..loops import Allocate, For, Program, Stmt, stmt_children, walk_stmts
+from ..loops import (
+    Allocate,
+    For,
+    Program,
+    Stmt,
+    stmt_children,
+    walk_stmts,
+)
 
 
 class GPUVerifyError(ValueError):
