@@ -238,6 +238,6 @@ def _default_params(target: Target) -> HardwareParams:
         )
     if limits == "accelerator":
         # An accelerator's limits are its own configuration (autosched/vta's env), not these
-        # fields: its tasks only carry them, so no device is probed (it used to be OpenCL's).
+        # fields: its tasks only carry them, so no device is probed for them.
         return HardwareParams(**GPU_DEFAULTS)
     return HardwareParams(**gpu_params(target))
