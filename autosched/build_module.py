@@ -86,7 +86,7 @@ def build(
     limits = gpu_limits(dev) if target.is_gpu else None
     src = generate_source(sch, target, name, limits, max_kernel_size=max_kernel_size)
     module = load_module(**src.as_dict(), device=dev, shapes=shapes, outputs=outputs)
-    if target.kind == "llvm":  # what export_library records, for a server to rebuild it
+    if target.backend.on_host:  # what export_library records, for a server to rebuild it
         state = sch if hasattr(sch, "stages") else dag.get_init_state()
         with contextlib.suppress(Exception):  # no plain form: not rebuildable, still built
             module.state = {**state_data(dag, state, target), "name": name,

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral
 
-from codegen.target import Target, is_cross_target
+from codegen.target import Target, backend, is_cross_target
 
 INT32_MAX = 2**31 - 1
 
@@ -48,12 +48,11 @@ MALI_DEFAULTS = dict(
 @functools.cache
 def device_properties(kind: str) -> dict | None:
     """Properties of device 0 of ``kind`` ("cuda" or "opencl"), or None (with one warning)."""
+    from runtime.device import device_kind, query_properties
+
+    device_kind(kind)  # an unknown kind is an error (naming the known ones), not a missing device
     try:
-        if kind == "cuda":
-            from runtime.cuda import query_properties
-        else:
-            from runtime.opencl import query_properties
-        return query_properties(0)
+        return query_properties(kind, 0)
     except Exception as err:  # no driver, no device, no pyopencl / pycuda
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         warnings.warn(
@@ -199,7 +198,7 @@ def _warn_host_values_for_cross_target(target: Target, given, defaults) -> None:
     """A CPU target for another machine (``-mtriple=aarch64-...``, tuned over RPC) has no
     device to read here: its missing (``None`` / ``-1``) core count and vector width would
     silently be this host's. Say so, once per target, naming the values used."""
-    if target.kind != "llvm" or not is_cross_target(target):
+    if not is_cross_target(target):  # only an llvm target can be another machine's
         return
     missing = [f for f in _CPU_MACHINE_FIELDS if given is None or getattr(given, f) is None]
     if missing:
@@ -220,7 +219,8 @@ def _host_cores() -> int:
 
 
 def _default_params(target: Target) -> HardwareParams:
-    if target.kind == "llvm":
+    limits = backend(target.kind).limits  # where the backend table says they come from
+    if limits == "host":
         # Read the vector width from LLVM's view of the host, without starting a runtime device.
         import llvmlite.binding as llvm
 
@@ -236,4 +236,8 @@ def _default_params(target: Target) -> HardwareParams:
             max_vthread_extent=1,
             warp_size=1,
         )
+    if limits == "accelerator":
+        # An accelerator's limits are its own configuration (autosched/vta's env), not these
+        # fields: its tasks only carry them, so no device is probed for them.
+        return HardwareParams(**GPU_DEFAULTS)
     return HardwareParams(**gpu_params(target))

@@ -7,7 +7,7 @@ share; it imports only tensorir, codegen, runtime and :mod:`autosched.hardware`.
 
 from __future__ import annotations
 
-from codegen.target import Target, cross_cpu, is_cross_target
+from codegen.target import RenderOptions, Target, backend, cross_cpu, is_cross_target
 from runtime.environment import VARIABLES, env
 from tensorir.lower import lower
 from tensorir.passes.unroll import expanded_sizes
@@ -78,17 +78,11 @@ def emit_source(program, target):
     """The code (a codegen Source) of a lowered ``program`` for ``target``; what
     :func:`generate_source` does after :func:`lower_for` (the builders time the two apart)."""
     target = Target(target)
-    if target.kind == "llvm":
-        from codegen.llvm import build_llvm
-
-        return build_llvm(program, cpu_features(target), env("AUTOSCHED_CHECK_INDICES"))
-    if target.kind == "cuda":
-        from codegen.cuda import build_cuda
-
-        return build_cuda(program, arch=target.get("arch"))
-    from codegen.opencl import build_opencl
-
-    return build_opencl(program)
+    entry = backend(target.kind)  # the backend table: which renderer, what it needs
+    options = RenderOptions(check_indices=env("AUTOSCHED_CHECK_INDICES"))
+    if entry.on_host:  # CPU code is compiled for this host's (or -mattr's) features
+        options = RenderOptions(cpu_features(target), options.check_indices)
+    return entry.render(program, target, options)
 
 
 def gpu_limits(dev) -> dict:

@@ -159,12 +159,11 @@ def require_measuring_devices(tasks, options: TuningOptions) -> None:
 def missing_device_reason(kind: str) -> str | None:
     """None when device 0 of the GPU ``kind`` ("cuda" / "opencl") works here, else the first
     line of why not (no driver, no device, no pycuda / pyopencl)."""
+    from runtime.device import device_kind, query_properties
+
+    device_kind(kind)  # an unknown kind is an error (naming the known ones), not a missing device
     try:
-        if kind == "cuda":
-            from runtime.cuda import query_properties
-        else:
-            from runtime.opencl import query_properties
-        query_properties(0)
+        query_properties(kind, 0)
     except Exception as err:  # noqa: BLE001 - no driver / device / Python package
         return (str(err).strip().splitlines() or [type(err).__name__])[0]
     return None

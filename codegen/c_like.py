@@ -1,7 +1,7 @@
 """One walker from loop IR to C-like GPU kernels; CUDA and OpenCL differ only in a dialect table.
 
 Each top-level statement of ``program.body`` becomes one kernel ``<program>_kernel<i>``; its
-launch dimensions come from its thread loops (see ``tensorir.passes.verify_gpu.kernels``).
+launch dimensions come from its thread loops (see ``tensorir.kernels.kernels``).
 Thread loops are not loops on a GPU: ``for tx in threadIdx.x`` becomes ``int tx = threadIdx.x;``.
 When a tag's loops have different extents, the block is sized for the largest and the smaller
 loops are guarded by ``if (tx < extent)``. Such a guard must never enclose a barrier (threads
@@ -31,6 +31,7 @@ from tensorir.expr import (
     Var,
     walk,
 )
+from tensorir.kernels import KernelInfo, kernels, loaded_buffers, stmt_exprs, stored_buffers
 from tensorir.loops import (
     Allocate,
     Barrier,
@@ -46,14 +47,7 @@ from tensorir.loops import (
     walk_stmts,
 )
 from tensorir.passes.inject_vthread import inject_virtual_threads_program
-from tensorir.passes.verify_gpu import (
-    KernelInfo,
-    kernels,
-    loaded_buffers,
-    stmt_exprs,
-    stored_buffers,
-    structural_errors,
-)
+from tensorir.passes.verify_gpu import structural_errors
 
 from .source import BufferSpec, Launch, Source
 
@@ -114,7 +108,8 @@ class CRenderer:
     Attributes a dialect sets: ``lang``; ``kernel_prefix`` (before the return type);
     ``global_qualifier`` (address space of pointer params); ``restrict``; ``shared_qualifier``;
     ``barrier``; ``thread_index`` (tag -> C expression); ``types`` (dtype -> C type);
-    ``helper_qualifier`` (for inline helper functions); ``int64_suffix``.
+    ``helper_qualifier`` (for inline helper functions); ``int64_suffix``; ``unsigned_prefix``
+    (``"u"`` + ``"int"`` is OpenCL's unsigned type, ``"unsigned "`` + ``"int"`` C's).
     """
 
     lang = ""
@@ -127,6 +122,7 @@ class CRenderer:
     types: dict = {}
     helper_qualifier = "static inline"
     int64_suffix = "LL"
+    unsigned_prefix = "u"
     float_compute: frozenset = frozenset()
     """16-bit float dtypes whose arithmetic and comparisons go through float32 (each result is
     rounded back): types without native operators on every architecture (CUDA's bfloat16)."""
@@ -288,7 +284,7 @@ class CRenderer:
         report the error yet; the CPU's do.)"""
         t = self.ctype("int64" if e.dtype == "int64" else "int32")
         tag = "i64" if e.dtype == "int64" else "i32"
-        ut = "unsigned " + t if self.lang == "cuda" else "u" + t
+        ut = self.unsigned_prefix + t
         name = self.helper(
             f"checked_index_{tag}",
             f"{self.helper_qualifier} {t} checked_index_{tag}({t} x, {t} n) "

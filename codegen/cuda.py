@@ -66,6 +66,7 @@ class CUDARenderer(CRenderer):
     }  # fmt: skip
     helper_qualifier = "__device__ __forceinline__"
     int64_suffix = "LL"
+    unsigned_prefix = "unsigned "
     # __nv_bfloat16's operators are native from sm_80 only (emulated, per CUDA version, below):
     # compute through float everywhere, as the references do.
     float_compute = frozenset({"bfloat16"})
@@ -203,6 +204,12 @@ class CUDARenderer(CRenderer):
         if dtype in _NARROW_INTS:
             return f"(({self.ctype(dtype)}){op}((int)({a}), (int)({b})))"
         return f"{op}({a}, {b})"
+
+
+def render(program: Program, target, options) -> Source:
+    """The backend table's renderer (codegen.target.BACKENDS): :func:`build_cuda` for the
+    target's ``-arch``."""
+    return build_cuda(program, arch=target.get("arch"))
 
 
 def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None = None) -> Source:

@@ -99,6 +99,12 @@ def entry_name(program: Program) -> str:
     return name
 
 
+def render(program: Program, target, options) -> Source:
+    """The backend table's renderer (codegen.target.BACKENDS): :func:`build_llvm` with the
+    CPU features and index checks of ``options`` (a ``codegen.target.RenderOptions``)."""
+    return build_llvm(program, options.cpu_features, options.check_indices)
+
+
 def build_llvm(program: Program, cpu_features=(), check_indices: bool = True) -> Source:
     """Compile a loop-IR Program to LLVM IR text for the CPU.
 

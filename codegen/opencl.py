@@ -80,6 +80,11 @@ class OpenCLRenderer(CRenderer):
         return f"{op}({a}, {b})"
 
 
+def render(program: Program, target, options) -> Source:
+    """The backend table's renderer (codegen.target.BACKENDS): :func:`build_opencl`."""
+    return build_opencl(program)
+
+
 def build_opencl(program: Program, inject_vthreads: bool = True) -> Source:
     """Generate OpenCL C for ``program``: one ``__kernel`` per top-level statement.
 

@@ -3,13 +3,126 @@ simulated accelerator ``Target("ext_dev -device=vta")`` (docs/vta.md)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 
-KINDS = ("llvm", "cuda", "opencl")
-#: Kinds of external accelerators (TVM's ``ext_dev``): their code comes from their own code
-#: generator (codegen/vta), not from the auto-scheduler, so they are not in ``KINDS``.
-EXT_KINDS = ("ext_dev",)
-_ALIASES = {"cpu": "llvm", "c": "llvm", "gpu": "cuda", "nvidia": "cuda", "cl": "opencl"}
+
+@dataclass(frozen=True)
+class Backend:
+    """One code-generation backend: the entry of :data:`BACKENDS` for a target kind.
+
+    Every place that treats target kinds differently reads this table (and runtime.device's
+    ``DEVICE_KINDS`` for the device side); docs/contributing.md, "Recipe: a new backend".
+
+    Attributes
+    ----------
+    kind : str
+        The target kind (``Target("cuda").kind``).
+    lang : str or None
+        The language of the :class:`codegen.source.Source` its renderer emits; runtime.device's
+        table maps it to the device that loads it. None: no Source (``ext_dev``).
+    renderer : str or None
+        ``"module:function"`` of ``render(program, target, options) -> Source`` (a lowered
+        Program, the Target, :class:`RenderOptions`), imported on first use. None: the kind's
+        code comes from its own code generator, not from the auto-scheduler (``ext_dev``:
+        codegen/vta).
+    is_gpu : bool
+        Kernels run on thread blocks: the GPU sketch rules, cost features and verifier apply.
+    on_host : bool
+        Its code is CPU object code (this host's, or a ``-mtriple``'s): compiled ahead of time
+        by LLVM, kept in exported libraries, weights stored in loop order (layout rewrite).
+    device_kind : str
+        The runtime device kind that runs its code (``runtime.device``'s table).
+    limits : str
+        Where the machine limits (autosched.hardware.HardwareParams) come from: ``"host"``
+        (this machine's CPU, read through LLVM; its code is compiled for the host's features),
+        ``"device"`` (the runtime device's properties, else ``hardware.GPU_DEFAULTS``) or
+        ``"accelerator"`` (the accelerator's own configuration, autosched/vta).
+    aliases : tuple of str
+        Other names ``Target(...)`` accepts for this kind.
+    """
+
+    kind: str
+    lang: str | None
+    renderer: str | None
+    is_gpu: bool
+    on_host: bool
+    device_kind: str
+    limits: str
+    aliases: tuple[str, ...] = ()
+
+    def render(self, program, target: Target, options: RenderOptions):
+        """The :class:`codegen.source.Source` of the lowered ``program`` for ``target``."""
+        if self.renderer is None:
+            raise ValueError(
+                f"target {str(target)!r}: {self.kind} code comes from its own code generator, "
+                f"not from a lowered program; render one of {sorted(KINDS)}"
+            )
+        module, _, name = self.renderer.partition(":")
+        return getattr(importlib.import_module(module), name)(program, target, options)
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a renderer needs beyond the program and the target, found above codegen.
+
+    Attributes
+    ----------
+    cpu_features : frozenset of str
+        LLVM names of the CPU features host code may use (``limits == "host"`` backends).
+    check_indices : bool
+        Check data-dependent indices at run time (the CPU's code; GPU code clamps them).
+    """
+
+    cpu_features: frozenset[str] = frozenset()
+    check_indices: bool = True
+
+
+#: The code-generation backends, by target kind: the one table of what each kind is.
+BACKENDS: dict[str, Backend] = {
+    b.kind: b
+    for b in (
+        Backend("llvm", "llvm", "codegen.llvm:render", False, True, "cpu", "host", ("cpu", "c")),
+        Backend(
+            "cuda", "cuda", "codegen.cuda:render", True, False, "cuda", "device", ("gpu", "nvidia")
+        ),
+        Backend(
+            "opencl", "opencl", "codegen.opencl:render", True, False, "opencl", "device", ("cl",)
+        ),
+        # TVM's ext_dev: the simulated VTA (docs/vta.md); its instruction streams come from
+        # codegen/vta, not from the auto-scheduler.
+        Backend("ext_dev", None, None, False, False, "ext_dev", "accelerator"),
+    )
+}  # fmt: skip
+#: The kinds whose code the auto-scheduler generates (a renderer) ...
+KINDS = tuple(k for k, b in BACKENDS.items() if b.renderer is not None)
+#: ... and the external accelerators (TVM's ``ext_dev``), whose code comes from their own code
+#: generator (codegen/vta), so they are not in ``KINDS``.
+EXT_KINDS = tuple(k for k, b in BACKENDS.items() if b.renderer is None)
+_ALIASES = {alias: b.kind for b in BACKENDS.values() for alias in b.aliases}
+
+
+def backend(kind: str) -> Backend:
+    """The :data:`BACKENDS` entry of target kind ``kind`` (an alias such as ``"cpu"`` too).
+
+    Raises
+    ------
+    ValueError
+        One line naming the kind and the known ones.
+    """
+    entry = BACKENDS.get(_ALIASES.get(kind, kind)) if isinstance(kind, str) else None
+    if entry is None:
+        raise ValueError(f"unknown target kind {kind!r}; use one of {sorted(BACKENDS)}")
+    return entry
+
+
+def backend_of_lang(lang: str) -> Backend:
+    """The :data:`BACKENDS` entry whose renderer emits source language ``lang``."""
+    for entry in BACKENDS.values():
+        if entry.lang == lang:
+            return entry
+    langs = sorted(b.lang for b in BACKENDS.values() if b.lang is not None)
+    raise ValueError(f"unknown source language {lang!r}; use one of {langs}")
 
 
 class TargetKind(str):
@@ -105,7 +218,7 @@ class Target:
     @property
     def device_kind(self) -> str:
         """The runtime device kind that runs this target's code."""
-        return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl", "ext_dev": "ext_dev"}[self.kind]
+        return BACKENDS[self.kind].device_kind
 
     @property
     def device_name(self) -> str | None:
@@ -122,8 +235,13 @@ class Target:
         return _TRUE_FALSE[self.get("allow_tf32", "0")]
 
     @property
+    def backend(self) -> Backend:
+        """This target kind's entry of the backend table (:data:`BACKENDS`)."""
+        return BACKENDS[self.kind]
+
+    @property
     def is_gpu(self) -> bool:
-        return self.kind in ("cuda", "opencl")
+        return BACKENDS[self.kind].is_gpu
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])

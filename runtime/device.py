@@ -14,25 +14,93 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from .device_attributes import DEVICE_TYPE_CODES, device_attributes
+from .device_attributes import (
+    ATTRIBUTES,
+    cpu_attributes,
+    cuda_attributes,
+    opencl_attributes,
+)
 
-# kind -> "module:Class", imported lazily so that runtime imports no driver at module level.
-BACKENDS: dict[str, str] = {
-    "cpu": "runtime.cpu:CPUBackend",
-    "cuda": "runtime.cuda:CUDABackend",
-    "opencl": "runtime.opencl:OpenCLBackend",
-}
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """One runtime backend: the entry of :data:`DEVICE_KINDS` for a device kind.
+
+    Every place of the runtime (and of autosched, on the device side) that treats device kinds
+    differently reads this table; codegen.target's ``BACKENDS`` is its code-generation twin
+    (docs/contributing.md, "Recipe: a new backend").
+
+    Attributes
+    ----------
+    name : str
+        The device kind (``device("cuda").kind``).
+    lang : str
+        The source language its modules load (``load_module(lang, ...)``, codegen's
+        ``Source.lang``).
+    loader : str
+        ``"module:Class"`` of its backend (compile, alloc, copy, launch), imported lazily on
+        first use so that runtime imports no driver at module level.
+    query : str or None
+        ``"module:function"`` reading device ``index``'s properties without creating a
+        context (``query(index) -> dict``); None: the backend's own (cheap) ``properties()``.
+    attributes : callable
+        Its property dict -> TVM's device attributes (runtime.device_attributes).
+    type_code : int
+        TVM's DLDeviceType code (``dev.device_type``).
+    on_host : bool
+        It is this process's CPU: its buffers are host memory (numpy arrays used in place, no
+        copies), its thread count can be set, its code is object code for this host.
+    install_hint : str
+        What to install when its backend cannot start (the end of that error).
+    aliases : tuple of str
+        Other names ``device(...)`` accepts (target kinds included: ``"llvm"`` is the CPU).
+    """
+
+    name: str
+    lang: str
+    loader: str
+    query: str | None
+    attributes: Callable[[dict], dict]
+    type_code: int
+    on_host: bool
+    install_hint: str
+    aliases: tuple[str, ...] = ()
+
+    def load(self, ref: str):
+        """The object ``"module:name"`` names (the loader class or the query function)."""
+        module, _, name = ref.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+#: The runtime backends, by device kind: the one table of what each kind is.
+DEVICE_KINDS: dict[str, DeviceKind] = {
+    k.name: k
+    for k in (
+        DeviceKind(
+            "cpu", "llvm", "runtime.cpu:CPUBackend", None, cpu_attributes, 1, True,
+            "Check that llvmlite is installed.", ("llvm", "c"),
+        ),
+        DeviceKind(
+            "cuda", "cuda", "runtime.cuda:CUDABackend", "runtime.cuda:query_properties",
+            cuda_attributes, 2, False, "Install pycuda and run on a machine with an NVIDIA GPU.",
+            ("gpu", "nvidia"),
+        ),
+        DeviceKind(
+            "opencl", "opencl", "runtime.opencl:OpenCLBackend",
+            "runtime.opencl:query_properties", opencl_attributes, 4, False,
+            "Install pyopencl and an OpenCL platform (e.g. pyopencl[pocl]).", ("cl",),
+        ),
+    )
+}  # fmt: skip
+#: Every name ``device(...)`` accepts -> its device kind (derived from the table).
 ALIASES: dict[str, str] = {
-    "cpu": "cpu",
-    "llvm": "cpu",
-    "c": "cpu",
-    "cuda": "cuda",
-    "gpu": "cuda",
-    "nvidia": "cuda",
-    "opencl": "opencl",
-    "cl": "opencl",
+    name: k.name for k in DEVICE_KINDS.values() for name in (k.name, *k.aliases)
 }
+#: The source languages whose code is object code for this host (kept in libraries and plans).
+HOST_LANGS = frozenset(k.lang for k in DEVICE_KINDS.values() if k.on_host)
 # Defaults for limits that a backend may not report (TVM uses 8 for the vthread limit).
 DEFAULT_PROPERTIES: dict[str, object] = {"max_vthread_extent": 8}
 
@@ -44,9 +112,33 @@ _lock = threading.Lock()
 
 def normalize_kind(kind: str) -> str:
     """Map a device or target name ("llvm", "gpu", "cl", ...) to "cpu", "cuda" or "opencl"."""
-    if not isinstance(kind, str) or kind.split()[0].lower() not in ALIASES:
+    if not isinstance(kind, str) or not kind.split() or kind.split()[0].lower() not in ALIASES:
         raise ValueError(f"unknown device kind {kind!r}; use one of {sorted(ALIASES)}")
     return ALIASES[kind.split()[0].lower()]
+
+
+def device_kind(kind: str) -> DeviceKind:
+    """The :data:`DEVICE_KINDS` entry of ``kind`` (any name :func:`normalize_kind` takes);
+    an unknown kind is a one-line ValueError listing the known ones."""
+    return DEVICE_KINDS[normalize_kind(kind)]
+
+
+def device_kind_of_lang(lang: str) -> DeviceKind:
+    """The :data:`DEVICE_KINDS` entry whose modules load source language ``lang``."""
+    for entry in DEVICE_KINDS.values():
+        if entry.lang == lang:
+            return entry
+    langs = sorted(k.lang for k in DEVICE_KINDS.values())
+    raise ValueError(f"unknown source language {lang!r}; use one of {langs}")
+
+
+def query_properties(kind: str, index: int = 0) -> dict:
+    """Properties of device ``kind``:``index``, read without creating a GPU context where the
+    kind can (its table entry's ``query``); raises (no driver, no device) when it is absent."""
+    entry = device_kind(kind)
+    if entry.query is None:
+        return _create_backend(entry.name, index).properties()
+    return entry.load(entry.query)(index)
 
 
 def _create_backend(kind: str, index: int):
@@ -56,18 +148,13 @@ def _create_backend(kind: str, index: int):
             return _backends[key]
         if key in _errors:
             raise RuntimeError(_errors[key])
-        module_name, _, cls_name = BACKENDS[kind].partition(":")
+        entry = DEVICE_KINDS[kind]
         try:
-            cls = getattr(importlib.import_module(module_name), cls_name)
-            backend = cls(index)
+            backend = entry.load(entry.loader)(index)
         except Exception as err:  # missing driver, missing GPU, import error in the backend
             msg = (
                 f"device {kind}:{index} is not available: {type(err).__name__}: {err}. "
-                + {
-                    "cuda": "Install pycuda and run on a machine with an NVIDIA GPU.",
-                    "opencl": "Install pyopencl and an OpenCL platform (e.g. pyopencl[pocl]).",
-                    "cpu": "Check that llvmlite is installed.",
-                }[kind]
+                + entry.install_hint
             )
             _errors[key] = msg
             raise RuntimeError(msg) from err
@@ -153,7 +240,12 @@ class Device:
     @property
     def device_type(self) -> int:
         """TVM's DLDeviceType code: 1 cpu, 2 cuda, 4 opencl."""
-        return DEVICE_TYPE_CODES[self.kind]
+        return DEVICE_KINDS[self.kind].type_code
+
+    @property
+    def on_host(self) -> bool:
+        """Whether this is this process's CPU (its table entry's ``on_host``)."""
+        return DEVICE_KINDS[self.kind].on_host
 
     @property
     def device_id(self) -> int:
@@ -172,10 +264,15 @@ class Device:
         key = (self.kind, self.index)
         if key not in _attributes:
             # The CPU's facts come from its (cheap) backend; GPUs are queried without a context.
-            props = None
-            if self.kind == "cpu":
+            entry = DEVICE_KINDS[self.kind]
+            if entry.query is None:
                 props = self.backend.properties() if self.exists else {}
-            found = device_attributes(self.kind, self.index, props)
+            else:
+                try:
+                    props = entry.load(entry.query)(self.index)
+                except (ImportError, RuntimeError):  # no driver or no such device: all None
+                    props = None
+            found = entry.attributes(props) if props is not None else dict.fromkeys(ATTRIBUTES)
             _attributes[key] = found
         return _attributes[key]
 

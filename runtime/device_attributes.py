@@ -10,11 +10,7 @@ Units follow TVM: ``max_clock_rate`` is kHz on CUDA and MHz on OpenCL, sizes are
 
 from __future__ import annotations
 
-import importlib
 import os
-
-# TVM's DLDeviceType codes, for dev.device_type.
-DEVICE_TYPE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4}
 
 ATTRIBUTES = (
     "max_threads_per_block",
@@ -32,22 +28,7 @@ ATTRIBUTES = (
 )
 
 
-def device_attributes(kind: str, index: int, properties: dict | None = None) -> dict:
-    """The attributes of ATTRIBUTES for device ``kind``:``index`` (all None if it is absent).
-
-    ``properties`` is the backend's property dict when the caller already has it (the CPU);
-    for GPUs it is read through the backend module's ``query_properties`` (no context).
-    """
-    if properties is None:
-        try:
-            query = importlib.import_module(f"runtime.{kind}").query_properties
-            properties = query(index)
-        except (ImportError, RuntimeError):
-            return dict.fromkeys(ATTRIBUTES)
-    return {"cpu": _cpu, "cuda": _cuda, "opencl": _opencl}[kind](properties)
-
-
-def _cpu(p: dict) -> dict:
+def cpu_attributes(p: dict) -> dict:
     attrs = dict.fromkeys(ATTRIBUTES)
     attrs["device_name"] = p["name"]
     attrs["multi_processor_count"] = p["num_cores"]
@@ -55,7 +36,7 @@ def _cpu(p: dict) -> dict:
     return attrs
 
 
-def _cuda(p: dict) -> dict:
+def cuda_attributes(p: dict) -> dict:
     return {
         "max_threads_per_block": p["max_threads_per_block"],
         "warp_size": p["warp_size"],
@@ -72,7 +53,7 @@ def _cuda(p: dict) -> dict:
     }
 
 
-def _opencl(p: dict) -> dict:
+def opencl_attributes(p: dict) -> dict:
     words = p["version"].split()  # "OpenCL 3.0 PoCL ..."
     return {
         "max_threads_per_block": p["max_threads_per_block"],

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .device import Device
+from .device import Device, device_kind_of_lang
 from .device import device as make_device
 from .errors import IndexOutOfRangeError
 from .graph_functions import GraphFunctions
@@ -396,7 +396,7 @@ def _shared_workspaces(modules, dev) -> list:
     run of the network and has long left the cache. Returns, per module, the name -> handle
     map to use, or None to keep the module's own buffers (other devices).
     """
-    if dev.kind != "cpu":
+    if not dev.on_host:
         return [None] * len(modules)
     layouts, arena_bytes = [], 0
     for module in modules:
@@ -423,4 +423,4 @@ def _view(buf: NDArray, spec: TensorSpec, dev) -> NDArray:
 
 def _kind_of(plan: GraphPlan) -> str:
     langs = {k["lang"] for k in plan.kernels}
-    return {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}[langs.pop()] if langs else "cpu"
+    return device_kind_of_lang(langs.pop()).name if langs else "cpu"

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .device import Device
+from .device import DEVICE_KINDS, Device
 from .device import device as make_device
 from .ndarray import NDArray, np_dtype
 from .timer import TimingResult, measure
 
-LANG_DEVICE = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+# Source language -> the device kind that loads it (runtime.device's table).
+LANG_DEVICE = {k.lang: k.name for k in DEVICE_KINDS.values()}
 
 
 def cpu_threads(dev: Device, num_threads: int | None):
@@ -26,7 +27,7 @@ def cpu_threads(dev: Device, num_threads: int | None):
         return contextlib.nullcontext
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
-    if dev.kind != "cpu":
+    if not dev.on_host:
         raise ValueError(f"num_threads applies to CPU parallel loops, not to {dev}; leave it None")
     from .cpu import num_threads as threads
 
@@ -154,7 +155,7 @@ class Module:
         self._check(args)
         handles = dict(self._workspace_handles)
         copy_back = []
-        on_cpu = self.device.kind == "cpu"
+        on_cpu = self.device.on_host
         for i, ((name, dtype, size), arr) in enumerate(zip(self.params, args)):
             if isinstance(arr, NDArray):
                 handles[name] = arr.handle
@@ -353,7 +354,7 @@ def load_kernel_library(path, device=None) -> Module:
             "autosched.load_module(path)"
         )
     dev = make_device(device) if device is not None else Device("cpu")
-    if dev.kind != "cpu":
+    if not dev.on_host:
         raise ValueError(f"{path}: a CPU kernel library runs on the cpu device, not on {dev}")
     art = lib.artifact(0)
     return Module(**art, dev=dev, shapes=lib.meta.get("shapes"),

@@ -110,17 +110,17 @@ class NDArray:
 
     def view(self) -> np.ndarray:
         """Zero-copy numpy view (CPU only)."""
-        if self.device.kind != "cpu":
+        if not self.device.on_host:
             raise RuntimeError(f"view() needs a CPU array, not one on {self.device}; use .numpy()")
         return self.handle[: self.nbytes].view(self.dtype).reshape(self.shape)
 
     def __dlpack__(self, *args, **kwargs):
-        if self.device.kind != "cpu":
+        if not self.device.on_host:
             raise BufferError("__dlpack__ is only provided for CPU arrays")
         return self.view().__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
-        if self.device.kind != "cpu":
+        if not self.device.on_host:
             raise BufferError("__dlpack_device__ is only provided for CPU arrays")
         return self.view().__dlpack_device__()
 

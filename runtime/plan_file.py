@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .device import HOST_LANGS
+
 FORMAT_VERSION = 2
 
 log = logging.getLogger("autosched.runtime.plan_file")
@@ -98,7 +100,7 @@ def decode_bfloat16(path, arrays: dict, names) -> dict:
 
 def _host(lang: str) -> str | None:
     """The signature object code of ``lang`` depends on; None where it is not kept."""
-    if lang != "llvm":
+    if lang not in HOST_LANGS:
         return None  # cubins are tied to a GPU arch; kernels of other languages load from code
     from .cpu import host_signature
 

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .device import HOST_LANGS
 from .errors import CompileError
 from .library_file import check_library_file, seal
 from .plan_file import (
@@ -292,7 +293,7 @@ def export_shared_library(
     with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
         objects = []
         for i, artifact in enumerate(artifacts):
-            if artifact["lang"] != "llvm":
+            if artifact["lang"] not in HOST_LANGS:
                 continue  # OpenCL source: data in the metadata, compiled where it runs
             obj = Path(tmp) / f"kernel{i}.o"
             obj.write_bytes(_kernel_object(i, artifact, triple, cpu, features))
@@ -397,7 +398,7 @@ def read_constants(path, recorded: str | None, bfloat16_names=None) -> dict:
 
 def has_machine_code(meta: dict) -> bool:
     """Whether a library holds CPU kernels (which only load on its architecture)."""
-    return any(k.get("lang", "llvm") == "llvm" for k in meta.get("kernels", ()))
+    return any(k.get("lang", "llvm") in HOST_LANGS for k in meta.get("kernels", ()))
 
 
 class SharedLibrary:

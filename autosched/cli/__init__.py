@@ -49,11 +49,13 @@ def main(argv: list[str] | None = None) -> int:
             ["--mode", "distill", "-i", args.input] + (["-o", args.output] if args.output else [])
         )
     if args.command == "demo":
+        from codegen.target import Target
+
         from ..tuning import missing_device_reason
         from .demo import run_demo
 
         for target in dict.fromkeys(args.target or ()):
-            reason = None if target == "llvm" else missing_device_reason(target)
+            reason = missing_device_reason(target) if Target(target).is_gpu else None
             if reason is not None:
                 print(f"{parser.prog} demo: error: --target {target}: no usable {target} "
                       f"device 0 on this machine ({reason}); leave --target out to run on "

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from codegen.target import Target
 from tensorir.dag import ComputeDAG
 from tensorir.interp import eval_dag
 
@@ -30,7 +31,7 @@ def available_backends() -> list[str]:
 def _cases(target: str, size: int):
     mm = ComputeDAG(workloads.matmul(size, size, size))
     conv = ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
-    if target == "llvm":
+    if not Target(target).is_gpu:
         yield f"matmul {size}^3", mm, manual.matmul_cpu(mm)
         yield "conv2d 1x56x56x64 3x3 (+bias+relu)", conv, manual.conv2d_nhwc_cpu(conv)
     else:

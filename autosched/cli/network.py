@@ -156,7 +156,9 @@ def _tunes_cold(args) -> bool:
     """Whether ``tune`` times CPU candidates with cold caches: the default, because inside a
     network each kernel's weights and inputs were evicted by the kernels before it; tuned
     warm, the picks are fast alone and slow in the network."""
-    return args.target.split()[0] == "llvm" and not args.warm_caches
+    from codegen.target import Target
+
+    return Target(args.target).backend.on_host and not args.warm_caches
 
 
 def _cli_runner(args):

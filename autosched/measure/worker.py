@@ -318,7 +318,7 @@ class CandidateRunner:
 
         dev = self.runtime.device(LANG_DEVICE.get(job["source"]["lang"], "cpu"))
         costs, code, msg = self._run(job, dev, on_loaded or (lambda: None))
-        restart = code == RUNTIME_DEVICE and dev.kind != "cpu" and not device_usable(dev)
+        restart = code == RUNTIME_DEVICE and not dev.on_host and not device_usable(dev)
         return costs, code, msg, restart
 
     def _run(self, job: dict, dev, on_loaded) -> tuple:
@@ -344,7 +344,7 @@ class CandidateRunner:
         except KeyError as exc:
             return (), COMPILE_DEVICE, f"module param {exc} is not a tensor of the DAG"
         try:
-            threads = job.get("num_threads") if dev.kind == "cpu" else None
+            threads = job.get("num_threads") if dev.on_host else None
             with cpu_threads(dev, threads)():
                 return self._check_and_time(mod, args, job, outs, refs, out_names, dev, on_loaded)
         except Exception as exc:
@@ -438,8 +438,9 @@ _OOB_KERNEL = {
 def _device_fault(dev) -> None:
     """Write 4 TiB past a 4-byte buffer on ``dev`` and wait for the kernel."""
     import runtime
+    from runtime.device import DEVICE_KINDS
 
-    lang = "cuda" if dev.kind == "cuda" else "opencl"
+    lang = DEVICE_KINDS[dev.kind].lang
     mod = runtime.load_module(
         lang,
         _OOB_KERNEL[lang],
@@ -456,7 +457,7 @@ def _inject(fault: str | None, before_run: bool, args=None, dev=None) -> None:
     if fault is None:
         return
     if before_run and fault == "device_fault":
-        if dev is None or dev.kind == "cpu":
+        if dev is None or dev.on_host:
             raise ValueError("the device_fault test fault needs a GPU (cuda / opencl) candidate")
         _device_fault(dev)
     if before_run and fault == "segfault":

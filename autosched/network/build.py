@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from codegen.target import Target, cross_cpu, is_cross_target, target_triple
+from codegen.target import Target, backend_of_lang, cross_cpu, is_cross_target, target_triple
 from runtime.graph_executor import BoundLibrary, GraphPlan, TensorSpec
 from tensorir.graph import ir as gir
 from tensorir.passes.layout_rewrite import ParamLayout
@@ -143,7 +143,7 @@ class NetworkLib:
             )
         kernels = tuple(
             dict(k, binary=compile_object(k["code"]))
-            if k["lang"] == "llvm" and k.get("binary") is None
+            if backend_of_lang(k["lang"]).on_host and k.get("binary") is None
             else k
             for k in self.plan.kernels
         )
@@ -182,7 +182,7 @@ def load_module(path, dev=None) -> NetworkLib:
     langs = {k["lang"] for k in plan.kernels}
     if not langs:
         raise ValueError(f"{path}: the saved network has no kernels; compile it again")
-    target = Target({"llvm": "llvm", "cuda": "cuda", "opencl": "opencl"}[langs.pop()])
+    target = Target(backend_of_lang(langs.pop()).kind)
     dev = make_device(dev if dev is not None else target.device_kind)
     modules = [load_kernel(**k, device=dev) for k in plan.kernels]
     return NetworkLib(plan, modules, target)
@@ -225,7 +225,7 @@ def network_from_plan(plan: GraphPlan, path, dev=None, compiled=None) -> Network
             f"{path}: this network's {target.kind} kernels run on the {target.device_kind} "
             f"device, not on {dev}"
         )
-    if target.kind != "llvm" or compiled is None:  # OpenCL source: dev's driver compiles it
+    if not target.backend.on_host or compiled is None:  # OpenCL source: dev's driver compiles it
         return NetworkLib(plan, [load_kernel(**k, device=dev) for k in plan.kernels], target)
     modules = [
         Module(**kernel, dev=dev, compiled=compiled(i)) for i, kernel in enumerate(plan.kernels)

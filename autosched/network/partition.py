@@ -54,7 +54,8 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     # TVM's auto-scheduler strategies pick the winograd NHWC conv2d for 3x3 stride-1 convs,
     # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
     winograd = True if use_winograd is None else bool(use_winograd)
-    kind = "cpu" if Target(target).kind == "llvm" else "gpu"
+    on_host = Target(target).backend.on_host
+    kind = "cpu" if on_host else "gpu"
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
     if kind == "gpu":
@@ -69,7 +70,7 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
-    return func, [_group_dag(g, i, layout_rewrite=kind == "cpu") for i, g in enumerate(groups)]
+    return func, [_group_dag(g, i, layout_rewrite=on_host) for i, g in enumerate(groups)]
 
 
 def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:

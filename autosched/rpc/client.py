@@ -307,8 +307,9 @@ class RemoteSession:
 
     # ------------------------------------------------------------------ devices
     def device(self, kind: str, index: int = 0) -> RemoteDevice:
-        aliases = {"cl": "opencl", "gpu": "cuda", "llvm": "cpu"}
-        return RemoteDevice(self, aliases.get(kind, kind), int(index))
+        from runtime.device import ALIASES  # the device table's names ("cl", "gpu", "llvm")
+
+        return RemoteDevice(self, ALIASES.get(kind, kind), int(index))
 
     def cpu(self, index: int = 0) -> RemoteDevice:
         return self.device("cpu", index)

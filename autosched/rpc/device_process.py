@@ -44,7 +44,7 @@ class DeviceState:
         dev = self.runtime.device(kind, int(index))
         attrs = dict(dev._attributes())
         attrs["exist"] = bool(dev.exist)
-        if attrs["exist"] and kind == "cpu":
+        if attrs["exist"] and dev.on_host:
             props = dev.properties
             attrs["target_triple"] = props.get("target_triple")
             attrs["vector_unit_bytes"] = props.get("vector_unit_bytes")
@@ -57,7 +57,7 @@ class DeviceState:
         payload), built here; ``restart`` asks the server to replace this process (its GPU
         context is broken, e.g. after a CUDA illegal address)."""
         costs, code, msg, dev = self._measure(job, timeout)
-        restart = code == RUNTIME_DEVICE and dev is not None and dev.kind != "cpu"
+        restart = code == RUNTIME_DEVICE and dev is not None and not dev.on_host
         return costs, code, msg, restart and not device_usable(dev)
 
     def build(self, job: dict, timeout: float) -> tuple:

@@ -50,11 +50,13 @@ class LocalSession:
     def device(self, kind: str, index: int = 0):
         """This machine's device ``kind`` (``"cpu"``, ``"opencl"`` / ``"cl"``, ``"cuda"``) or
         the external accelerator (``"ext_dev"``)."""
-        if kind == "ext_dev":
-            return ExtDevice(int(index))
+        from codegen.target import EXT_KINDS
         from runtime import device
 
-        return device({"cl": "opencl", "gpu": "cuda", "llvm": "cpu"}.get(kind, kind), index)
+        if kind in EXT_KINDS:
+            return ExtDevice(int(index))
+
+        return device(kind, index)  # runtime.device's table knows the aliases
 
     def cpu(self, index: int = 0):
         return self.device("cpu", index)

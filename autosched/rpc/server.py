@@ -28,13 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from codegen.target import BACKENDS
+
 from ..measure.data import MeasureErrorNo
 from .wire import encode_reply
 
 #: What a measurement request is: a state (DAG, steps, target), never code.
 STATE_FORMAT = "autosched-state"
 STATE_VERSION = 2
-LANGS = {"llvm": "cpu", "cuda": "cuda", "opencl": "opencl"}
+LANGS = {k: b.device_kind for k, b in BACKENDS.items() if b.lang is not None}  # kind -> device
 #: The simulated VTA: a server of this device kind runs VTA programs (``"vta_measure"``).
 VTA_DEVICE = "vta"
 DEVICE_KINDS = (*LANGS.values(), VTA_DEVICE)
@@ -134,7 +136,7 @@ def target_problem(target) -> str | None:
             f"{_describe()} refuses a {target.kind} kernel: it serves "
             f"{', '.join(_server['devices'])}; send it to a server of that device kind"
         )
-    triple = target_triple(target) if kind == "cpu" else None
+    triple = target_triple(target) if target.backend.on_host else None
     if triple and not same_triple(triple, server_triple()):
         return (
             f"{_describe()} refuses CPU code for {triple}; tune with a target whose "

@@ -35,7 +35,7 @@ def dot_lanes(target) -> int | None:
     from ..kernel import cpu_features
 
     target = Target(target)
-    if target.kind != "llvm":
+    if not target.backend.on_host:  # vpdpbusd is a CPU instruction
         return None
     width = dot_product_width(cpu_features(target))
     return None if width is None else width // 32

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..expr import Expr, Var, walk
+from ..kernels import kernel_stmts, stmt_exprs
 from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, walk_stmts
 from ..transform import rewrite
-from .verify_gpu import kernel_stmts, stmt_exprs
 
 __all__ = ["inject_virtual_threads", "inject_virtual_threads_program"]
 

@@ -6,13 +6,9 @@ from pathlib import Path
 import pytest
 
 from tensorir.expr import Var, const
+from tensorir.kernels import kernels
 from tensorir.loops import Allocate, Buffer, For, Program, Store, seq
-from tensorir.passes.verify_gpu import (
-    GPUVerifyError,
-    gpu_program_errors,
-    kernels,
-    verify_gpu_program,
-)
+from tensorir.passes.verify_gpu import GPUVerifyError, gpu_program_errors, verify_gpu_program
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu.programs import add_case, bind, matmul_case, two_stage_case  # noqa: E402

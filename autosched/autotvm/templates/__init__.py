@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from codegen.target import EXT_KINDS
+
 from . import conv2d, dense, depthwise
 
 __all__ = ["EXT_DEV_WORKLOADS", "SCHEDULES", "conv2d", "dense", "depthwise", "workload_of_call"]
@@ -41,7 +43,7 @@ EXT_DEV_WORKLOADS: dict = {}
 def workload_of_call(call, target) -> tuple[str, tuple] | None:
     """``(template name, args)`` for a graph call of ``nn.conv2d`` / ``nn.dense``, or None
     when no template covers it (grouped convolutions, depthwise NHWC)."""
-    if target.kind == "ext_dev":
+    if target.kind in EXT_KINDS:  # an accelerator's own templates
         finder = EXT_DEV_WORKLOADS.get(target.get("device"))
         return finder(call) if finder is not None else None
     suffix = "cuda" if target.is_gpu else "x86"
