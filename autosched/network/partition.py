@@ -58,7 +58,7 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     kind = "cpu" if on_host else "gpu"
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
-    if kind == "gpu":
+    if not on_host:
         # Fewer, larger kernels for transformers (tensorir/graph/passes/transformer.py): one
         # dense for the query/key/value projections, the head split/merge read inside the
         # matmuls; split-K of the few-row long-K dense only on request (not yet shown faster).
@@ -66,7 +66,7 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         if env("AUTOSCHED_SPLIT_K_DENSE"):
             func = _passes().split_k_dense(func)
     groups = _passes().fuse_ops(func)
-    if kind == "gpu":
+    if not on_host:
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
