@@ -1,10 +1,11 @@
-"""CUDA backend (pycuda, imported lazily): nvcc through SourceModule, cuda events for timing.
+"""CUDA backend (pycuda, imported lazily): NVRTC or nvcc to a cubin, cuda events for timing.
 
 Uses the device's primary context (the one PyTorch and the CUDA runtime use), so baselines in
 the same process share it. Kernels are compiled for the device's own architecture
-(``sm_<major><minor>``); generated code declares its kernels ``extern "C"``, so SourceModule is
-told ``no_extern_c=True``. A cubin compiled ahead of time (:func:`compile_cubin`, which needs
-nvcc but not pycuda or a GPU) loads with ``compile(..., binary=cubin)`` without running nvcc.
+(``sm_<major><minor>``) by :func:`compile_cubin` (NVRTC in process through cuda-python or
+cupy when one imports, else nvcc; cached by source; needs no pycuda or GPU) and loaded with
+``module_from_buffer``; a cubin compiled ahead of time (in the builders) loads with
+``compile(..., binary=cubin)`` without compiling again.
 :func:`query_properties` reads a device's limits without creating a context.
 """
 
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import hashlib
 import os
 import shutil
 import struct
 import subprocess
 import tempfile
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -31,8 +35,25 @@ STATIC_SHARED_LIMIT = 48 * 1024
 DEFAULT_ARCH = "sm_75"
 
 
-def compile_cubin(code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout=None) -> bytes:
-    """Compile CUDA source to a cubin with nvcc (no pycuda or GPU needed).
+# Compiled cubins of this process by (compiler, source, arch, options): a builder process
+# that builds the same kernel again (a re-measured or re-built candidate, the network's final
+# build) compiles it once.
+_CUBIN_CACHE: OrderedDict = OrderedDict()
+_CUBIN_CACHE_SIZE = 256
+_cache_lock = threading.Lock()
+
+
+def compile_cubin(
+    code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout=None, compiler: str = "auto"
+) -> bytes:
+    """Compile CUDA source to a cubin (no pycuda or GPU needed), cached by source.
+
+    The one place CUDA source is compiled. ``compiler="auto"`` uses NVRTC in this process
+    when a binding imports (cuda-python's ``cuda.bindings.nvrtc``, else cupy's), which saves
+    nvcc's process start and host compilation (most of its ~1 s per candidate); otherwise
+    nvcc in a subprocess. Both give a cubin for ``arch`` that
+    :meth:`CudaDevice.compile` loads with ``binary=``. The result is kept in a per-process
+    cache keyed by (compiler, source, arch, options).
 
     Parameters
     ----------
@@ -41,19 +62,55 @@ def compile_cubin(code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout
     arch : str
         ``sm_XY`` of the device that will load the cubin.
     options : sequence of str
-        Extra nvcc flags.
+        Extra nvcc flags. NVRTC gets the same ones except ``-O3`` (nvcc's host optimization
+        level; NVRTC always optimizes device code).
     timeout : float, optional
-        Seconds nvcc may take.
+        Seconds nvcc may take (an in-process NVRTC compilation cannot be interrupted; the
+        builders' own timeout covers it).
+    compiler : str
+        ``"auto"``, ``"nvrtc"`` (an error when no binding imports) or ``"nvcc"``.
 
     Raises
     ------
     CompileError
-        If nvcc is missing or rejects the code (the log carries nvcc's stderr).
+        If no compiler is found or it rejects the code (the log carries its messages).
     """
+    if compiler not in ("auto", "nvrtc", "nvcc"):
+        raise ValueError(f"compile_cubin: compiler must be 'auto', 'nvrtc' or 'nvcc', "
+                         f"got {compiler!r}")  # fmt: skip
+    nvrtc = nvrtc_binding() if compiler != "nvcc" else None
+    if compiler == "nvrtc" and nvrtc is None:
+        raise CompileError("NVRTC: neither cuda-python (cuda.bindings.nvrtc) nor cupy imports; "
+                           "pip install cuda-python, or use compiler='nvcc'")  # fmt: skip
+    kind = nvrtc[0] if nvrtc else "nvcc"
+    key = hashlib.sha256(repr((kind, code, arch, tuple(options))).encode()).digest()
+    with _cache_lock:
+        cubin = _CUBIN_CACHE.get(key)
+        if cubin is not None:
+            _CUBIN_CACHE.move_to_end(key)
+            return cubin
+    if nvrtc:
+        flags = [f"--gpu-architecture={arch}", *_include_flags()]
+        cubin = nvrtc[1](code, [*flags, *(o for o in options if o != "-O3")], arch)
+    else:
+        cubin = _nvcc_cubin(code, arch, options, timeout)
+    with _cache_lock:
+        _CUBIN_CACHE[key] = cubin
+        if len(_CUBIN_CACHE) > _CUBIN_CACHE_SIZE:
+            _CUBIN_CACHE.popitem(last=False)
+    return cubin
+
+
+def _nvcc() -> str | None:
     nvcc = shutil.which("nvcc") or (
         os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if "CUDA_HOME" in os.environ else None
     )
-    if nvcc is None or not os.path.exists(nvcc):
+    return nvcc if nvcc and os.path.exists(nvcc) else None
+
+
+def _nvcc_cubin(code: str, arch: str, options, timeout) -> bytes:
+    nvcc = _nvcc()
+    if nvcc is None:
         raise CompileError("nvcc not found on PATH (or in $CUDA_HOME/bin)")
     with tempfile.TemporaryDirectory(prefix="autosched_nvcc_") as tmp:
         src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "kernel.cubin")
@@ -68,6 +125,87 @@ def compile_cubin(code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout
             raise CompileError(f"nvcc failed for {arch}", proc.stderr.strip())
         with open(out, "rb") as f:
             return f.read()
+
+
+@functools.cache
+def _include_flags() -> tuple[str, ...]:
+    """``-I`` of the CUDA headers (``cuda_fp16.h``...) for NVRTC, which has no search path:
+    $CUDA_HOME, $CUDA_PATH, nvcc's toolkit, /usr/local/cuda (the first that has them)."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = _nvcc()
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    roots.append("/usr/local/cuda")
+    for root in filter(None, roots):
+        inc = os.path.join(root, "include")
+        if os.path.exists(os.path.join(inc, "cuda_fp16.h")):
+            return (f"-I{inc}",)
+    return ()
+
+
+@functools.cache
+def nvrtc_binding():
+    """``(name, compile)`` of the first NVRTC binding that imports and finds its library
+    (``"cuda-python"``, then ``"cupy"``), or None: then :func:`compile_cubin` runs nvcc.
+    ``compile(code, options, arch) -> cubin`` raises :class:`CompileError` with NVRTC's log."""
+    for name, make in (("cuda-python", _cuda_python_nvrtc), ("cupy", _cupy_nvrtc)):
+        try:
+            return name, make()
+        except Exception:  # noqa: BLE001 - not installed, or no libnvrtc: try the next one
+            continue
+    return None
+
+
+def _cuda_python_nvrtc():
+    from cuda.bindings import nvrtc
+
+    def check(result, what: str, prog=None):
+        err = result[0]
+        if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return result[1:]
+        log = ""
+        if prog is not None:
+            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * n
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            log = buf.rstrip(b"\0 ").decode(errors="replace")
+        raise CompileError(f"NVRTC {what} failed ({err.name})", log)
+
+    check(nvrtc.nvrtcVersion(), "version")  # loads libnvrtc now: no library, no binding
+
+    def compile_(code: str, options: list, arch: str) -> bytes:
+        (prog,) = check(nvrtc.nvrtcCreateProgram(code.encode(), b"kernel.cu", 0, [], []), "setup")
+        try:
+            opts = [o.encode() for o in options]
+            check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), f"for {arch}", prog)
+            (n,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+            buf = b" " * n
+            check(nvrtc.nvrtcGetCUBIN(prog, buf), "cubin")
+            return buf
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+    return compile_
+
+
+def _cupy_nvrtc():
+    from cupy_backends.cuda.libs import nvrtc
+
+    nvrtc.getVersion()  # loads libnvrtc now
+
+    def compile_(code: str, options: list, arch: str) -> bytes:
+        prog = nvrtc.createProgram(code, "kernel.cu", (), ())
+        try:
+            try:
+                nvrtc.compileProgram(prog, options)
+            except nvrtc.NVRTCError as err:
+                raise CompileError(f"NVRTC for {arch} failed ({err})",
+                                   nvrtc.getProgramLog(prog)) from err  # fmt: skip
+            return nvrtc.getCUBIN(prog)
+        finally:
+            nvrtc.destroyProgram(prog)
+
+    return compile_
 
 
 def _device_properties(cuda, device) -> dict:
@@ -228,24 +366,18 @@ class CUDABackend:
 
     # ------------------------------------------------------------------ code
     def compile(self, code: str, kernel_names: tuple[str, ...], binary: bytes | None = None):
-        """Compile ``code`` with nvcc, or load ``binary`` (a cubin for this device) instead."""
+        """Compile ``code`` (:func:`compile_cubin`: NVRTC or nvcc), or load ``binary`` (a
+        cubin for this device) instead."""
+        if binary is None:
+            binary = compile_cubin(code, self.arch)
         with self._current():
             return self._compile(code, kernel_names, binary)
 
     def _compile(self, code: str, kernel_names: tuple[str, ...], binary) -> _Module:
-        from pycuda.compiler import SourceModule
-
-        if binary is not None:
-            try:
-                mod = self._cuda.module_from_buffer(bytes(binary))
-            except self._cuda.Error as err:  # e.g. a cubin for another architecture
-                raise CompileError(f"loading the cubin on {self.arch} failed: {err}") from err
-        else:
-            try:
-                mod = SourceModule(code, no_extern_c=True, options=["-O3"], arch=self.arch)
-            except self._cuda.CompileError as err:
-                log = "\n".join(x for x in (getattr(err, "stderr", ""), str(err)) if x)
-                raise CompileError(f"nvcc failed for {self.arch}", log) from err
+        try:
+            mod = self._cuda.module_from_buffer(bytes(binary))
+        except self._cuda.Error as err:  # e.g. a cubin for another architecture
+            raise CompileError(f"loading the cubin on {self.arch} failed: {err}") from err
         functions = {}
         for name in kernel_names:
             try:

@@ -35,6 +35,7 @@ __all__ = [
     "num_workers",
     "shutdown",
     "states_features",
+    "worker_pool",
 ]
 
 # The fallback note keeps the logger name it had when this code lived in features.py.
@@ -62,6 +63,12 @@ def _workers(workers: int) -> WorkerPool:
         pool = WorkerPool(workers, ("autosched.cost_model.feature_pool",), name="feature worker")
         _pool["pool"] = pool
     return pool
+
+
+def worker_pool(workers: int) -> WorkerPool:
+    """The shared pool of ``workers`` processes (started on first use): feature extraction's,
+    also used by GPU sampling (:mod:`autosched.search.sample_pool`)."""
+    return _workers(workers)
 
 
 def shutdown() -> None:

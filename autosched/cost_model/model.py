@@ -5,7 +5,8 @@ the sum of per-store predictions over its feature rows
 (:mod:`autosched.cost_model.features`); labels are
 throughputs normalized per task (``min_cost / cost``, best program of a task = 1), recomputed
 at every training; every row of a program has the program's label and a weight equal to it, and
-the model is retrained from scratch on all data after each update.
+the model is retrained from scratch after each update, on all data up to
+``max_train_programs`` programs and on a fixed-size sample of it past that.
 
 Example
 -------
@@ -88,6 +89,12 @@ class LGBModel(CostModel):
         Upper bound on boosting rounds.
     early_stopping_rounds : int
         Stop after this many rounds without improvement of the training pack-sum RMSE (TVM: 50).
+    max_train_programs : int, optional
+        Most programs one training fits (None: all, as TVM). Past it, the newest half is kept
+        and the other half is drawn from the older ones with probability proportional to
+        their label (the rows' training weight, so fast programs stay), with a seed fixed by
+        ``seed`` and the data's size: retraining after every round then costs the same however
+        long the log grows, instead of growing with it. Labels still come from every program.
     params : dict, optional
         Overrides of the LightGBM parameters (:attr:`params`).
 
@@ -95,6 +102,8 @@ class LGBModel(CostModel):
     ----------
     last_train_seconds : float
         Wall time of the latest training.
+    last_train_programs : int
+        Programs (measured without error) the latest training fitted.
     """
 
     def __init__(
@@ -105,6 +114,7 @@ class LGBModel(CostModel):
         max_rounds: int = 400,
         early_stopping_rounds: int = 50,
         params: dict | None = None,
+        max_train_programs: int | None = 4096,
     ):
         if num_threads is None:
             from ..workers import cpu_count
@@ -114,6 +124,10 @@ class LGBModel(CostModel):
         self.num_warmup_sample = num_warmup_sample
         self.max_rounds = max_rounds
         self.early_stopping_rounds = early_stopping_rounds
+        if max_train_programs is not None and max_train_programs < 2:
+            raise ValueError(f"LGBModel: max_train_programs must be >= 2 or None, "
+                             f"got {max_train_programs}")  # fmt: skip
+        self.max_train_programs = max_train_programs
         # Close to Ansor's XGBoost setup: max_depth 10, eta 0.2, gamma 0.001, min_child_weight 0,
         # lambda 1 (XGBoost's default L2).
         self.params = {
@@ -136,6 +150,7 @@ class LGBModel(CostModel):
         self.booster = None
         self.base_score = 0.0  # added to every row's raw prediction
         self.last_train_seconds = 0.0
+        self.last_train_programs = 0
         # All measured programs: feature rows, task key, cost (MAX_COST when failed).
         self.features: list[np.ndarray] = []
         self.keys: list[tuple] = []
@@ -198,11 +213,25 @@ class LGBModel(CostModel):
         keep = [p for p, f in enumerate(self.features) if y[p] > 0 and len(f)]
         if not keep:
             return None
+        keep = self._cap(keep, y)
         rows = np.concatenate([self.features[p] for p in keep])
         sizes = np.array([len(self.features[p]) for p in keep])
         pack_ids = np.repeat(np.arange(len(keep)), sizes)
         y_pack = y[keep]
         return rows, pack_ids, y_pack
+
+    def _cap(self, keep: list[int], y: np.ndarray) -> list[int]:
+        """At most ``max_train_programs`` of the programs ``keep`` (in log order): the newest
+        half and a label-weighted sample of the older ones (see the class docstring)."""
+        cap = self.max_train_programs
+        if cap is None or len(keep) <= cap:
+            return keep
+        newest = keep[len(keep) - cap // 2 :]
+        older = np.asarray(keep[: len(keep) - cap // 2])
+        weight = y[older] / y[older].sum()
+        rng = np.random.default_rng((self.seed, len(keep)))
+        drawn = rng.choice(older, size=cap - len(newest), replace=False, p=weight)
+        return sorted(int(p) for p in drawn) + newest
 
     # ------------------------------------------------------------------ training
 
@@ -217,6 +246,7 @@ class LGBModel(CostModel):
         rows, pack_ids, y_pack = data
         sizes = np.bincount(pack_ids)
         n_packs = len(y_pack)
+        self.last_train_programs = n_packs
         y_rows = y_pack[pack_ids]
         w_rows = y_rows  # throughput-weighted: fast programs matter more
 

@@ -130,11 +130,11 @@ def build_one(job: tuple, name: str = "main", layout_rewrite: bool = True) -> tu
                     stage = "linking with build_func"
                     _link_check(src, target, link[0])
             elif src["lang"] == "cuda":
-                # nvcc takes ~1 s per candidate: here, on all host cores, not in the runner.
+                # NVRTC (or nvcc, ~1 s per candidate): here, on all host cores, not in the runner.
                 from codegen.target import Target
                 from runtime.cuda import DEFAULT_ARCH, compile_cubin
 
-                stage = "nvcc"
+                stage = "CUDA compilation"
                 arch = Target(target).get("arch") or DEFAULT_ARCH
                 src["binary"] = compile_cubin(src["code"], arch)
             lap("compile")
@@ -144,7 +144,7 @@ def build_one(job: tuple, name: str = "main", layout_rewrite: bool = True) -> tu
         msg = f"build did not finish within {timeout:g} s (while {stage})"
         return None, BUILD_TIMEOUT, msg, time.perf_counter() - start, phases
     except Exception as exc:  # every failure becomes a result; the search goes on
-        code = {"replaying the steps": INSTANTIATION_ERROR, "nvcc": COMPILE_DEVICE}.get(
+        code = {"replaying the steps": INSTANTIATION_ERROR, "CUDA compilation": COMPILE_DEVICE}.get(
             stage, COMPILE_HOST
         )
         msg = f"{stage}: {short_error(exc)}"

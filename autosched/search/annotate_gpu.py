@@ -29,6 +29,7 @@ __all__ = [
     "init_fill_tile_size_gpu",
     "init_thread_bind",
     "init_unroll_gpu",
+    "block_shared_bytes",
     "is_valid_gpu_state",
     "threads_fill_warps",
     "sample_state_gpu",
@@ -338,21 +339,75 @@ def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
     return out
 
 
+def block_shared_bytes(ctx, state) -> dict[str, int]:
+    """:func:`shared_bytes_per_kernel` of a state whose tile sizes are filled but whose loops
+    are not bound yet, counted per thread block as the verifier will count them.
+
+    A ``shared`` stage is computed once per block, for every virtual thread and thread of
+    it: bound inference relaxes the vthread- and threadIdx-bound loops around it. Before
+    InitThreadBind those loops (the ``.1`` and ``.2`` tiling levels of the tiling roots) are
+    plain loops, so the stage's own extents are one thread's tile, far below the block's
+    (most of the samples rejected by the verifier were). Here bound inference runs on a copy
+    of the stages whose loops are annotated as InitThreadBind will bind them (without fusing:
+    bound inference only needs their kind), which gives the block's footprint without
+    binding or lowering the state."""
+    stages = list(state.stages)
+    for sid, marks in _block_marks(state):
+        iters = tuple(it.__class__(it.name, it.extent, it.kind, marks.get(k, it.annotation))
+                      for k, it in enumerate(stages[sid].iters))  # fmt: skip
+        stages[sid] = stages[sid].with_(iters=iters)
+    from tensorir.bounds import infer_bound
+
+    bounded = infer_bound((tuple(stages), state.dag))
+    extents = [{it.name: it.extent for it in st_.iters} for st_ in bounded]
+    return shared_bytes_per_kernel(state, extents)
+
+
+# Loop structure (names and kinds) of a sketch -> the annotations block_shared_bytes gives its
+# stages: filling tile sizes changes extents only, so this is computed once per sketch.
+_MARKS: dict = {}
+
+
+def _block_marks(state) -> list[tuple[int, dict[int, str]]]:
+    key = tuple(
+        (st_.name, st_.compute_at, st_.attach, tuple((it.name, it.kind) for it in st_.iters),
+         tuple(it.kind for it in st_.root_iters))
+        for st_ in state.stages
+    )  # fmt: skip
+    marks = _MARKS.get(key)
+    if marks is None:
+        roots = _tiling_roots(state)
+        marks = []
+        for sid, stage in enumerate(state.stages):
+            if stage.compute_at != "root" or not (
+                sid in roots or su.is_tiled(stage) and su.needs_multi_level_tiling(state, sid)
+            ):
+                continue
+            n = sum(it.kind == "spatial" for it in state.stages[roots.get(sid, sid)].root_iters)
+            marks.append((sid, {k: tag for level, tag in ((1, "vthread"), (2, "threadIdx.x"))
+                                for k in range(level * n, (level + 1) * n)}))  # fmt: skip
+        if len(_MARKS) > 4096:
+            _MARKS.clear()
+        _MARKS[key] = marks
+    return marks
+
+
 def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     """One concrete, verified GPU state from ``sketch``, or None when invalid.
 
-    Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` are redrawn
-    (up to ``fill_tries`` times) right after bound inference, before binding and lowering."""
+    Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` per thread
+    block (:func:`block_shared_bytes`) are redrawn, up to ``fill_tries`` times, before binding
+    and lowering: the tile sizes are drawn from the same distribution, conditioned on fitting,
+    and the verifier after lowering stays the judge of every other limit."""
     limit = ctx.hw.max_shared_memory_per_block
     try:
         for _ in range(fill_tries):
             s = init_fill_tile_size_gpu(ctx, sketch, rng)
-            ext = su.bound_extents(s)
-            used = shared_bytes_per_kernel(s, ext)
-            if not limit or max(used.values(), default=0) <= limit:
+            if not limit or max(block_shared_bytes(ctx, s).values(), default=0) <= limit:
                 break
         else:
             return None
+        ext = su.bound_extents(s)
         s = init_thread_bind(ctx, s, rng, ext)
         s = init_unroll_gpu(ctx, s, rng)
     except (ScheduleError, LowerError):

@@ -133,14 +133,18 @@ class SketchPolicy:
     def sample_initial_population(self, params=None) -> list:
         """Random concrete states from the sketches (at least ``sample_init_min_population``)."""
         from .annotate import sample_init_population
+        from .sample_pool import sample_gpu_states
 
         p = (self.params if params is None else params).for_round(TVM_MEASURES_PER_ROUND)
         out: dict = {}
         target, fruitless = p.evolutionary_search_population, 0
+        # GPU samples (annotated, lowered and verified: the costly kind) are drawn in seeded
+        # chunks over the worker processes; CPU samples in this process.
+        sample = sample_gpu_states if self.task.target.is_gpu else sample_init_population
         with phase("sample"):
             while len(out) < max(1, p.sample_init_min_population) and fruitless < 5:
                 before = len(out)
-                for state in sample_init_population(self.task, self.sketches, target, self.rng, p):
+                for state in sample(self.task, self.sketches, target, self.rng, p):
                     out.setdefault(state_key(state), state)
                 fruitless = fruitless + 1 if len(out) == before else 0
         return list(out.values())

@@ -165,3 +165,32 @@ def test_realistic_matmul_top_pick_is_in_best_quarter():
     scores = m.predict(task, states[test])
     pick = costs[test][int(np.argmax(scores))]
     assert pick <= np.quantile(costs[test], 0.25) * 1.05
+
+
+def test_training_set_is_capped_newest_kept_and_still_ranks():
+    """Past ``max_train_programs`` a training fits a fixed number of programs (so retraining
+    does not grow with the log): the newest half, and older ones sampled by their label."""
+    rng = np.random.default_rng(5)
+    m = LGBModel(seed=3, num_warmup_sample=10, num_threads=1, max_train_programs=60)
+    for n in (40, 150, 400):
+        feats = [rng.random((int(rng.integers(1, 4)), N_FEATURES)).astype(np.float32)
+                 for _ in range(n - len(m.features))]  # fmt: skip
+        m.features += feats
+        m.costs += [1.0 / (0.1 + x[:, 0].sum()) for x in feats]
+        m.keys = [("w", "llvm")] * n
+        m.train()
+        assert m.last_train_programs == min(n, 60)
+    rows, pack_ids, y_pack = m._dataset()
+    assert len(y_pack) == 60 and len(rows) == len(pack_ids) <= 3 * 60
+    newest = m._cap(list(range(400)), m.labels())
+    assert newest[-30:] == list(range(370, 400)) and len(set(newest)) == 60
+    assert newest == m._cap(list(range(400)), m.labels())  # seeded: the same sample again
+    test = [rng.random((int(rng.integers(1, 4)), N_FEATURES)).astype(np.float32) for _ in range(80)]
+    truth = np.array([0.1 + x[:, 0].sum() for x in test])
+    assert pairwise_accuracy(m.predict_features(test), truth) > 0.7
+    # None: every program, as TVM
+    m.max_train_programs = None
+    m.train()
+    assert m.last_train_programs == 400
+    with pytest.raises(ValueError, match="max_train_programs"):
+        LGBModel(max_train_programs=1)

@@ -1,0 +1,96 @@
+"""GPU sketch sampling in chunks, spread over the worker processes of the feature pool.
+
+A GPU round samples hundreds of concrete states, each annotated, bound-inferred, lowered and
+verified against the device limits (about 10-30 ms apiece), in the tuning process, while the
+host's other cores wait (on the H100's 16-core host, sampling was 41% of a tune's wall time,
+issue 29). Here the states are drawn in chunks of :data:`CHUNK`, each from its own seed taken
+from the policy's generator, so the result depends on the seed only, never on the number of
+workers: with no pool (one core, ``AUTOSCHED_FEATURE_WORKERS=0``, a small batch, or a pool
+that fails) the same chunks run in this process and give the same states.
+
+The workers are :mod:`autosched.cost_model.feature_pool`'s (one set of processes for both
+jobs; they are idle while the policy samples). Each gets the task and the sketches' step
+lists, samples with :func:`autosched.search.annotate.sample_init_population` and sends the
+states' step lists back, which this process replays (about 0.5 ms a state).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+__all__ = ["CHUNK", "sample_gpu_states"]
+
+_log = logging.getLogger("auto_scheduler.search_policy")
+
+# States per chunk: enough to amortize a worker round trip (a pickled task and sketches),
+# few enough that 512 states make 16 chunks for 16 cores.
+CHUNK = 32
+
+
+def _sample_chunk(task, sketch_steps: list, n: int, seed: int, params) -> list[list]:
+    """Worker side (also run in-process): ``n`` states' step records from one seed."""
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json
+
+    from .annotate import sample_init_population
+
+    sketches = [replay(task.compute_dag, steps_from_json(s)) for s in sketch_steps]
+    states = sample_init_population(task, sketches, n, random.Random(seed), params)
+    return [s.to_json()[1] for s in states]
+
+
+def _chunks(n: int) -> list[int]:
+    return [min(CHUNK, n - lo) for lo in range(0, n, CHUNK)]
+
+
+def sample_gpu_states(task, sketches, n: int, rng, params, workers: int | None = None) -> list:
+    """Up to ``n`` distinct valid states of a GPU task, sampled in chunks (see the module).
+
+    Parameters
+    ----------
+    task : SearchTask
+    sketches : list of State
+    n : int
+        States to draw (each chunk draws its share; duplicates across chunks are dropped,
+        so fewer may come back).
+    rng : numpy.random.Generator
+        Gives one seed per chunk.
+    params : SearchParams
+    workers : int, optional
+        Worker processes (default: the feature pool's :func:`num_workers`; 0 in-process).
+
+    Returns
+    -------
+    list of State
+    """
+    from tensorir.schedule import replay
+    from tensorir.steps import steps_from_json
+
+    from ..cost_model.feature_pool import num_workers, worker_pool
+
+    sizes = _chunks(max(0, int(n)))
+    seeds = [int(x) for x in rng.integers(0, 2**63 - 1, size=len(sizes))]
+    sketch_steps = [s.to_json()[1] for s in sketches]
+    workers = num_workers() if workers is None else workers
+    jobs = [(task, sketch_steps, k, seed, params) for k, seed in zip(sizes, seeds, strict=True)]
+    rows = None
+    if workers and len(jobs) > 1:
+        try:
+            outcomes = worker_pool(workers).map(_sample_chunk, jobs)
+            bad = [o for o in outcomes if not o.ok]
+            if bad:
+                why = bad[0].detail if bad[0].error is None else repr(bad[0].error)
+                raise RuntimeError(f"sampling in a worker process failed: {why}")
+            rows = [o.value for o in outcomes]
+        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
+            _log.debug("sampling in process (the worker pool failed: %s)", exc)
+            rows = None
+    if rows is None:
+        rows = [_sample_chunk(*job) for job in jobs]
+    out: dict = {}
+    for chunk in rows:
+        for steps in chunk:
+            out.setdefault(json.dumps(steps), steps)
+    return [replay(task.compute_dag, steps_from_json(s)) for s in out.values()]
