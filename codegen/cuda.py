@@ -17,7 +17,7 @@ from functools import partial
 
 from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
-from tensorir.expr import Const, Var
+from tensorir.expr import Const, Var, walk
 from tensorir.loops import Allocate, Buffer, For, Load, Program, Store, walk_stmts
 from tensorir.passes.tensor_core import FRAGMENT, LANES, FragmentPlan, fragment_plan
 from tensorir.transform import rewrite, substitute
@@ -104,6 +104,8 @@ class CUDARenderer(CRenderer):
         self._plan: FragmentPlan | None = None  # this kernel's wmma fragment nests
         self._vec_copies: dict = {}  # id(For) -> a vectorized copy run as one wide word
         self._aligned16: set[int] = set()
+        self._caches: dict = {}  # reused operand fragments (see _operand_caches)
+        self._caches_declared = False
         self._wmma: bool | None = None  # wmma_available for the plan's dtype
         self._stage: Buffer | None = None  # shared staging tiles of the fragment stores
         self._uses_wmma = False
@@ -132,9 +134,11 @@ class CUDARenderer(CRenderer):
         self._plan = None if self._wmma is False else plan
         self._stage = None
         self._vec_copies = {}
+        self._caches, self._caches_declared = {}, False
         if self._plan is not None:
             self._uses_wmma = True
             self._dtypes.add(self._plan.dtype)
+            self._caches = self._operand_caches()
             self._vec_copies = {
                 id(x): c
                 for x in walk_stmts(info.stmt)
@@ -177,7 +181,14 @@ class CUDARenderer(CRenderer):
                 f"{_WMMA}::fragment<{_WMMA}::accumulator, 16, 16, 16, "
                 f"{self.ctype(b.dtype)}> {self._name(b)}[{b.size // (FRAGMENT * FRAGMENT)}];"
             )
-            self._arch_split(lambda: self._line(frag), lambda: self._line(f"{self.array_decl(b)};"))
+
+            def declare():
+                self._line(frag)
+                if not self._caches_declared:
+                    self._caches_declared = True
+                    self._declare_operand_caches()
+
+            self._arch_split(declare, lambda: self._line(f"{self.array_decl(b)};"))
             self._stmt(s.body, guards)
             return
         super()._stmt(s, guards)
@@ -189,17 +200,64 @@ class CUDARenderer(CRenderer):
         index = f"(({b}) / {FRAGMENT * ldm}) * {ldm // FRAGMENT} + ((({b}) % {ldm}) / {FRAGMENT})"
         return f"{self._name(acc)}[{index}]"
 
+    def _operand_caches(self) -> dict:
+        """``(id(mma loop), "a"|"b") -> (Buffer naming the cache, [key loops], reload loops)``.
+
+        An operand fragment whose address does not depend on some of the unrolled loops around
+        the nest is loaded once when those loops are all at 0 and reused by their other
+        iterations: a tile of fi x fj accumulators then loads fi + fj fragments per k step,
+        not 2 fi fj (shared-memory bandwidth is what bounds wmma). The cache holds one
+        fragment per value of the loops it depends on inside the outermost loop it does not.
+        """
+        out = {}
+        for key, m in self._plan.mma.items():
+            chain = self._plan.chains.get(key, ())
+            for tag, op in (("a", m.a), ("b", m.b)):
+                deps = {n for n in walk(op.base) if isinstance(n, Var)}
+                free = [k for k, f in enumerate(chain) if f.var not in deps]
+                if not free:
+                    continue
+                keyed = [f for f in chain[free[0] :] if f.var in deps]
+                size = math.prod(f.extent for f in keyed)
+                buf = Buffer(f"wmma_{tag}", (size,), op.buffer.dtype, "local")
+                out[(key, tag)] = (buf, keyed, [chain[k] for k in free])
+        return out
+
+    def _declare_operand_caches(self) -> None:
+        t = self.ctype(self._plan.dtype)
+        for (key, tag), (buf, _, _) in self._caches.items():
+            op = getattr(self._plan.mma[key], tag)
+            use = "matrix_a" if tag == "a" else "matrix_b"
+            self._line(
+                f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
+                f"{self._name(buf)}[{buf.size}];"
+            )
+
     def _wmma_mma(self, m) -> None:
         t = self.ctype(m.a.buffer.dtype)
         self._open("")
-        for name, op, use in (("wmma_a", m.a, "matrix_a"), ("wmma_b", m.b, "matrix_b")):
-            self._line(
-                f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> {name};"
-            )
+        names = []
+        for tag, op, use in (("a", m.a, "matrix_a"), ("b", m.b, "matrix_b")):
             ptr = f"&{self._name(op.buffer)}[{self.expr(op.base)}]"
-            self._line(f"{_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+            cache = self._caches.get((id(m.loop), tag))
+            if cache is None:
+                name = f"wmma_{tag}"
+                self._line(
+                    f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
+                    f"{name};"
+                )
+                self._line(f"{_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+            else:
+                buf, keyed, free = cache
+                index = "0"
+                for f in keyed:
+                    index = f"({index}) * {f.extent} + {self._name(f.var)}"
+                name = f"{self._name(buf)}[{index}]"
+                first = " && ".join(f"{self._name(f.var)} == 0" for f in free)
+                self._line(f"if ({first}) {_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+            names.append(name)
         acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
-        self._line(f"{_WMMA}::mma_sync({acc}, wmma_a, wmma_b, {acc});")
+        self._line(f"{_WMMA}::mma_sync({acc}, {names[0]}, {names[1]}, {acc});")
         self._close()
 
     def _wmma_store(self, m) -> None:

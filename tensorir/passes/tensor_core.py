@@ -28,7 +28,18 @@ from dataclasses import dataclass, field
 from ..arith import linear_form, simplify_expr
 from ..dtype import LOW_PRECISION, itemsize
 from ..expr import Binary, Cast, Const, Expr, Var, walk
-from ..loops import Allocate, Barrier, Buffer, For, If, Load, Stmt, Store, walk_stmts
+from ..loops import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    If,
+    Load,
+    Stmt,
+    Store,
+    stmt_children,
+    walk_stmts,
+)
 from ..transform import substitute
 
 __all__ = [
@@ -103,6 +114,7 @@ class FragmentPlan:
     accumulators: dict = field(default_factory=dict)  # id(Buffer) -> Buffer
     operands: dict = field(default_factory=dict)  # id(Buffer) -> Buffer read into fragments
     unroll: set = field(default_factory=set)  # id(For) of loops around nests (no barrier)
+    chains: dict = field(default_factory=dict)  # id(mma loop) -> the unrolled loops around it
     warps: int = 1
 
     @property
@@ -332,7 +344,27 @@ def fragment_plan(stmt: Stmt, extents: dict) -> tuple[FragmentPlan | None, str]:
                 isinstance(x, Barrier) for x in inner
             ):
                 plan.unroll.add(id(s))
+    for key, path in _ancestors(stmt, set(plan.mma)).items():
+        chain = []
+        for f in reversed(path):  # innermost first: the unrolled loops right around the nest
+            if not (isinstance(f, For) and id(f) in plan.unroll):
+                break
+            chain.append(f)
+        plan.chains[key] = tuple(reversed(chain))
     return plan, ""
+
+
+def _ancestors(stmt: Stmt, wanted: set) -> dict:
+    """id(s) -> the statements enclosing ``s`` (outermost first), for ``s`` in ``wanted``."""
+    out: dict = {}
+    stack = [(stmt, ())]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in wanted:
+            out[id(node)] = path
+        for child in stmt_children(node):
+            stack.append((child, (*path, node)))
+    return out
 
 
 def _shared_bytes(stmt: Stmt) -> int:

@@ -150,3 +150,19 @@ def test_an_older_arch_keeps_the_scalar_loops():
     (s,) = valid_states(dense_task(), 1)
     code = build_cuda(lower(s), arch="sm_61").code
     assert "wmma" not in code
+
+
+def test_features_mark_tensor_core_stores_only():
+    from autosched.cost_model.features import FEATURE_NAMES, state_features
+
+    task = dense_task()
+    (s,) = valid_states(task, 1)
+    x = state_features(task, s)
+    col = FEATURE_NAMES.index("tensor_core")
+    assert x.shape[1] == len(FEATURE_NAMES) and x[:, col].max() == 1.0
+    assert x[x[:, col] == 1.0][:, col + 2].min() > 0  # accumulator fragments per warp
+    scalar = dense_task(dtype="float32")
+    (sk,) = generate_sketches(scalar)
+    ctx, rng = gpu_context(scalar, SearchParams()), random.Random(0)
+    st = next(t for t in (sample_state_gpu(ctx, sk, rng, scalar) for _ in range(50)) if t)
+    assert not state_features(scalar, st)[:, col:].any()
