@@ -1,7 +1,8 @@
-"""A 4096^3 fp16 matmul tuned with the library's defaults (the tensor-core sketch fires) against
-torch.matmul fp16 (cuBLAS) in the same process, both timed with CUDA events.
+"""A 4096^3 fp16 matmul (fp32 accumulation, fp16 output) tuned with the library's defaults (the
+tensor-core sketch fires) against torch.matmul fp16 (cuBLAS) in the same process, both timed with
+CUDA events (ours through the module's time_evaluator).
 
-    python benchmarks/bench_tensor_core.py [--seconds 150] [--trials 200] [--n 4096]
+    python benchmarks/bench_tensor_core.py [--seconds 150] [--trials 200] [--n 4096] [--resume LOG]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=150)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--log", default="tc_matmul.json")
+    ap.add_argument("--resume", help="records of an earlier run of this tune to continue from")
     args = ap.parse_args()
     import torch
 
@@ -58,7 +60,15 @@ def main():
         measure_callbacks=[ansor.RecordToFile(args.log)],
         verbose=1,
     )
-    task.tune(opts)
+    policy = None
+    if args.resume:  # continue a budget split over several sessions: trials count in total
+        done = len(list(ansor.load_records(args.resume)))
+        opts.num_measure_trials = max(1, args.trials - done)
+        with open(args.resume) as src, open(args.log, "a") as dst:
+            dst.write(src.read())
+        preload = [ansor.PreloadMeasuredStates(args.resume)]
+        policy = ansor.SketchPolicy(task, ansor.LGBModel(), init_search_callbacks=preload)
+    task.tune(opts, search_policy=policy)
     tuned_s = time.time() - t0
     records = list(ansor.load_records(args.log))
     func = ansor.build(task.apply_best(args.log), "cuda")
