@@ -129,14 +129,19 @@ def test_validity_check_knows_the_fragment_rules():
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90", None])
-def test_generated_cuda_compiles_to_wmma_ptx(arch, tmp_path):
-    task = dense_task(out="float16")
+@pytest.mark.parametrize(
+    "arch,dtype", [("sm_80", "float16"), ("sm_90", "float16"), (None, "float16"),
+                   ("sm_80", "bfloat16")],
+)  # fmt: skip
+def test_generated_cuda_compiles_to_wmma_ptx(arch, dtype, tmp_path):
+    task = dense_task(dtype=dtype, out="float32" if dtype == "bfloat16" else "float16")
     (s,) = valid_states(task, 1, seed=5)
     code = build_cuda(lower(s), arch=arch).code
     assert "nvcuda::wmma::mma_sync" in code
     if arch is None:  # unknown arch: scalar fallback under #if __CUDA_ARCH__
         assert "#if __CUDA_ARCH__ >= 700" in code
+    if dtype == "bfloat16":
+        assert "__nv_bfloat16, nvcuda::wmma::row_major" in code
     src = tmp_path / "k.cu"
     src.write_text(code)
     ptx = tmp_path / "k.ptx"
@@ -148,8 +153,10 @@ def test_generated_cuda_compiles_to_wmma_ptx(arch, tmp_path):
 
 def test_an_older_arch_keeps_the_scalar_loops():
     (s,) = valid_states(dense_task(), 1)
-    code = build_cuda(lower(s), arch="sm_61").code
-    assert "wmma" not in code
+    assert "wmma" not in build_cuda(lower(s), arch="sm_61").code
+    (s,) = valid_states(dense_task(dtype="bfloat16"), 1)  # bf16 fragments need sm_80
+    assert "wmma" not in build_cuda(lower(s), arch="sm_75").code
+    assert "wmma" in build_cuda(lower(s), arch="sm_80").code
 
 
 def test_features_mark_tensor_core_stores_only():

@@ -12,6 +12,7 @@ from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
 from tensorir import te
 from tensorir.dag import ComputeDAG
+from tensorir.dtype import to_numpy
 from tensorir.ops.dense import batch_matmul, dense
 
 
@@ -22,9 +23,9 @@ def _dense_cast(m, n, k):
     return [a, b, te.compute(c.shape, lambda i, j: c[i, j].astype("float16"), name="D")]
 
 
-def _dense(m, n, k):
-    a = te.placeholder((m, k), "float16", name="A")
-    b = te.placeholder((n, k), "float16", name="B")
+def _dense(m, n, k, dtype="float16"):
+    a = te.placeholder((m, k), dtype, name="A")
+    b = te.placeholder((n, k), dtype, name="B")
     return [a, b, dense(a, b, out_dtype="float32")]
 
 
@@ -38,6 +39,7 @@ CASES = {
     "dense_f32_out": lambda: _dense(128, 96, 64),
     "dense_f16_out": lambda: _dense_cast(64, 128, 96),
     "batch_matmul": lambda: _bmm(3, 64, 32, 48),
+    "dense_bf16": lambda: _dense(64, 64, 64, "bfloat16"),
 }
 
 
@@ -55,7 +57,9 @@ def test_sampled_tensor_core_states_match_numpy(cuda_backend, name):
     ctx, rng = gpu_context(task, SearchParams()), random.Random(7)
     dag = task.compute_dag
     data = np.random.default_rng(5)
-    args = [data.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+    if name == "dense_bf16":
+        pytest.importorskip("ml_dtypes", reason="bfloat16 host arrays need ml_dtypes")
+    args = [data.uniform(-1, 1, t.shape).astype(to_numpy(t.dtype)) for t in dag.input_tensors]
     want = _reference(args)
     checked = 0
     for _ in range(300):
