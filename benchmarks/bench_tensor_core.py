@@ -8,6 +8,7 @@ CUDA events (ours through the module's time_evaluator).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -63,7 +64,7 @@ def main():
     policy = None
     if args.resume:  # continue a budget split over several sessions: trials count in total
         done = len(list(ansor.load_records(args.resume)))
-        opts.num_measure_trials = max(1, args.trials - done)
+        opts = dataclasses.replace(opts, num_measure_trials=max(1, args.trials - done))
         with open(args.resume) as src, open(args.log, "a") as dst:
             dst.write(src.read())
         preload = [ansor.PreloadMeasuredStates(args.resume)]
