@@ -36,7 +36,12 @@ from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
 from . import state_utils as su
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchRule
 
-__all__ = ["FRAGMENT", "MultiLevelTilingTensorCore", "TensorCoreGemm", "tensor_core_gemm"]
+__all__ = [
+    "FRAGMENT",
+    "MultiLevelTilingTensorCore",
+    "TensorCoreGemm",
+    "tensor_core_gemm",
+]
 
 FRAGMENT = 16
 """The wmma fragment's M, N and K (16x16x16 for fp16 and bf16)."""

@@ -173,3 +173,26 @@ def test_features_mark_tensor_core_stores_only():
     ctx, rng = gpu_context(scalar, SearchParams()), random.Random(0)
     st = next(t for t in (sample_state_gpu(ctx, sk, rng, scalar) for _ in range(50)) if t)
     assert not state_features(scalar, st)[:, col:].any()
+
+
+def test_mutation_keeps_the_fixed_fragment_lanes_and_vector_splits():
+    from autosched.search.mutation import mutate_tile_size
+    from tensorir import steps as st
+
+    task = dense_task(m=64, n=64, k=64)
+    (s,) = valid_states(task, 1)
+    ctx = gpu_context(task, SearchParams())
+    fixed = [
+        k
+        for k, step in enumerate(s.steps)
+        if isinstance(step, st.SplitStep) and tuple(step.lengths) in ((16,), (32,), (8,))
+    ]
+    assert len(fixed) >= 7  # i, j, k by 16; per operand: 8-wide vector, 32 lanes
+    rng, changed = random.Random(0), 0
+    for _ in range(60):
+        m = mutate_tile_size(ctx, s, rng)
+        if m is None:
+            continue
+        changed += 1
+        assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
+    assert changed  # the searched splits (warps, fragments, k tile) still mutate
