@@ -40,10 +40,16 @@ def dense_task(m=32, n=48, k=32, dtype="float16", out="float32"):
     return _task([a, b, dense(a, b, out_dtype=out)])
 
 
-def bmm_task(batch=2, m=32, n=32, k=32):
+def bmm_task(batch=2, m=32, n=32, k=32, transpose_b=True, y_batch=None):
     x = te.placeholder((batch, m, k), "float16", name="X")
-    y = te.placeholder((batch, n, k), "float16", name="Y")
-    return _task([x, y, batch_matmul(x, y, out_dtype="float32")])
+    y_shape = (n, k) if transpose_b else (k, n)
+    y = te.placeholder((y_batch or batch, *y_shape), "float16", name="Y")
+    return _task([x, y, batch_matmul(x, y, out_dtype="float32", transpose_b=transpose_b)])
+
+
+def bmm_nn_broadcast_task():
+    """``y[0, k, j]`` for every batch: not transposed, broadcast."""
+    return bmm_task(transpose_b=False, y_batch=1)
 
 
 def has_tc(state) -> bool:
@@ -86,14 +92,14 @@ def test_the_rule_fires_on_fp16_gemms_with_whole_fragments_only(make, fires):
     assert len(sketches) == 1 or not fires
 
 
-@pytest.mark.parametrize("make", [dense_task, bmm_task])
+@pytest.mark.parametrize("make", [dense_task, bmm_task, bmm_nn_broadcast_task])
 def test_sampled_states_replay_from_records_and_compute_the_gemm(make, tmp_path):
     task = make()
     dag = task.compute_dag
     rng = np.random.default_rng(3)
     args = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
     x, y = (a.astype(np.float32) for a in args)
-    want = x @ np.swapaxes(y, -1, -2)
+    want = x @ (y if make is bmm_nn_broadcast_task else np.swapaxes(y, -1, -2))
     states = valid_states(task)
     path = tmp_path / "tc.json"
     save_records(
@@ -196,3 +202,33 @@ def test_mutation_keeps_the_fixed_fragment_lanes_and_vector_splits():
         changed += 1
         assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
     assert changed  # the searched splits (warps, fragments, k tile) still mutate
+
+
+def test_a_mixed_precision_network_gets_tensor_core_tasks_with_fused_epilogues():
+    import autosched as ansor
+    from tensorir.dtype import tolerance
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+    from tensorir.interp import eval_dag
+
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (32, 64), "b1": (32,), "w2": (16, 32)}
+    data, *ws = [op.var("data", (32, 64)), *(op.var(k, s) for k, s in shapes.items())]
+    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
+    params = {k: rng.normal(0, 0.3, s).astype("float32") for k, s in shapes.items()}
+    mod = gir.Module({"main": gir.Function((data, *ws), out)})
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    tasks, _ = ansor.extract_tasks(mixed, params, "cuda")
+    assert len(tasks) == 2
+    for task in tasks:
+        (sketch,) = generate_sketches(task)
+        assert has_tc(sketch), task.compute_dag
+    task = next(t for t in tasks if "relu" in str(t.compute_dag))
+    (s,) = valid_states(task, 1)
+    dag = task.compute_dag
+    args = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+    outs = [np.zeros(t.shape, t.dtype) for t in dag.output_tensors]
+    run_program(lower(s), [*args, *outs], simt=True)  # bias + relu + cast in the store nest
+    for got, want in zip(outs, eval_dag(dag, args), strict=True):
+        np.testing.assert_allclose(got.astype("f4"), want.astype("f4"), *tolerance("float16"))
+    assert "store_matrix_sync" in build_cuda(lower(s), arch="sm_80").code
