@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
-from tensorir.loops import For, Program, walk_stmts
+from tensorir.arith import linear_form, simplify_expr
+from tensorir.dtype import itemsize
+from tensorir.expr import Const, Var, walk
+from tensorir.loops import Allocate, Buffer, For, Load, Program, Store, walk_stmts
+from tensorir.passes.tensor_core import FRAGMENT, LANES, FragmentPlan, fragment_plan
+from tensorir.transform import rewrite, substitute
 
 from .c_like import CRenderer
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
+from .llvm_vector import depends_on
 from .source import Source
 
 _F32_MATH = {
@@ -40,11 +47,29 @@ _DP4A_MIXED = (
 )
 
 
+WMMA_MIN_ARCH = {"float16": 70, "bfloat16": 80}
+"""``nvcuda::wmma`` fragments of each operand dtype need this compute capability or newer."""
+_WMMA = "nvcuda::wmma"
+
+
+def _arch_number(arch: str | None) -> int | None:
+    found = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
+    return None if found is None else int(found.group(1))
+
+
 def dp4a_available(arch: str | None) -> bool | None:
     """Whether code for ``-arch=arch`` may use ``__dp4a``: True, False, or None where the
     architecture is not known here (None, ``native``, ``all``), to be decided by nvcc."""
-    found = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
-    return None if found is None else int(found.group(1)) >= DP4A_MIN_ARCH
+    n = _arch_number(arch)
+    return None if n is None else n >= DP4A_MIN_ARCH
+
+
+def wmma_available(arch: str | None, dtype: str) -> bool | None:
+    """Whether code for ``-arch=arch`` may use wmma fragments of ``dtype`` (float16 from
+    sm_70, bfloat16 from sm_80): True, False, or None (unknown architecture: decided by nvcc
+    through ``__CUDA_ARCH__``)."""
+    n = _arch_number(arch)
+    return None if n is None else n >= WMMA_MIN_ARCH[dtype]
 
 
 class CUDARenderer(CRenderer):
@@ -73,9 +98,18 @@ class CUDARenderer(CRenderer):
 
     def __init__(self, inject_vthreads: bool = True, arch: str | None = None):
         super().__init__(inject_vthreads)
+        self.arch = arch
         self.dp4a = dp4a_available(arch)
         self._dp4a_loops: dict[int, ByteDot] = {}  # id(For) -> its dot product, this kernel
         self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time
+        self._plan: FragmentPlan | None = None  # this kernel's wmma fragment nests
+        self._vec_copies: dict = {}  # id(For) -> a vectorized copy run as one wide word
+        self._aligned16: set[int] = set()
+        self._caches: dict = {}  # reused operand fragments (see _operand_caches)
+        self._caches_declared = False
+        self._wmma: bool | None = None  # wmma_available for the plan's dtype
+        self._stage: Buffer | None = None  # shared staging tiles of the fragment stores
+        self._uses_wmma = False
 
     # ------------------------------------------------------------------ __dp4a
 
@@ -96,13 +130,191 @@ class CUDARenderer(CRenderer):
             if isinstance(s, For) and (dot := self._dp4a_dot(s)) is not None
         }
         self._aligned = {id(x.buffer) for d in self._dp4a_loops.values() for x in (d.a, d.b)}
-        return super()._kernel(program, info)
+        plan, _ = fragment_plan(info.stmt, info.extents)
+        self._wmma = None if plan is None else wmma_available(self.arch, plan.dtype)
+        self._plan = None if self._wmma is False else plan
+        self._stage = None
+        self._vec_copies = {}
+        self._caches, self._caches_declared = {}, False
+        if self._plan is not None:
+            self._uses_wmma = True
+            self._dtypes.add(self._plan.dtype)
+            self._caches = self._operand_caches()
+            self._vec_copies = {
+                id(x): c
+                for x in walk_stmts(info.stmt)
+                if isinstance(x, For) and (c := _vector_copy(x)) is not None
+            }
+        self._aligned16 = {id(b) for d, sbuf, *_ in self._vec_copies.values() for b in (d, sbuf)}
+        lines, launch = super()._kernel(program, info)
+        if self._stage is not None:  # declared once a store nest named it
+            acc = next(iter(self._plan.accumulators.values()))
+            decl = f"__align__(32) {self.storage_type(acc.dtype)} {self._name(self._stage)}"
+            lines.insert(1, f"  {self.shared_qualifier} {decl}[{self._stage.size}];")
+        return lines, launch
 
     def array_decl(self, buf) -> str:
         decl = super().array_decl(buf)
+        if self._plan is not None and id(buf) in self._plan.operands:
+            return f"__align__(32) {decl}"  # load_matrix_sync needs 256-bit aligned rows
+        if id(buf) in self._aligned16:
+            return f"__align__(16) {decl}"
         return f"__align__(4) {decl}" if id(buf) in self._aligned else decl
 
+    # ------------------------------------------------------------------ wmma fragments
+
+    def _arch_split(self, wmma, scalar) -> None:
+        """``wmma()``'s lines, or both under ``#if __CUDA_ARCH__`` when the arch is unknown."""
+        if self._wmma:
+            wmma()
+            return
+        self._k.lines.append(f"#if __CUDA_ARCH__ >= {WMMA_MIN_ARCH[self._plan.dtype]}0")
+        wmma()
+        self._k.lines.append("#else")
+        scalar()
+        self._k.lines.append("#endif")
+
+    def _stmt(self, s, guards: tuple = ()) -> None:
+        plan = self._plan
+        if plan is not None and isinstance(s, Allocate) and id(s.buffer) in plan.accumulators:
+            b = s.buffer
+            frag = (
+                f"{_WMMA}::fragment<{_WMMA}::accumulator, 16, 16, 16, "
+                f"{self.ctype(b.dtype)}> {self._name(b)}[{b.size // (FRAGMENT * FRAGMENT)}];"
+            )
+
+            def declare():
+                self._line(frag)
+                if not self._caches_declared:
+                    self._caches_declared = True
+                    self._declare_operand_caches()
+
+            self._arch_split(declare, lambda: self._line(f"{self.array_decl(b)};"))
+            self._stmt(s.body, guards)
+            return
+        super()._stmt(s, guards)
+
+    def _frag(self, acc: Buffer, base, ldm: int) -> str:
+        """The accumulator fragment holding the 16x16 tile at ``acc[base]`` (row length
+        ``ldm``): tiles are numbered row-major."""
+        b = self.expr(base)
+        index = f"(({b}) / {FRAGMENT * ldm}) * {ldm // FRAGMENT} + ((({b}) % {ldm}) / {FRAGMENT})"
+        return f"{self._name(acc)}[{index}]"
+
+    def _operand_caches(self) -> dict:
+        """``(id(mma loop), "a"|"b") -> (Buffer naming the cache, [key loops], reload loops)``.
+
+        An operand fragment whose address does not depend on some of the unrolled loops around
+        the nest is loaded once when those loops are all at 0 and reused by their other
+        iterations: a tile of fi x fj accumulators then loads fi + fj fragments per k step,
+        not 2 fi fj (shared-memory bandwidth is what bounds wmma). The cache holds one
+        fragment per value of the loops it depends on inside the outermost loop it does not.
+        """
+        out = {}
+        for key, m in self._plan.mma.items():
+            chain = self._plan.chains.get(key, ())
+            for tag, op in (("a", m.a), ("b", m.b)):
+                deps = {n for n in walk(op.base) if isinstance(n, Var)}
+                free = [k for k, f in enumerate(chain) if f.var not in deps]
+                if not free:
+                    continue
+                keyed = [f for f in chain[free[0] :] if f.var in deps]
+                size = math.prod(f.extent for f in keyed)
+                buf = Buffer(f"wmma_{tag}", (size,), op.buffer.dtype, "local")
+                out[(key, tag)] = (buf, keyed, [chain[k] for k in free])
+        return out
+
+    def _declare_operand_caches(self) -> None:
+        t = self.ctype(self._plan.dtype)
+        for (key, tag), (buf, _, _) in self._caches.items():
+            op = getattr(self._plan.mma[key], tag)
+            use = "matrix_a" if tag == "a" else "matrix_b"
+            self._line(
+                f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
+                f"{self._name(buf)}[{buf.size}];"
+            )
+
+    def _wmma_mma(self, m) -> None:
+        t = self.ctype(m.a.buffer.dtype)
+        self._open("")
+        names = []
+        for tag, op, use in (("a", m.a, "matrix_a"), ("b", m.b, "matrix_b")):
+            ptr = f"&{self._name(op.buffer)}[{self.expr(op.base)}]"
+            cache = self._caches.get((id(m.loop), tag))
+            if cache is None:
+                name = f"wmma_{tag}"
+                self._line(
+                    f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
+                    f"{name};"
+                )
+                self._line(f"{_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+            else:
+                buf, keyed, free = cache
+                index = "0"
+                for f in keyed:
+                    index = f"({index}) * {f.extent} + {self._name(f.var)}"
+                name = f"{self._name(buf)}[{index}]"
+                first = " && ".join(f"{self._name(f.var)} == 0" for f in free)
+                self._line(f"if ({first}) {_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+            names.append(name)
+        acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
+        self._line(f"{_WMMA}::mma_sync({acc}, {names[0]}, {names[1]}, {acc});")
+        self._close()
+
+    def _wmma_store(self, m) -> None:
+        plan, ext = self._plan, self._k.info.extents
+        if self._stage is None:
+            tile = FRAGMENT * FRAGMENT
+            self._stage = Buffer("wmma_stage", (plan.warps * tile,), m.acc.dtype, "shared")
+        y, z = ext.get("threadIdx.y", 1), ext.get("threadIdx.z", 1)
+        warp = f"(threadIdx.y + {y} * threadIdx.z)" if z > 1 else "threadIdx.y"
+        tile_buf = Buffer("wmma_tile", (FRAGMENT * FRAGMENT,), m.acc.dtype, "local")
+        e = Var("wmma_e")
+        self._open("")
+        tname, stage = self._name(tile_buf), self._name(self._stage)
+        self._line(f"{self.storage_type(m.acc.dtype)}* {tname} = &{stage}[{warp} * 256];")
+        acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
+        self._line(f"{_WMMA}::store_matrix_sync({tname}, {acc}, 16, {_WMMA}::mem_row_major);")
+        self._line("__syncwarp();")
+        ev, iv, jv = self._name(e), self._name(m.i), self._name(m.j)
+        self._open(f"for (int {ev} = threadIdx.x; {ev} < 256; {ev} += {LANES})")
+        self._line(f"int {iv} = {ev} >> 4;")
+        self._line(f"int {jv} = {ev} & 15;")
+        tile_load = Load(tile_buf, e, m.acc.dtype)
+        st = m.store
+
+        def swap(n):
+            return tile_load if isinstance(n, Load) and n.buffer is m.acc else None
+
+        super()._stmt(Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap)), ())
+        self._close()
+        self._line("__syncwarp();")
+        self._close()
+
+    def _wmma_fill(self, m) -> None:
+        acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
+        self._line(f"{_WMMA}::fill_fragment({acc}, {self.expr(m.value)});")
+
     def _for(self, s: For, guards: tuple) -> None:
+        plan = self._plan
+        if plan is not None and not guards:
+            for group, emit in ((plan.mma, self._wmma_mma), (plan.fill, self._wmma_fill),
+                                (plan.store, self._wmma_store)):  # fmt: skip
+                m = group.get(id(s))
+                if m is not None:
+                    scalar = super()._for
+                    self._arch_split(partial(emit, m), partial(scalar, s, ()))
+                    return
+            if id(s) in plan.unroll and s.kind == "serial":
+                self._line("#pragma unroll")  # fragment indices must be constants
+            copy = self._vec_copies.get(id(s))
+            if copy is not None:
+                dst, src, dbase, sbase, word = copy
+                self._line(
+                    f"*({word}*)&{self._name(dst)}[{self.expr(dbase)}] = "
+                    f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}];"
+                )
+                return
         dot = None if guards else self._dp4a_loops.get(id(s))
         if dot is None:
             super()._for(s, guards)
@@ -142,7 +354,8 @@ class CUDARenderer(CRenderer):
 
     def header(self) -> list[str]:
         out = ["#include <cuda_fp16.h>"] if "float16" in self._dtypes else []
-        return out + (["#include <cuda_bf16.h>"] if "bfloat16" in self._dtypes else [])
+        out += ["#include <cuda_bf16.h>"] if "bfloat16" in self._dtypes else []
+        return out + (["#include <mma.h>"] if self._uses_wmma else [])
 
     def kernel_signature(self, name, params, info) -> str:
         # The launch always uses exactly this block, so tell ptxas the bound (register budget).
@@ -210,6 +423,40 @@ def render(program: Program, target, options) -> Source:
     """The backend table's renderer (codegen.target.BACKENDS): :func:`build_cuda` for the
     target's ``-arch``."""
     return build_cuda(program, arch=target.get("arch"))
+
+
+_WORDS = {4: "unsigned int", 8: "uint2", 16: "uint4"}
+
+
+def _vector_copy(s: For):
+    """``(dst, src, dst_base, src_base, word type)`` when the vectorized loop ``s`` copies
+    ``extent`` contiguous elements that fit one 4/8/16-byte word, both runs starting at a
+    multiple of the word (a proof over the indices' linear forms), else None.
+
+    Used in tensor-core kernels only (their shared fetches): global buffers there are whole
+    allocations or 64-byte aligned workspaces, and the arrays are declared ``__align__(16)``.
+    """
+    if s.kind != "vectorized" or not isinstance(s.body, Store):
+        return None
+    st = s.body
+    if not isinstance(st.value, Load) or st.value.dtype != st.buffer.dtype:
+        return None
+    nbytes = s.extent * itemsize(st.buffer.dtype)
+    if nbytes not in _WORDS or st.buffer.scope == "local" or st.value.buffer.scope == "local":
+        return None
+    bases = []
+    for index in (st.index, st.value.index):
+        form = linear_form(index)
+        if form is None:
+            return None
+        terms, const = form
+        if terms.get(s.var) != 1 or const % s.extent:
+            return None
+        for atom, coef in terms.items():
+            if atom is not s.var and (depends_on(atom, s.var) or coef % s.extent):
+                return None
+        bases.append(simplify_expr(substitute(index, {s.var: Const(0, "int32")})))
+    return st.buffer, st.value.buffer, bases[0], bases[1], _WORDS[nbytes]
 
 
 def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None = None) -> Source:

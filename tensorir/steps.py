@@ -432,8 +432,10 @@ class AnnotationStep:
 #: Accelerator pragmas (TVM's VTA ``env.dma_copy``, ``env.alu`` and the GEMM tensorize): the
 #: pragma is recorded on the stage (``Stage.pragmas``) and lowering annotates the loop with
 #: ``("pragma", name)``; a backend that knows them (codegen/vta) lowers that loop nest to
-#: instructions, every other backend ignores them.
-LOOP_PRAGMAS = ("dma_copy", "alu", "gemm")
+#: instructions, every other backend ignores them. ``tensor_core`` marks a 16x16(x16) fragment
+#: loop nest that the CUDA backend runs as ``nvcuda::wmma`` calls
+#: (:mod:`tensorir.passes.tensor_core`); elsewhere it runs as the scalar loops it is.
+LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core")
 
 
 @dataclass(frozen=True)

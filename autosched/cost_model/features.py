@@ -1,10 +1,13 @@
-"""Per-store features of a lowered loop program: Ansor's 164-float rows.
+"""Per-store features of a lowered loop program: Ansor's 164-float rows, plus 4 for tensor cores.
 
 One row per distinct buffer that the program stores to (``feature.cc`` in TVM). The layout is
 :data:`FEATURE_NAMES` (ansor-notes section 6.2): 57 computation values, 5 buffer-access groups of
 18, a 10-point arithmetic-intensity curve, 4 allocation values and 3 outer-scope values. All
 values but one-hot entries, ``is_gpu`` and the intensity curve (already a ratio of log2 values
-in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``.
+in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``. Four columns after TVM's 164 describe
+tensor-core (wmma) nests: ``tensor_core`` (1 for a store inside a loop marked
+``("pragma", "tensor_core")``), the fragment's M*N*K, the accumulator's 16x16 fragments per warp
+and the warps per block; they are 0 for every other store.
 
 The rows are computed in one walk over the loop nest. Each loop pushes a frame with its
 variable, extent and kind; each store linearizes its indices once
@@ -84,6 +87,9 @@ def _names() -> tuple[list[str], np.ndarray]:
     names += ["alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod"]
     names += ["outer_prod", "num_loops", "auto_unroll_max_step"]
     raw += [False] * 7
+    # Tensor cores (not in TVM's 164): zero for every store outside a tensor_core nest.
+    names += ["tensor_core", "tc_fragment_mnk", "tc_accumulators", "tc_warps"]
+    raw += [True, False, False, False]
     return names, np.array(raw)
 
 
@@ -95,6 +101,7 @@ _IDX = {n: i for i, n in enumerate(FEATURE_NAMES)}
 _COMP = 57  # start of the buffer groups
 _CURVE = _COMP + N_BUFFERS * len(_BUF)
 _ALLOC = _CURVE + N_CURVE
+_TC = _ALLOC + 7  # the tensor-core columns
 _THREAD_COL = {t: _IDX[t.replace(".", "_") + "_len"] for t in
                ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
                 "threadIdx.z")}  # fmt: skip
@@ -181,7 +188,8 @@ class _Extractor:
         self.is_gpu = False
         self.threads = {}  # thread tag -> extent of the enclosing bound loop
         self.vthread = 1
-        self.rows: dict = {}  # buffer -> row (list of 164 raw floats); insertion = first store
+        self.tensor_core = False  # inside a loop marked ("pragma", "tensor_core")
+        self.rows: dict = {}  # buffer -> row of N_FEATURES raw floats; insertion = first store
         self.alloc: dict = {}  # buffer -> (size bytes, elements, outer_prod at allocation)
         for b in program.workspaces:  # global intermediates live at the root (TVM realizes them)
             self.alloc[b] = (b.nbytes, b.size, 1)
@@ -204,9 +212,12 @@ class _Extractor:
 
     def visit_for(self, f: For) -> None:
         old_step, old_threads, old_vthread = self.unroll_step, self.threads, self.vthread
+        old_tc = self.tensor_core
         for key, val in f.annotations:
             if key == "auto_unroll_max_step":
                 self.unroll_step = val
+            elif key == "pragma" and val == "tensor_core":
+                self.tensor_core = True
         if f.kind == "thread":
             self.is_gpu = True
             self.threads = {**self.threads, f.thread_tag: f.extent}
@@ -219,6 +230,7 @@ class _Extractor:
         self.outer_prod //= f.extent
         self.loops.pop()
         self.unroll_step, self.threads, self.vthread = old_step, old_threads, old_vthread
+        self.tensor_core = old_tc
 
     # ----------------------------------------------------------------------- one store
 
@@ -253,6 +265,12 @@ class _Extractor:
             size_bytes, elems, outer = a
             row[_ALLOC:_ALLOC + 4] = [size_bytes, elems * outer, outer, op / outer]  # fmt: skip
         row[_ALLOC + 4:_ALLOC + 7] = [op, len(self.loops), self.unroll_step]  # fmt: skip
+        if self.tensor_core:
+            # The accumulator: the local buffer stored (mma) or read (fragment store).
+            accs = [b for b in (buf, *(ld.buffer for ld in loads)) if b.scope == "local"]
+            frags = accs[0].size // 256 if accs else 0
+            warps = self.threads.get("threadIdx.y", 1) * self.threads.get("threadIdx.z", 1)
+            row[_TC:_TC + 4] = [1.0, 16 * 16 * 16, frags, warps]  # fmt: skip
 
     def annotation_features(self, row: list) -> None:
         base = 16
@@ -424,7 +442,7 @@ def program_features(program: Program, cache_line_bytes: int = 64) -> np.ndarray
     Returns
     -------
     np.ndarray
-        ``(n_stored_buffers, 164)`` float32, one row per distinct stored buffer in order of
+        ``(n_stored_buffers, N_FEATURES)`` float32, one row per distinct stored buffer in order of
         first store; columns as :data:`FEATURE_NAMES`.
     """
     ex = _Extractor(program, cache_line_bytes)
@@ -442,7 +460,7 @@ def state_features(task, state) -> np.ndarray:
     Returns
     -------
     np.ndarray
-        ``(n, 164)`` float32; ``(0, 164)`` when the state does not lower (or, on a GPU target,
+        ``(n, N_FEATURES)`` float32; empty when the state does not lower (or, on a GPU target,
         fails the GPU verifier), which the cost model scores as ``-inf``.
     """
     limits = task.hardware_params.as_limits() if task.target.is_gpu else None
@@ -451,7 +469,7 @@ def state_features(task, state) -> np.ndarray:
 
 def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> np.ndarray:
     """Lower ``state``, verify it against ``gpu_limits`` (GPU targets; None on the CPU) and
-    extract its rows; ``(0, 164)`` when it does not lower or fails the verifier. The core of
+    extract its rows; none when it does not lower or fails the verifier. The core of
     :func:`state_features`, also run by the parallel workers of
     :mod:`autosched.cost_model.feature_pool`."""
     from tensorir.lower import lower

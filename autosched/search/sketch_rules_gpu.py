@@ -34,6 +34,7 @@ from .sketch_rules import (
     do_multi_level_tiling,
     follow_tiling,
 )
+from .sketch_rules_tensor_core import MultiLevelTilingTensorCore
 
 __all__ = [
     "AddCacheRead",
@@ -374,6 +375,7 @@ def gpu_rules() -> list[SketchRule]:
         AlwaysInlineGPU(),
         SimplifyComputeWithConstTensor(),
         CrossThreadReduction(),
+        MultiLevelTilingTensorCore(),
         AddCacheWriteGPU(),
         MultiLevelTilingWithFusionGPU(),
         MultiLevelTiling(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
+from tensorir.passes.tensor_core import FRAGMENT
 from tensorir.stage import SplitRel
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "get_compute_location_candidates",
     "has_cache_write_stage",
     "has_fixed_innermost",
+    "tensor_core_fixed_split",
     "has_reduce_iter",
     "has_single_elementwise_consumer",
     "is_output",
@@ -258,11 +260,14 @@ def dot_product_tail(stage) -> tuple[str, str] | None:
 
 def has_fixed_innermost(state, step_id: int) -> bool:
     """Whether SplitStep ``steps[step_id]`` made a loop of its stage's dot-product tail: its
-    innermost length was fixed by the sketch (the vector lanes, or 4), so mutation keeps it.
+    innermost length was fixed by the sketch (the vector lanes, or 4), so mutation keeps it;
+    also the splits the tensor-core sketch fixed (:func:`tensor_core_fixed_split`).
 
     The split is found among the stage's split relations by its parent's extent and its
     lengths (a split of another axis with the very same extent and lengths would count too:
     it then keeps its innermost length, which only narrows the mutation)."""
+    if tensor_core_fixed_split(state, step_id):  # the 16s, 32 lanes, 8-wide fetches
+        return True
     step = state.steps[step_id]
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
     tail = dot_product_tail(stage)
@@ -273,6 +278,34 @@ def has_fixed_innermost(state, step_id: int) -> bool:
         isinstance(rel, SplitRel)
         and rel.children[-1] in tail
         and tuple(rel.lengths) == tuple(step.lengths)
+        and roots.get(rel.parent) == step.extent
+        for rel in stage.relations
+    )
+
+
+def _marked(stage) -> bool:
+    return any(p == "tensor_core" for _, p in stage.pragmas)
+
+
+def tensor_core_fixed_split(state, step_id: int) -> bool:
+    """Whether SplitStep ``steps[step_id]`` is one whose length the tensor-core sketch fixed, so
+    that mutation leaves it (any other value fails the fragment rules): a root axis of the
+    fragment stage split by 16, or a split of a ``.shared`` stage attached to it (the 8-element
+    vector, the 32 lanes). A searched split of the same stage with the very same extent and
+    length would count too, which only narrows the mutation (see
+    :mod:`autosched.search.sketch_rules_tensor_core`)."""
+    step = state.steps[step_id]
+    if len(step.lengths) != 1:
+        return False
+    stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
+    if stage.name.endswith(".shared") and stage.compute_at == "iter":
+        return _marked(state[stage.attach[0]])
+    if not _marked(stage) or tuple(step.lengths) != (FRAGMENT,):
+        return False
+    roots = {it.name: it.extent for it in stage.root_iters}
+    return any(
+        isinstance(rel, SplitRel)
+        and tuple(rel.lengths) == (FRAGMENT,)
         and roots.get(rel.parent) == step.extent
         for rel in stage.relations
     )

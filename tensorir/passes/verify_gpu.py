@@ -17,6 +17,7 @@ from ..loops import (
     stmt_children,
     walk_stmts,
 )
+from .tensor_core import tensor_core_errors
 
 
 class GPUVerifyError(ValueError):
@@ -143,6 +144,7 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
                 f"{where}: {vt} virtual threads exceed max_vthread_extent={cap}; "
                 "use smaller vthread split factors"
             )
+        errors += tensor_core_errors(info, program.name, limits)
         warp = limits.get("warp_size")
         if warp and limits.get("enforce_warp_multiple") and n % warp:
             errors.append(

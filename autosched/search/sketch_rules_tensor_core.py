@@ -1,0 +1,182 @@
+"""The GPU tensor-core sketch: GEMMs in fp16 / bf16 on warp-level 16x16x16 ``wmma`` fragments.
+
+:class:`MultiLevelTilingTensorCore` fires (ahead of the scalar multi-level tiling, see
+:func:`autosched.search.sketch_rules_gpu.gpu_rules`) on a stage that
+:func:`tensor_core_gemm` recognizes: ``out[b.., i, j] = sum_k X[.., i, k] * Y[.., j, k]`` (or
+``Y[.., k, j]``) with 16-bit float operands (each maybe cast to the accumulator dtype),
+accumulated in float32 or in the operand dtype, and ``i``, ``j``, ``k`` multiples of 16 (a dense
+layer, a batch_matmul). Anything else (fp32, batch-1 dense with M=1, K=3) is left to the scalar
+sketches: tails are not masked yet.
+
+The sketch (a GEMM ``G`` and the stage ``O`` that writes its result: ``G`` itself after
+``cache_write``, or its single elementwise consumer, fused)::
+
+    G: b  i.0.0 j.0.0  i.0.1 j.0.1  k.0.0  k.0.1  i.0.2 j.0.2  i.1 j.1 k.1
+       |  block tile   warps         k tile  frags  fragments   16 16 16  <- pragma tensor_core
+    O: b@i.0.0@j.0.0 -> blockIdx.x, i.0.1@j.0.1 -> threadIdx.y (one warp each), i.0.2 j.0.2,
+       i.1 j.1 <- pragma tensor_core (the fragment store); G computed at O's threadIdx.y
+    X.shared, Y.shared at G's k.0.0: the row split by 8 (vectorized: 16 bytes), the rest fused and
+       split [.., warps, 32] -> threadIdx.y, threadIdx.x (the lanes); rows padded by 8 halves.
+
+The lengths left open (warps and fragments per warp along ``i`` and ``j``, fragments per shared
+k tile) are drawn and mutated by the search like every tile size; the 16s, the 32 lanes and the
+8-wide vector are fixed. Every lane of a warp runs the same iterations of ``G`` and ``O`` (they
+bind no ``threadIdx.x``), which is what makes the scalar reading of the loops equal to the
+warp-collective ``wmma`` calls the CUDA backend emits for the marked nests
+(:mod:`tensorir.passes.tensor_core`, :mod:`codegen.cuda`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorir.dtype import LOW_PRECISION
+from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
+
+from . import state_utils as su
+from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchRule
+
+__all__ = [
+    "FRAGMENT",
+    "MultiLevelTilingTensorCore",
+    "TensorCoreGemm",
+    "tensor_core_gemm",
+]
+
+FRAGMENT = 16
+"""The wmma fragment's M, N and K (16x16x16 for fp16 and bf16)."""
+LANES = 32
+FETCH_VECTOR = 8  # halves per lane and shared-memory fetch: 16 bytes
+SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 8 elements long (see apply)
+
+
+@dataclass(frozen=True)
+class TensorCoreGemm:
+    """The axes of a GEMM stage the tensor-core sketch tiles (names of ``op.axes``)."""
+
+    batch: tuple[str, ...]
+    i: str
+    j: str
+    k: str
+
+
+def _operand(e) -> TensorRead | None:
+    """A 16-bit float tensor read, maybe cast up to the accumulator dtype."""
+    if isinstance(e, Cast):
+        e = e.value
+    return e if isinstance(e, TensorRead) and e.dtype in LOW_PRECISION else None
+
+
+def tensor_core_gemm(op) -> TensorCoreGemm | None:
+    """The GEMM axes of ``op`` when the tensor-core sketch can tile it (module docstring)."""
+    body = getattr(op, "body", None)
+    if not (isinstance(body, Reduce) and body.combiner == "sum" and body.condition is None):
+        return None
+    if len(body.axes) != 1 or len(op.axes) < 2:
+        return None
+    prod = body.source
+    if not (isinstance(prod, Binary) and prod.op == "*"):
+        return None
+    x, y = _operand(prod.a), _operand(prod.b)
+    if x is None or y is None or x.dtype != y.dtype:
+        return None
+    if body.dtype not in ("float32", x.dtype):
+        return None
+    k = body.axes[0]
+    *batch, ax_i, ax_j = op.axes
+    if any(ax.extent % FRAGMENT for ax in (ax_i, ax_j, k)):
+        return None
+    # X[.., i, k] and Y[.., j, k] or Y[.., k, j]: bare axes as the two last indices.
+    if tuple(x.indices[-2:]) != (ax_i.var, k.var):
+        return None
+    if tuple(y.indices[-2:]) not in ((ax_j.var, k.var), (k.var, ax_j.var)):
+        return None
+    inner = {ax_i.var, ax_j.var, k.var}
+    for r in (x, y):
+        for e in r.indices[:-2]:  # batch indices: a batch axis or a constant
+            if isinstance(e, Var) and e in inner:
+                return None
+    return TensorCoreGemm(tuple(ax.var.name for ax in batch), ax_i.var.name, ax_j.var.name,
+                          k.var.name)  # fmt: skip
+
+
+class MultiLevelTilingTensorCore(SketchRule):
+    """Tile a :func:`tensor_core_gemm` stage onto wmma fragments (module docstring)."""
+
+    name = "MultiLevelTilingTensorCore"
+
+    def meet_condition(self, ctx, state, sid):
+        stage = state.stages[sid]
+        if stage.is_placeholder or stage.compute_at != "root" or su.is_tiled(stage):
+            return SKIP
+        if getattr(ctx, "warp_size", LANES) != LANES or not su.needs_multi_level_tiling(state, sid):
+            return SKIP
+        if not getattr(ctx.params, "gpu_tensor_core", True):
+            return SKIP
+        if tensor_core_gemm(stage.op) is None:
+            return SKIP
+        return APPLY_AND_SKIP_REST
+
+    def apply(self, ctx, state, sid):
+        s = state.copy()
+        name = state.stages[sid].name
+        cons = su.has_single_elementwise_consumer(state, sid)
+        if cons is None:
+            s.cache_write(sid, "local")  # G = name.local, O = name
+            g, o = f"{name}.local", name
+        else:
+            g, o = name, state.stages[cons].name
+        reads = [op.name for op in su.current_dag(s).producers(g)]
+        # The iterators by position (cache_write renames them ``i.c``): batch.., i, j, k.
+        spatial = [it.name for it in s[g].iters if it.kind == "spatial"]
+        (k_name,) = [it.name for it in s[g].iters if it.kind == "reduce"]
+        gemm = TensorCoreGemm(tuple(spatial[:-2]), spatial[-2], spatial[-1], k_name)
+        o_names = [it.name for it in s[o].iters]
+        o_batch, o_i, o_j = o_names[:-2], o_names[-2], o_names[-1]
+        # G: fragments (16), then warps / fragments per warp (searched).
+        parts, split_ids = {}, {}
+        for ax in (gemm.i, gemm.j):
+            outer, inner = s.split(g, ax, [FRAGMENT])
+            split_ids[ax] = (len(s.steps) - 1,)
+            p = s.split(g, outer.name, [None, None])
+            split_ids[ax] += (len(s.steps) - 1,)
+            parts[ax] = [p[0].name, p[1].name, p[2].name, inner.name]
+        ko, ki = s.split(g, gemm.k, [FRAGMENT])
+        kp = s.split(g, ko.name, [None])
+        pi, pj = parts[gemm.i], parts[gemm.j]
+        order = [*gemm.batch, pi[0], pj[0], pi[1], pj[1], kp[0].name, kp[1].name, pi[2], pj[2],
+                 pi[3], pj[3], ki.name]  # fmt: skip
+        s.reorder(g, order)
+        s.pragma(g, pi[3], "tensor_core")
+        # O follows G's tiles; blocks and warps bound here (annotation leaves bound stages be).
+        oparts = {}
+        for ax, oax in ((gemm.i, o_i), (gemm.j, o_j)):
+            o16 = s.follow_split(o, oax, split_ids[ax][0], 1)
+            op3 = s.follow_split(o, o16[0].name, split_ids[ax][1], 2)
+            oparts[ax] = [x.name for x in op3] + [o16[1].name]
+        oi, oj = oparts[gemm.i], oparts[gemm.j]
+        s.reorder(o, [*o_batch, oi[0], oj[0], oi[1], oj[1], oi[2], oj[2], oi[3], oj[3]])
+        block = s.fuse(o, [*o_batch, oi[0], oj[0]])
+        s.bind(o, block.name, "blockIdx.x")
+        warps = s.fuse(o, [oi[1], oj[1]])
+        s.bind(o, warps.name, "threadIdx.y")
+        s.pragma(o, oi[3], "tensor_core")
+        s.compute_at(g, o, warps.name)
+        warp_steps = [split_ids[gemm.i][1], split_ids[gemm.j][1]]
+        for rd in reads:
+            shared = s.cache_read(rd, "shared", [g])
+            s.compute_at(shared.name, g, kp[0].name)
+            # Rows padded by 8 elements (16 bytes): the 16 rows a fragment load reads
+            # fall in different shared-memory banks (TVM's tensor-core schedules do the same).
+            s.storage_align(shared.name, s[shared.name].iters[-2].name, SHARED_ROW_ALIGN, 8)
+            # The vector is split off the row (contiguous in both copies) before the fuse, so
+            # both indices stay linear in it (one 16-byte load and store, codegen.cuda).
+            *outer, col = [it.name for it in s[shared.name].iters]
+            col_o, vec = s.split(shared.name, col, [FETCH_VECTOR])
+            fused = s.fuse(shared.name, [*outer, col_o.name])
+            rest, lanes = s.split(shared.name, fused.name, [LANES])
+            _, ty = s.follow_fused_split(shared.name, rest.name, warp_steps, 0, True)
+            s.bind(shared.name, ty.name, "threadIdx.y")
+            s.bind(shared.name, lanes.name, "threadIdx.x")
+            s.vectorize(shared.name, vec.name)
+        return [(s, s.stage_id(g) - 1)]

@@ -1,0 +1,99 @@
+"""Lesson 11: tensor cores: a GEMM tiled onto 16x16x16 wmma fragments.
+
+A tensor core multiplies 16x16 tiles of fp16 (or bf16) matrices in one warp-wide instruction,
+accumulating in fp32. CUDA exposes it as ``nvcuda::wmma``: a warp loads fragments
+(``load_matrix_sync``), multiplies them (``mma_sync``) and stores the accumulator
+(``store_matrix_sync``). Here the search does not use a template for it: one more sketch rule
+(``MultiLevelTilingTensorCore``) recognizes a 16-bit GEMM whose sizes are multiples of 16 and
+tiles it block -> warps -> fragments -> 16x16x16, marking the fragment loops with the
+``tensor_core`` pragma. The loops stay ordinary loops (an interpreter or the OpenCL backend runs
+them as scalar code, every lane of a warp doing the same tiles); the CUDA backend turns each
+marked nest into the wmma calls. The tile sizes left open (warps, fragments per warp, the k
+tile) are drawn and mutated by the search as usual. This lesson needs no GPU: it prints the
+sketch, a sampled program, and the CUDA it generates (nvcc compiles it when present).
+"""
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+import autosched as ansor
+from autosched import te
+from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
+from autosched.search.sketch import generate_sketches
+from codegen.cuda import build_cuda
+from tensorir.loop_interp import run_program
+from tensorir.lower import lower
+from tensorir.ops.dense import dense
+
+QUICK = os.environ.get("AUTOSCHED_LESSON_QUICK") == "1"
+M, N, K = (64, 64, 32) if QUICK else (256, 256, 128)
+
+A = te.placeholder((M, K), "float16", name="A")
+B = te.placeholder((N, K), "float16", name="B")  # nn.dense's weight layout: (units, K)
+C = dense(A, B, out_dtype="float32")  # fp16 x fp16 products summed in fp32
+# Fixed hardware numbers, so this lesson prints the same on every machine.
+hardware = ansor.HardwareParams(
+    num_cores=132,
+    vector_unit_bytes=16,
+    cache_line_bytes=64,
+    max_shared_memory_per_block=49152,
+    max_local_memory_per_block=2**31 - 1,
+    max_threads_per_block=1024,
+    max_vthread_extent=8,
+    warp_size=32,
+)
+task = ansor.SearchTask(ansor.ComputeDAG([A, B, C]), target="cuda", hardware_params=hardware)
+
+(sketch,) = generate_sketches(task)
+print("== the tensor-core sketch (None: tile sizes the search decides)")
+print(sketch)
+
+# A float32 GEMM, or one with a size that is not a multiple of 16, keeps the scalar sketch.
+A32 = te.placeholder((M, K), "float32", name="A")
+B32 = te.placeholder((N, K), "float32", name="B")
+t32 = ansor.SearchTask(ansor.ComputeDAG([A32, B32, dense(A32, B32)]), target="cuda",
+                       hardware_params=hardware)  # fmt: skip
+pragmas = [p for s in generate_sketches(t32) for stage in s.stages for _, p in stage.pragmas]
+marked = "tensor_core" in pragmas
+print(f"== float32 dense gets the tensor-core sketch: {marked}")
+
+# Annotation: sizes drawn, checked by the GPU validity check (which knows the fragment rules).
+ctx, rng = gpu_context(task, ansor.SearchParams()), random.Random(1)
+state = None
+while state is None:
+    state = sample_state_gpu(ctx, sketch, rng, task)
+program = lower(state)
+print("== the lowered loops of one sampled program (the marked nests are the fragment ones)")
+print(program)
+
+# Read as loops, the program is plain scalar code: check it against numpy here.
+data = np.random.default_rng(0)
+a = data.uniform(-1, 1, (M, K)).astype("float16")
+b = data.uniform(-1, 1, (N, K)).astype("float16")
+out = np.zeros((M, N), "float32")
+run_program(program, [a, b, out], simt=True)
+want = a.astype("float32") @ b.astype("float32").T
+print(f"== as scalar loops it equals numpy: {np.allclose(out, want, rtol=1e-3, atol=1e-3)}")
+
+# The CUDA backend emits wmma calls for the marked nests.
+code = build_cuda(program, arch="sm_80").code
+print("== the wmma calls in the generated CUDA (sm_80)")
+for line in code.splitlines():
+    if "wmma::" in line and "fragment<" not in line:
+        print(re.sub(r"\s+", " ", line.strip()))
+nvcc = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+if nvcc:
+    with tempfile.TemporaryDirectory() as tmp:
+        src, ptx = os.path.join(tmp, "k.cu"), os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(code)
+        subprocess.run([nvcc, "-ptx", "-arch=sm_80", src, "-o", ptx], check=True)
+        with open(ptx) as f:
+            n = f.read().count("wmma.mma.sync")
+        print(f"~ nvcc: the PTX holds {n} wmma.mma.sync instructions")
