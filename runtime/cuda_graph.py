@@ -2,21 +2,31 @@
 
 ``GraphModule.run()`` on a CUDA device launches every kernel from Python: one driver call and
 some argument packing per kernel. :class:`CUDAGraphRunner` captures that sequence once into a
-CUDA graph (``Stream.begin_capture`` / ``end_capture`` / ``Graph.instantiate``, pycuda 2022.1
-and later) and replays it with a single ``GraphExec.launch``. A graph holds the raw device
-pointers it was captured with, so the runner is told the current launches at construction and
-:meth:`invalidate` drops the graph when any buffer changes (the next :meth:`launch` captures
-again).
+CUDA graph and replays it with a single launch. Two ways to capture, tried in order:
 
-Where pycuda has no graph API, or capturing fails (an old driver, a launch that cannot be
-captured), :meth:`launch` returns False with :attr:`reason` set, and the caller launches the
+1. pycuda's own graph API (``Stream.begin_capture`` / ``end_capture`` / ``Graph.instantiate``),
+   where the installed pycuda was built with it;
+2. the CUDA driver library itself through ``ctypes`` (:class:`DriverGraphs`:
+   ``cuStreamBeginCapture_v2`` / ``cuStreamEndCapture`` / ``cuGraphInstantiateWithFlags`` /
+   ``cuGraphLaunch``). ``libcuda.so.1`` is loaded wherever pycuda runs, so this needs nothing
+   more; it covers pycuda builds without the graph API (the prebuilt pycuda 2026.1 has none).
+
+The kernels are still launched by pycuda, on a stream being captured. A graph holds the raw
+device pointers it was captured with, so the runner is told the current launches at
+construction and :meth:`invalidate` drops the graph when any buffer changes (the next
+:meth:`launch` captures again).
+
+Where neither way works, or capturing fails (an old driver, a launch that cannot be captured),
+:meth:`launch` returns False with :attr:`reason` set (logged once), and the caller launches the
 kernels itself. Set ``AUTOSCHED_CUDA_GRAPH=0`` to turn graphs off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import sys
 
 from .environment import env
 
@@ -24,16 +34,174 @@ _log = logging.getLogger("autosched.runtime.cuda_graph")
 
 ENV = "AUTOSCHED_CUDA_GRAPH"
 
+# cuda.h: CUstreamCaptureMode. Thread-local: only this thread's unsafe calls (a cudaMalloc, a
+# synchronous copy) are errors during capture; other threads (a tuner's pool) are untouched.
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+# cuda.h: CU_STREAM_LEGACY, the legacy default stream whatever the per-thread setting, which
+# pycuda's synchronous copies and plain kernel launches use.
+CU_STREAM_LEGACY = 1
+_DRIVER_NAMES = ("libcuda.so.1", "libcuda.so", "nvcuda.dll")
+_logged: set[str] = set()
+
+
+def _log_once(level: int, reason: str) -> None:
+    """Say why graphs are off once per process, not once per GraphModule."""
+    if reason not in _logged:
+        _logged.add(reason)
+        _log.log(level, "%s; kernels are launched one by one", reason)
+
 
 def graph_api_missing(cuda) -> str | None:
-    """Why the pycuda driver module ``cuda`` cannot capture graphs, or None when it can."""
+    """Why the pycuda driver module ``cuda`` cannot capture graphs itself, or None when it can."""
     stream_cls = getattr(cuda, "Stream", None)
     for owner, attr in ((stream_cls, "begin_capture"), (stream_cls, "end_capture")):
         if owner is None or not hasattr(owner, attr):
-            return f"pycuda has no Stream.{attr} (CUDA graphs need pycuda >= 2022.1)"
+            return f"pycuda has no Stream.{attr} (its graph API needs pycuda >= 2022.1)"
     if not hasattr(cuda, "Graph"):
-        return "pycuda has no Graph class (CUDA graphs need pycuda >= 2022.1)"
+        return "pycuda has no Graph class (its graph API needs pycuda >= 2022.1)"
     return None
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call of :class:`DriverGraphs` returned an error code."""
+
+
+class PycudaGraphs:
+    """Graph capture through pycuda's own API (pycuda >= 2022.1 built with it)."""
+
+    name = "pycuda"
+
+    def begin(self, stream) -> None:
+        stream.begin_capture()
+
+    def end(self, stream):
+        return stream.end_capture()
+
+    def instantiate(self, graph):
+        return graph.instantiate()
+
+    def launch(self, graph_exec) -> None:
+        graph_exec.launch()  # no stream: the legacy default stream
+
+    def destroy(self, graph_exec, graph) -> None:
+        """pycuda frees both when they are garbage collected."""
+
+
+class DriverGraphs:
+    """Graph capture by calling the CUDA driver library directly (``ctypes``).
+
+    Parameters
+    ----------
+    lib : ctypes.CDLL of ``libcuda`` (or any object with the same functions, for tests):
+        ``cuStreamBeginCapture_v2``, ``cuStreamEndCapture``, ``cuGraphInstantiateWithFlags``,
+        ``cuGraphLaunch``, ``cuGraphExecDestroy``, ``cuGraphDestroy`` and optionally
+        ``cuGetErrorName``. Functions taking an out-parameter get a ``ctypes.pointer``.
+
+    Every call needs the owning context current (the runner makes it so) and raises
+    :class:`DriverError` naming the function and the ``CUresult`` on failure.
+    """
+
+    name = "driver"
+    # (symbol, argtypes): the CUDA 12/13 signatures of cuda.h. cuStreamBeginCapture and
+    # cuGraphInstantiate are macros for these symbols there.
+    _SIGNATURES = {
+        "cuStreamBeginCapture_v2": (ctypes.c_void_p, ctypes.c_int),
+        "cuStreamEndCapture": (ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)),
+        "cuGraphInstantiateWithFlags": (
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+            ctypes.c_ulonglong,
+        ),
+        "cuGraphLaunch": (ctypes.c_void_p, ctypes.c_void_p),
+        "cuGraphExecDestroy": (ctypes.c_void_p,),
+        "cuGraphDestroy": (ctypes.c_void_p,),
+    }
+
+    def __init__(self, lib):
+        self._lib = lib
+        self._fns = {}
+        for symbol, argtypes in self._SIGNATURES.items():
+            fn = getattr(lib, symbol)  # AttributeError: a driver older than the symbol
+            if isinstance(lib, ctypes.CDLL):
+                fn.argtypes, fn.restype = argtypes, ctypes.c_int
+            self._fns[symbol] = fn
+
+    @classmethod
+    def load(cls) -> DriverGraphs:
+        """The driver library of this process; OSError/AttributeError when it has no graphs."""
+        errors = []
+        for name in _DRIVER_NAMES:
+            try:
+                return cls(ctypes.CDLL(name))
+            except OSError as err:
+                errors.append(str(err))
+        raise OSError("; ".join(errors))
+
+    def _error_name(self, code: int) -> str:
+        fn = getattr(self._lib, "cuGetErrorName", None)
+        if fn is None:
+            return "CUDA error"
+        text = ctypes.c_char_p()
+        try:
+            if fn(int(code), ctypes.pointer(text)) == 0 and text.value:
+                return text.value.decode(errors="replace")
+        except Exception:  # a wrong signature must not hide the real error
+            pass
+        return "CUDA error"
+
+    def _call(self, symbol: str, *args) -> None:
+        code = self._fns[symbol](*args)
+        if code != 0:
+            raise DriverError(f"{symbol} returned {self._error_name(code)} ({code})")
+
+    @staticmethod
+    def _handle(stream) -> int:
+        handle = getattr(stream, "handle", None)
+        if handle is None:
+            raise DriverError("this pycuda Stream has no .handle to capture on")
+        return int(handle)
+
+    def begin(self, stream) -> None:
+        mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._call("cuStreamBeginCapture_v2", self._handle(stream), mode)
+
+    def end(self, stream):
+        graph = ctypes.c_void_p()
+        self._call("cuStreamEndCapture", self._handle(stream), ctypes.pointer(graph))
+        if not graph.value:
+            raise DriverError("cuStreamEndCapture returned no graph")
+        return graph.value
+
+    def instantiate(self, graph):
+        graph_exec = ctypes.c_void_p()
+        self._call("cuGraphInstantiateWithFlags", ctypes.pointer(graph_exec), graph, 0)
+        if not graph_exec.value:
+            raise DriverError("cuGraphInstantiateWithFlags returned no executable graph")
+        return graph_exec.value
+
+    def launch(self, graph_exec) -> None:
+        self._call("cuGraphLaunch", graph_exec, CU_STREAM_LEGACY)
+
+    def destroy(self, graph_exec, graph) -> None:
+        if graph_exec is not None:
+            self._call("cuGraphExecDestroy", graph_exec)
+        if graph is not None:
+            self._call("cuGraphDestroy", graph)
+
+
+def graph_api(cuda, driver=None):
+    """``(api, None)`` for the first way to capture graphs that exists here, else
+    ``(None, reason)``: pycuda's own API, then the driver library (``driver``: a
+    :class:`DriverGraphs` or a zero-argument factory of one; default :meth:`DriverGraphs.load`)."""
+    missing = graph_api_missing(cuda)
+    if missing is None:
+        return PycudaGraphs(), None
+    try:
+        if driver is None:
+            driver = DriverGraphs.load
+        return (driver() if callable(driver) else driver), None
+    except (OSError, AttributeError) as err:
+        return None, f"{missing}, and the CUDA driver library has no graph API: {err}"
 
 
 class CUDAGraphRunner:
@@ -45,27 +213,38 @@ class CUDAGraphRunner:
         and a ``_current()`` context manager making its context current)
     launches : list of (function, grid, block, handles)
         pycuda kernel functions with their launch dimensions and device buffers, in order.
+    driver : DriverGraphs, a factory of one, or None
+        How to reach the driver's graph API where pycuda has none (tests pass a fake);
+        None loads ``libcuda`` when needed.
     """
 
-    def __init__(self, backend, launches):
+    def __init__(self, backend, launches, driver=None):
         self._backend = backend
         self._cuda = backend._cuda
         self._launches = [(f, tuple(g), tuple(b), list(h)) for f, g, b, h in launches]
         self._exec = None
         self._graph = None
         self._stream = None
+        self._api = None
         self.captures = 0  # how many times the launches were captured (for tests and logs)
         self.replays = 0
         self.reason: str | None = None
         if not env(ENV):
             self.reason = f"CUDA graphs turned off by {ENV}"
         else:
-            self.reason = graph_api_missing(self._cuda)
+            self._api, self.reason = graph_api(self._cuda, driver)
+        if self.reason is not None:
+            _log_once(logging.INFO, self.reason)
 
     @property
     def enabled(self) -> bool:
         """False once graphs are known not to work here (see :attr:`reason`)."""
         return self.reason is None
+
+    @property
+    def api(self) -> str | None:
+        """Which graph API captures: ``"pycuda"``, ``"driver"`` (ctypes), or None."""
+        return None if self._api is None or not self.enabled else self._api.name
 
     def set_launches(self, launches) -> None:
         """New buffers or kernels: forget the captured graph; the next launch captures again."""
@@ -73,33 +252,51 @@ class CUDAGraphRunner:
         self.invalidate()
 
     def invalidate(self) -> None:
-        self._exec = None
-        self._graph = None
+        """Drop (and free) the captured graph."""
+        graph_exec, graph = self._exec, self._graph
+        self._exec = self._graph = None
+        if self._api is not None and (graph_exec is not None or graph is not None):
+            try:
+                with self._backend._current():
+                    self._api.destroy(graph_exec, graph)
+            except Exception as err:  # a leak at worst; the next capture makes a new graph
+                _log.debug("freeing a CUDA graph failed: %s", err)
+
+    def _fail(self, why: str) -> bool:
+        self.reason = f"capturing a CUDA graph failed: {why}"
+        # Same results, launched one by one: a diagnostic, kept in self.reason too.
+        _log.warning("%s; launching the kernels one by one instead", self.reason)
+        return False
 
     def capture(self) -> bool:
         """Capture the launches into a graph; False (and :attr:`reason`) when that fails."""
         if not self.enabled:
             return False
-        cuda = self._cuda
+        self.invalidate()
+        api, graph = self._api, None
         with self._backend._current():
             try:
                 if self._stream is None:
-                    self._stream = cuda.Stream()
+                    self._stream = self._cuda.Stream()
                 stream = self._stream
-                stream.begin_capture()
+                api.begin(stream)
                 try:
                     for fn, grid, block, handles in self._launches:
                         fn(*handles, grid=grid, block=block, stream=stream)
-                finally:
-                    graph = stream.end_capture()  # always leave capture mode
-                self._exec = graph.instantiate()
-                self._graph = graph
-            except Exception as err:  # pycuda without working graphs, or an uncapturable launch
-                self._exec = self._graph = None
-                self.reason = f"capturing a CUDA graph failed: {type(err).__name__}: {err}"
-                # Same results, launched one by one: a diagnostic, kept in self.reason too.
-                _log.warning("%s; launching the kernels one by one instead", self.reason)
-                return False
+                except Exception:
+                    # Leave capture mode (the stream is unusable otherwise) and report the
+                    # launch's error, not the capture's invalidation that follows from it.
+                    with contextlib.suppress(Exception):
+                        api.destroy(None, api.end(stream))
+                    raise
+                graph = api.end(stream)
+                graph_exec = api.instantiate(graph)
+            except Exception as err:  # no working graphs, or an uncapturable launch
+                if graph is not None:
+                    with contextlib.suppress(Exception):
+                        api.destroy(None, graph)
+                return self._fail(f"{type(err).__name__}: {err}")
+        self._exec, self._graph = graph_exec, graph
         self.captures += 1
         return True
 
@@ -111,8 +308,12 @@ class CUDAGraphRunner:
         """
         if self._exec is None and not self.capture():
             return False
-        with self._backend._current():
-            self._exec.launch()
+        try:
+            with self._backend._current():
+                self._api.launch(self._exec)
+        except Exception as err:  # e.g. the driver refused the executable graph
+            self.invalidate()
+            return self._fail(f"launching it: {type(err).__name__}: {err}")
         self.replays += 1
         return True
 
@@ -120,6 +321,19 @@ class CUDAGraphRunner:
         with contextlib.suppress(Exception):
             self.invalidate()
             self._stream = None
+
+    def __del__(self):
+        # At interpreter exit the driver frees every graph with the process; touching a
+        # context that may already be popped or released gains nothing.
+        if not sys.is_finalizing():
+            self.close()
+
+    def __repr__(self) -> str:
+        state = f"on ({self.api})" if self.enabled else f"off: {self.reason}"
+        return (
+            f"CUDAGraphRunner({len(self._launches)} launches, {state}, "
+            f"captures={self.captures}, replays={self.replays})"
+        )
 
 
 def cuda_launches(modules, calls, buffers) -> list:

@@ -285,6 +285,14 @@ class GraphModule:
             err.value,
         )
 
+    def __repr__(self) -> str:
+        graph = ""
+        if self._cuda_graph is not None:  # why graphs are off is the first thing to know
+            runner = self._cuda_graph
+            state = f"on ({runner.api})" if runner.enabled else f"off: {runner.reason}"
+            graph = f", cuda graph {state}"
+        return f"GraphModule({self.device}, {len(self.plan.calls)} calls{graph})"
+
     @property
     def cuda_graph(self):
         """The :class:`runtime.cuda_graph.CUDAGraphRunner` (None off CUDA or when disabled);

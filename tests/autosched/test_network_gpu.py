@@ -1,5 +1,5 @@
-"""Whole networks on GPU targets without a GPU: OpenCL through PoCL on the CPU, and the CUDA
-graph runner's control flow against a stand-in for pycuda."""
+"""Whole networks on GPU targets without a GPU: OpenCL through PoCL on the CPU (the CUDA graph
+runner's control flow is tested in tests/runtime/test_cuda_graph.py)."""
 
 import warnings
 
@@ -188,85 +188,6 @@ def test_cli_runs_a_network_on_opencl(tmp_path, capsys, monkeypatch):
                  "--min-repeat-ms", "0"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "(OK)" in out and "Execution time summary" in out
-
-
-# ------------------------------------------------------------------- CUDA graph runner logic
-class _FakeCuda:
-    """Just enough of pycuda.driver for CUDAGraphRunner: capture records the launches."""
-
-    def __init__(self, with_graphs=True):
-        fake = self
-        self.replayed = []
-        self.direct = []
-
-        class Stream:
-            def __init__(self):
-                self.capturing = None
-
-            def begin_capture(self):
-                self.capturing = []
-
-            def end_capture(self):
-                ops, self.capturing = self.capturing, None
-                return Graph(ops)
-
-        class Graph:
-            def __init__(self, ops):
-                self.ops = ops
-
-            def instantiate(self):
-                ops = list(self.ops)
-                return type("Exec", (), {"launch": lambda _self: fake.replayed.extend(ops)})()
-
-        if with_graphs:
-            self.Stream, self.Graph = Stream, Graph
-        else:
-            self.Stream = type("Stream", (), {})
-
-    def function(self, name):
-        def fn(*handles, grid, block, stream=None):
-            if stream is not None and stream.capturing is not None:
-                stream.capturing.append((name, tuple(handles)))
-            else:
-                self.direct.append((name, tuple(handles)))
-
-        return fn
-
-
-class _FakeBackend:
-    def __init__(self, cuda):
-        self._cuda = cuda
-
-    def _current(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-def test_cuda_graph_runner_captures_once_and_recaptures_on_new_buffers():
-    from runtime.cuda_graph import CUDAGraphRunner
-
-    cuda = _FakeCuda()
-    launches = [(cuda.function("k0"), (1, 1, 1), (32, 1, 1), ["a", "b"]),
-                (cuda.function("k1"), (2, 1, 1), (32, 1, 1), ["b", "c"])]  # fmt: skip
-    runner = CUDAGraphRunner(_FakeBackend(cuda), launches)
-    assert runner.enabled and runner.launch() and runner.launch()
-    assert runner.captures == 1 and runner.replays == 2 and cuda.direct == []
-    assert cuda.replayed == [("k0", ("a", "b")), ("k1", ("b", "c"))] * 2
-    runner.set_launches([(cuda.function("k0"), (1, 1, 1), (32, 1, 1), ["x", "b"])])
-    assert runner.launch() and runner.captures == 2
-    assert cuda.replayed[-1] == ("k0", ("x", "b"))
-
-
-def test_cuda_graph_runner_falls_back_without_graph_api(monkeypatch):
-    from runtime.cuda_graph import ENV, CUDAGraphRunner
-
-    cuda = _FakeCuda(with_graphs=False)
-    runner = CUDAGraphRunner(_FakeBackend(cuda), [])
-    assert not runner.enabled and not runner.launch() and "begin_capture" in runner.reason
-    monkeypatch.setenv(ENV, "0")
-    runner = CUDAGraphRunner(_FakeBackend(_FakeCuda()), [])
-    assert not runner.launch() and ENV in runner.reason
 
 
 def test_opencl_build_uses_gpu_records_and_drops_unfit_ones(net, tmp_path):
