@@ -56,6 +56,9 @@ from ..search.budget import (
     measures_per_round,
     observed_cost,
 )
+from ..suppressed import counts as suppressed_counts
+from ..suppressed import summary as suppressed_summary
+from ..suppressed import suppressed
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 from .progress import (
@@ -151,6 +154,7 @@ def _default_schedule_seed(task):
         try:
             return default_schedule(task.compute_dag, task.target)
         except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+            suppressed("seed schedules", expected=ValueError)
             return None
     from ..search.annotate_gpu import gpu_state_errors
     from .default_schedules import default_gpu_state
@@ -169,6 +173,7 @@ def _default_schedule_seed(task):
             check,
         )
     except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+        suppressed("seed schedules", expected=ValueError)  # a full reduction has no default
         return None
 
 
@@ -391,6 +396,7 @@ class TaskScheduler:
         n = len(self.tasks)
         self.tune_option = options
         self.ledger = TimeLedger()
+        errors_before = suppressed_counts()
         self.per_task_early_stopping = per_task_early_stopping
         trials = self._trial_limit = options.trial_limit
         self._round_cost = self._cost_prior()
@@ -460,10 +466,12 @@ class TaskScheduler:
             raise
         self.measurer.close()
         line = self.ledger.line(trials=self.ct)
-        if options.verbose >= 1:
-            print(line, flush=True)
-        else:
-            _log.info(line)
+        errors = suppressed_summary(errors_before)  # None when nothing was suppressed
+        for text in (line, errors) if errors else (line,):
+            if options.verbose >= 1:
+                print(text, flush=True)
+            else:
+                _log.info(text)
         for cb in self.callbacks:
             cb.finish(self)
 
@@ -846,7 +854,9 @@ class TaskScheduler:
             costs[i].append(res.mean_cost if ok else MAX_COST)
             try:
                 state = inp.state.to_state(self.tasks[i].compute_dag)
-            except Exception:  # noqa: BLE001 - a record from an older step format
+            except Exception as exc:  # noqa: BLE001 - a record from an older step format
+                if not isinstance(exc, ValueError):  # ScheduleError: stale; else a bug
+                    suppressed("records")
                 skipped += 1
                 continue
             ins, outs = replayed.setdefault(i, ([], []))

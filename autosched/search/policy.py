@@ -16,6 +16,7 @@ import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
 from ..measure.timing import TimeLedger, phase
+from ..suppressed import suppressed
 from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
@@ -340,7 +341,7 @@ class PreloadMeasuredStates:
         if not Path(self.filename).exists():
             return
         task = policy.task
-        inputs, results = [], []
+        inputs, results, skipped = [], [], 0
         for inp, res in load_records(self.filename, {task.workload_key: task.compute_dag}):
             if inp.task.workload_key != task.workload_key or str(inp.task.target) != str(
                 task.target
@@ -348,13 +349,20 @@ class PreloadMeasuredStates:
                 continue
             try:
                 state = inp.state.to_state(task.compute_dag)
-            except Exception:  # noqa: BLE001 - a record from an older step format: skip it
+            except Exception as exc:  # noqa: BLE001 - a record from an older step format: skip it
+                if not isinstance(exc, ValueError):  # ScheduleError: stale; else a bug
+                    suppressed("records")
+                skipped += 1
                 continue
             inputs.append(MeasureInput(task, state))
             results.append(res)
         policy.record_results(inputs, results)
         policy.num_trials -= len(inputs)  # preloaded records are not trials of this run
-        policy._say(1, f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}")
+        policy._say(
+            1,
+            f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}"
+            + (f" ({skipped} records could not be replayed)" if skipped else ""),
+        )
 
 
 class SeedStates:
