@@ -397,11 +397,8 @@ class PreloadCustomSketchRule:
         self.rule = CustomSketchRule(meet_condition_func, apply_func, rule_name)
 
     def enter(self, policy: SketchPolicy) -> None:
-        from .sketch_rules import cpu_rules
+        from .sketch import default_rules
 
-        if policy.sketch_rules is None and policy.task.target.is_gpu:
-            from .sketch_rules_gpu import gpu_rules
-
-            policy.sketch_rules = gpu_rules()
-        policy.sketch_rules = [self.rule, *(policy.sketch_rules or cpu_rules())]
+        rules = policy.sketch_rules or default_rules(policy.task.target)
+        policy.sketch_rules = [self.rule, *rules]
         policy._sketches = None
