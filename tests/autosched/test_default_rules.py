@@ -2,6 +2,7 @@
 ``generate_sketches`` and by ``PreloadCustomSketchRule``."""
 
 from autosched import testing as W
+from autosched.hardware import HardwareParams
 from autosched.search.policy import PreloadCustomSketchRule, SketchPolicy
 from autosched.search.sketch import default_rules, generate_sketches
 from autosched.search.sketch_rules import SKIP, cpu_rules
@@ -34,7 +35,8 @@ def test_custom_rule_goes_before_the_targets_default_rules():
         return SKIP
 
     for target, expected in (("llvm", cpu_rules()), ("cuda", gpu_rules())):
-        task = SearchTask(ComputeDAG(W.matmul(64, 64, 64)), target=target)
+        hw = HardwareParams(num_cores=4)  # no device read
+        task = SearchTask(ComputeDAG(W.matmul(64, 64, 64)), target=target, hardware_params=hw)
         policy = SketchPolicy(task, verbose=0)
         PreloadCustomSketchRule(cond, lambda ctx, state, sid: [], "noop").enter(policy)
         assert policy.sketch_rules[0].name == "noop"
