@@ -11,7 +11,7 @@ from . import suppressed
 from .workers import TuningInterrupted, interrupted, stop_on_signals
 from .workers.signals import signal_name
 
-_log = logging.getLogger("autosched.tuning")
+_log = logging.getLogger(__name__)
 
 __all__ = ["TuningOptions", "auto_schedule"]
 

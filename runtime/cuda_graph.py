@@ -20,7 +20,7 @@ import logging
 
 from .environment import env
 
-_log = logging.getLogger("autosched.runtime.cuda_graph")
+_log = logging.getLogger(f"autosched.{__name__}")
 
 ENV = "AUTOSCHED_CUDA_GRAPH"
 

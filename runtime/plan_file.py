@@ -26,7 +26,7 @@ import numpy as np
 
 FORMAT_VERSION = 2
 
-log = logging.getLogger("autosched.runtime.plan_file")
+log = logging.getLogger(f"autosched.{__name__}")
 
 
 def npz_path(path: Path) -> Path:

@@ -40,8 +40,7 @@ __all__ = [
     "states_features",
 ]
 
-# The fallback note keeps the logger name it had when this code lived in features.py.
-_log = logging.getLogger("auto_scheduler.features")
+_log = logging.getLogger(__name__)
 
 # Below this many states the pickling round trip and worker start are not worth it.
 MIN_BATCH = 128

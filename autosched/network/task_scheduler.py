@@ -79,7 +79,7 @@ __all__ = [
     "derive_similarity_tag",
 ]
 
-_log = logging.getLogger("auto_scheduler.task_scheduler")
+_log = logging.getLogger(__name__)
 # The ledger's task name of a batch of the short-budget first pass (``_seed_pass``).
 FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.

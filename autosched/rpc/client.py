@@ -18,6 +18,7 @@ text of its error, never by unpickling the exception the server sent.
 from __future__ import annotations
 
 import itertools
+import logging
 import statistics
 import threading
 import time
@@ -31,13 +32,14 @@ from .cluster import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     distributed,
-    log,
     quiet_dask_logs,
     tracker_address,
 )
 from .queue import queue_state, request_state, task_error, text_summary
 from .server import SESSION_OP_TIMEOUT, device_call
 from .wire import BadReply, decode_reply
+
+log = logging.getLogger(__name__)
 
 #: Seconds a client waits for a reply beyond the request's own timeout (the server's
 #: queue, a device process restarting) before it calls the server hung.

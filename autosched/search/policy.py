@@ -22,7 +22,7 @@ from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
 
-_log = logging.getLogger("auto_scheduler.search_policy")
+_log = logging.getLogger(__name__)
 
 
 @dataclass
