@@ -153,8 +153,13 @@ def _default_schedule_seed(task):
     if not task.target.is_gpu:
         try:
             return default_schedule(task.compute_dag, task.target)
-        except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
-            suppressed("seed schedules", expected=ValueError)
+        except ValueError:  # no seed is fine; the search goes on without it
+            _log.debug(
+                "no default schedule to seed %s", task.desc or task.workload_key, exc_info=True
+            )
+            return None
+        except Exception:  # noqa: BLE001 - a bug: no seed either, but counted (strict: raised)
+            suppressed("seed schedules")
             return None
     from ..search.annotate_gpu import gpu_state_errors
     from .default_schedules import default_gpu_state
@@ -172,8 +177,11 @@ def _default_schedule_seed(task):
             hw.gpu_value("warp_size"),
             check,
         )
-    except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
-        suppressed("seed schedules", expected=ValueError)  # a full reduction has no default
+    except ValueError:  # no seed is fine (a full reduction to a scalar has no default)
+        _log.debug("no default schedule to seed %s", task.desc or task.workload_key, exc_info=True)
+        return None
+    except Exception:  # noqa: BLE001 - a bug: no seed either, but counted (strict: raised)
+        suppressed("seed schedules")
         return None
 
 
