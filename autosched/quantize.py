@@ -29,7 +29,7 @@ from tensorir.graph.reference import evaluate
 
 __all__ = ["QConfig", "current_qconfig", "kl_divergence_threshold", "qconfig", "quantize"]
 
-logger = logging.getLogger("autosched.quantize")
+logger = logging.getLogger(__name__)
 
 CALIBRATE_MODES = ("global_scale", "kl_divergence")
 

@@ -7,10 +7,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from . import suppressed
 from .workers import TuningInterrupted, interrupted, stop_on_signals
 from .workers.signals import signal_name
 
-_log = logging.getLogger("autosched.tuning")
+_log = logging.getLogger(__name__)
 
 __all__ = ["TuningOptions", "auto_schedule"]
 
@@ -213,6 +214,7 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
     if live is not None:
         measurer.callbacks = (*measurer.callbacks, live)
     t0 = time.perf_counter()
+    errors_before = suppressed.counts()
     try:
         with stop_on_signals():  # SIGTERM unwinds like Ctrl-C, through the cleanup below
             state = search_policy.search(
@@ -246,6 +248,12 @@ def auto_schedule(task, search_policy=None, tuning_options: TuningOptions | None
             print(line, flush=True)
         else:
             _log.info(line)
+    errors = suppressed.summary(errors_before)  # None when nothing was suppressed
+    if errors:
+        if options.verbose:
+            print(errors, flush=True)
+        else:
+            _log.info(errors)
     return state
 
 

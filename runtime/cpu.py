@@ -44,7 +44,7 @@ INDEX_CHECKS_SUFFIX = "__index_checks"
 PARALLEL_LAUNCH_SYMBOL = "autosched_parallel_launch"
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector load
 
-_logger = logging.getLogger("autosched.runtime.cpu")
+_logger = logging.getLogger(f"autosched.{__name__}")
 
 _TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)

@@ -30,7 +30,7 @@ import sys
 
 from .environment import env
 
-_log = logging.getLogger("autosched.runtime.cuda_graph")
+_log = logging.getLogger(f"autosched.{__name__}")
 
 ENV = "AUTOSCHED_CUDA_GRAPH"
 

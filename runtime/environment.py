@@ -129,6 +129,14 @@ VARIABLES: dict[str, Variable] = {
             "drops the check for speed once the inputs are validated (an out-of-range id then "
             "reads outside the tensor)",
         ),
+        Variable(
+            "AUTOSCHED_STRICT",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            False,
+            "raise the unexpected errors the library otherwise catches, logs at DEBUG and "
+            "counts (autosched/suppressed.py); on in the test suite (tests/conftest.py)",
+        ),
     )
 }
 

@@ -28,7 +28,7 @@ from .device import HOST_LANGS
 
 FORMAT_VERSION = 2
 
-log = logging.getLogger("autosched.runtime.plan_file")
+log = logging.getLogger(f"autosched.{__name__}")
 
 
 def npz_path(path: Path) -> Path:

@@ -17,7 +17,7 @@ from .space import FallbackConfigEntity
 
 __all__ = ["ApplyConfig", "DispatchContext", "FallbackContext", "quiet_fallback"]
 
-_log = logging.getLogger("autotvm")
+_log = logging.getLogger(__name__)
 
 
 class DispatchContext:

@@ -21,7 +21,7 @@ from .space import ConfigEntity
 
 __all__ = ["active_history", "group_state"]
 
-_log = logging.getLogger("autotvm")
+_log = logging.getLogger(__name__)
 
 
 def active_history() -> ApplyHistoryBest | None:

@@ -21,7 +21,7 @@ from .template import TEMPLATES, deserialize_args, serialize_args
 
 __all__ = ["Task", "TaskExtractEnv", "create", "extract_from_program"]
 
-_log = logging.getLogger("autotvm")
+_log = logging.getLogger(__name__)
 
 
 class Task:

@@ -12,6 +12,7 @@ from tensorir.interp import eval_dag
 
 from .. import manual, workloads
 from ..build_module import build
+from ..suppressed import suppressed
 
 
 def available_backends() -> list[str]:
@@ -24,7 +25,7 @@ def available_backends() -> list[str]:
             if device(kind, 0).exists:
                 out.append(kind)
         except Exception:  # noqa: BLE001 - a missing driver just means the backend is absent
-            pass
+            suppressed(f"{kind} device probe", expected=Exception)
     return out
 
 

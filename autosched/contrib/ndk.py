@@ -18,7 +18,7 @@ from pathlib import Path
 from runtime.errors import CompileError
 from runtime.shared_library import ELF_MACHINES, elf_machine, run_linker, zig_cc, zig_link_options
 
-_log = logging.getLogger("autosched.contrib.ndk")
+_log = logging.getLogger(__name__)
 
 __all__ = ["create_shared"]
 

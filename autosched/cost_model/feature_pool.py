@@ -24,6 +24,9 @@ from collections import OrderedDict
 import numpy as np
 
 from ..measure.timing import phase
+from ..suppressed import counts as suppressed_counts
+from ..suppressed import merge as merge_suppressed
+from ..suppressed import suppressed
 from ..workers import WorkerPool, cpu_count, env
 from .features import N_FEATURES, lowered_features, state_features
 
@@ -38,8 +41,7 @@ __all__ = [
     "worker_pool",
 ]
 
-# The fallback note keeps the logger name it had when this code lived in features.py.
-_log = logging.getLogger("auto_scheduler.features")
+_log = logging.getLogger(__name__)
 
 # Below this many states the pickling round trip and worker start are not worth it.
 MIN_BATCH = 128
@@ -81,9 +83,11 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-def _extract_chunk(job: tuple) -> list[np.ndarray]:
-    """Worker side: replay, lower, verify (GPU) and extract each state of the chunk."""
+def _extract_chunk(job: tuple) -> tuple[list[np.ndarray], dict]:
+    """Worker side: replay, lower, verify (GPU) and extract each state of the chunk; the rows,
+    and the errors suppressed meanwhile (counted in the tuning process)."""
     dag, gpu_limits, cache_line_bytes, steps_json = job
+    before = suppressed_counts()
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
@@ -91,11 +95,13 @@ def _extract_chunk(job: tuple) -> list[np.ndarray]:
     for text in steps_json:
         try:
             state = replay(dag, steps_from_json(json.loads(text)[1]))
-        except Exception:  # noqa: BLE001 - an invalid state is scored -inf, as in-process
+        except Exception as exc:  # noqa: BLE001 - an invalid state is scored -inf, as in-process
+            if not isinstance(exc, ValueError):  # ScheduleError: invalid; anything else: a bug
+                suppressed("cost-model features")
             out.append(np.zeros((0, N_FEATURES), np.float32))
             continue
         out.append(lowered_features(state, gpu_limits, cache_line_bytes))
-    return out
+    return out, dict(suppressed_counts() - before)
 
 
 def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
@@ -123,7 +129,9 @@ def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
         if not outcome.ok:
             why = outcome.detail if outcome.error is None else repr(outcome.error)
             raise RuntimeError(f"feature extraction in a worker process failed: {why}")
-        out.extend(outcome.value)
+        rows, errors = outcome.value
+        merge_suppressed(errors)
+        out.extend(rows)
     return out
 
 

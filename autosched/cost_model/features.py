@@ -45,6 +45,7 @@ from tensorir.dtype import is_float, itemsize
 from tensorir.expr import Binary, Call, Cast, Const, IfThenElse, Not, Select, Var
 from tensorir.loops import Allocate, CheckedIndex, For, If, Load, Program, Seq, Store
 
+from ..suppressed import suppressed
 from .feature_index import contiguous_elems, linearize, region_size
 
 __all__ = [
@@ -482,6 +483,9 @@ def lowered_features(state, gpu_limits: dict | None, cache_line_bytes: int) -> n
             from tensorir.passes.verify_gpu import verify_gpu_program
 
             verify_gpu_program(program, gpu_limits)
-    except Exception:  # noqa: BLE001 - any invalid state is scored -inf, as in TVM
+    except ValueError:  # an invalid state (LowerError, GPUVerifyError, ...) is scored -inf
+        return np.zeros((0, N_FEATURES), np.float32)
+    except Exception:  # noqa: BLE001 - a bug: scored -inf too, but counted (strict: raised)
+        suppressed("cost-model features")
         return np.zeros((0, N_FEATURES), np.float32)
     return program_features(program, cache_line_bytes)

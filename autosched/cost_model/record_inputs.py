@@ -16,6 +16,7 @@ from codegen.target import Target
 
 from ..hardware import HardwareParams
 from ..measure.data import MeasureInput
+from ..suppressed import suppressed
 
 __all__ = ["RecordTaskView", "resolve_inputs"]
 
@@ -66,7 +67,9 @@ def resolve_inputs(inputs, results) -> tuple[list, list]:
         if not hasattr(state, "to_json"):
             try:
                 state = state.to_state(dag)
-            except Exception:  # noqa: BLE001 - records are outside input: a stale one is dropped
+            except Exception as exc:  # noqa: BLE001 - records are outside input: a stale one is dropped
+                if not isinstance(exc, ValueError):  # ScheduleError: stale; anything else: a bug
+                    suppressed("records")
                 stale += 1
                 continue
         out_in.append(MeasureInput(views[key], state))

@@ -149,7 +149,7 @@ def _versions() -> dict:
         import llvmlite
 
         out["llvmlite"] = llvmlite.__version__
-    except Exception:
+    except ImportError:
         out["llvmlite"] = "none"
     return out
 

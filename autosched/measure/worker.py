@@ -35,6 +35,7 @@ import numpy as np
 
 from tensorir.bounds_check import index_extents
 
+from ..suppressed import suppressed
 from .data import MeasureErrorNo, is_outlier
 
 # The error codes as plain ints (what the worker sends back), from the data-only module.
@@ -424,7 +425,8 @@ def device_usable(dev) -> bool:
         buf = backend.alloc(4)
         backend.copy_to_device(buf, np.zeros(1, np.float32))
         backend.synchronize()
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever the driver raises, the device is not usable
+        suppressed("device check", expected=Exception)
         return False
     return True
 

@@ -24,7 +24,7 @@ from ..hardware import GPU_DEFAULTS, HardwareParams
 from .default_schedules import default_gpu_state, default_schedule
 from .partition import distinct_groups, graph_fingerprint, partition
 
-log = logging.getLogger("autosched.network.build")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

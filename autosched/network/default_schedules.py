@@ -8,6 +8,8 @@ import numpy as np
 from codegen.target import Target
 from tensorir.dag import ComputeDAG
 
+from ..suppressed import suppressed
+
 
 def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int | None = None):
     """A schedule for a group without a tuning record: inline what can be inlined and run the
@@ -36,7 +38,8 @@ def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int
             fused = state.fuse(stage.op.name, names) if len(lead) > 1 else lead[0]
             state.parallel(stage.op.name, fused.name)
         return state
-    except Exception:  # a default that fails to apply is replaced by the plain loop nest
+    except Exception:  # noqa: BLE001 - a default that fails to apply: the plain loop nest
+        suppressed("default schedules")  # (slow: counted, logged; strict: raised)
         return dag.get_init_state()
 
 
@@ -87,7 +90,10 @@ def default_gpu_schedule(
         trial = state.copy()
         try:
             trial.compute_inline(op.name)
-        except Exception:  # a stage that cannot be inlined stays a kernel of its own
+        except ValueError:  # a stage that cannot be inlined stays a kernel of its own
+            continue
+        except Exception:  # noqa: BLE001 - a bug: the same, but counted (strict: raised)
+            suppressed("default schedules")
             continue
         state = trial
     for name in fused_into:
@@ -117,8 +123,10 @@ def default_gpu_schedule(
             try:
                 trial.cache_write(name, "local")
                 state, local = trial, f"{name}.local"
-            except Exception:
+            except ValueError:  # no local cache stage: accumulate in global memory
                 pass
+            except Exception:  # noqa: BLE001 - a bug: the same, but counted (strict: raised)
+                suppressed("default schedules")
         spatial = [it for it in state[name].iters if it.kind == "spatial"]
         n = int(np.prod([it.extent for it in spatial], dtype=np.int64))
         fused = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
@@ -140,7 +148,9 @@ def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check):
     try:
         state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=True)
         check(state)
-    except Exception:  # fusing the consumer did not work here: one kernel per stage
+    except Exception as exc:  # noqa: BLE001 - fusing the consumer failed: one kernel per stage
+        if not isinstance(exc, ValueError):  # a schedule or check error; anything else: a bug
+            suppressed("default schedules")
         state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=False)
         check(state)
     return state

@@ -57,6 +57,9 @@ from ..search.budget import (
     measures_per_round,
     observed_cost,
 )
+from ..suppressed import counts as suppressed_counts
+from ..suppressed import summary as suppressed_summary
+from ..suppressed import suppressed
 from ..tuning import interruption, require_measuring_devices
 from ..workers import TuningInterrupted, stop_on_signals
 from .progress import (
@@ -76,7 +79,7 @@ __all__ = [
     "derive_similarity_tag",
 ]
 
-_log = logging.getLogger("auto_scheduler.task_scheduler")
+_log = logging.getLogger(__name__)
 # The ledger's task name of a batch of the short-budget first pass (``_seed_pass``).
 FIRST_PASS_ROUND = "first pass (default schedules)"
 # A task is re-timed (retime_top) once this tune measured this many times retime_top candidates.
@@ -148,7 +151,13 @@ def _default_schedule_seed(task):
     if not task.target.is_gpu:
         try:
             return default_schedule(task.compute_dag, task.target)
-        except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+        except ValueError:  # no seed is fine; the search goes on without it
+            _log.debug(
+                "no default schedule to seed %s", task.desc or task.workload_key, exc_info=True
+            )
+            return None
+        except Exception:  # noqa: BLE001 - a bug: no seed either, but counted (strict: raised)
+            suppressed("seed schedules")
             return None
     from ..search.annotate_gpu import gpu_state_errors
     from .default_schedules import default_gpu_state
@@ -166,7 +175,11 @@ def _default_schedule_seed(task):
             hw.gpu_value("warp_size"),
             check,
         )
-    except Exception:  # noqa: BLE001 - no seed is fine; the search goes on without it
+    except ValueError:  # no seed is fine (a full reduction to a scalar has no default)
+        _log.debug("no default schedule to seed %s", task.desc or task.workload_key, exc_info=True)
+        return None
+    except Exception:  # noqa: BLE001 - a bug: no seed either, but counted (strict: raised)
+        suppressed("seed schedules")
         return None
 
 
@@ -389,6 +402,7 @@ class TaskScheduler:
         n = len(self.tasks)
         self.tune_option = options
         self.ledger = TimeLedger()
+        errors_before = suppressed_counts()
         self.per_task_early_stopping = per_task_early_stopping
         trials = self._trial_limit = options.trial_limit
         self._round_cost = self._cost_prior()
@@ -458,10 +472,12 @@ class TaskScheduler:
             raise
         self.measurer.close()
         line = self.ledger.line(trials=self.ct)
-        if options.verbose >= 1:
-            print(line, flush=True)
-        else:
-            _log.info(line)
+        errors = suppressed_summary(errors_before)  # None when nothing was suppressed
+        for text in (line, errors) if errors else (line,):
+            if options.verbose >= 1:
+                print(text, flush=True)
+            else:
+                _log.info(text)
         for cb in self.callbacks:
             cb.finish(self)
 
@@ -844,7 +860,9 @@ class TaskScheduler:
             costs[i].append(res.mean_cost if ok else MAX_COST)
             try:
                 state = inp.state.to_state(self.tasks[i].compute_dag)
-            except Exception:  # noqa: BLE001 - a record from an older step format
+            except Exception as exc:  # noqa: BLE001 - a record from an older step format
+                if not isinstance(exc, ValueError):  # ScheduleError: stale; else a bug
+                    suppressed("records")
                 skipped += 1
                 continue
             ins, outs = replayed.setdefault(i, ([], []))

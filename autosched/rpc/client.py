@@ -18,6 +18,7 @@ text of its error, never by unpickling the exception the server sent.
 from __future__ import annotations
 
 import itertools
+import logging
 import statistics
 import threading
 import time
@@ -26,17 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..suppressed import suppressed
 from .cluster import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     distributed,
-    log,
     quiet_dask_logs,
     tracker_address,
 )
 from .queue import queue_state, request_state, task_error, text_summary
 from .server import SESSION_OP_TIMEOUT, device_call
 from .wire import BadReply, decode_reply
+
+log = logging.getLogger(__name__)
 
 #: Seconds a client waits for a reply beyond the request's own timeout (the server's
 #: queue, a device process restarting) before it calls the server hung.
@@ -237,7 +240,8 @@ class TrackerSession:
         try:
             state = self.client.run_on_scheduler(request_state, key=key)
             return not state["started"] and float(state["silent_s"]) < SILENT_S
-        except Exception:
+        except Exception:  # noqa: BLE001 - a tracker that does not answer: not known to wait
+            suppressed("tracker queries", expected=Exception)
             return False
 
     def error_text(self, key: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-log = logging.getLogger("autosched.rpc")
+log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190

@@ -40,7 +40,7 @@ from .cluster import DEFAULT_HOST, DEFAULT_PORT
 from .server import STATE_FORMAT, STATE_VERSION
 from .wire import BadReply
 
-log = logging.getLogger("autosched.rpc.runner")
+log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 # A request that has not started on a live server (other clients' requests go first) gets its

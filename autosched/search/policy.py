@@ -16,12 +16,13 @@ import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo, MeasureInput
 from ..measure.timing import TimeLedger, phase
+from ..suppressed import suppressed
 from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
 __all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
 
-_log = logging.getLogger("auto_scheduler.search_policy")
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -344,7 +345,7 @@ class PreloadMeasuredStates:
         if not Path(self.filename).exists():
             return
         task = policy.task
-        inputs, results = [], []
+        inputs, results, skipped = [], [], 0
         for inp, res in load_records(self.filename, {task.workload_key: task.compute_dag}):
             if inp.task.workload_key != task.workload_key or str(inp.task.target) != str(
                 task.target
@@ -352,13 +353,20 @@ class PreloadMeasuredStates:
                 continue
             try:
                 state = inp.state.to_state(task.compute_dag)
-            except Exception:  # noqa: BLE001 - a record from an older step format: skip it
+            except Exception as exc:  # noqa: BLE001 - a record from an older step format: skip it
+                if not isinstance(exc, ValueError):  # ScheduleError: stale; else a bug
+                    suppressed("records")
+                skipped += 1
                 continue
             inputs.append(MeasureInput(task, state))
             results.append(res)
         policy.record_results(inputs, results)
         policy.num_trials -= len(inputs)  # preloaded records are not trials of this run
-        policy._say(1, f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}")
+        policy._say(
+            1,
+            f"[{task.desc}] resumed {len(inputs)} measured states from {self.filename}"
+            + (f" ({skipped} records could not be replayed)" if skipped else ""),
+        )
 
 
 class SeedStates:
@@ -393,11 +401,8 @@ class PreloadCustomSketchRule:
         self.rule = CustomSketchRule(meet_condition_func, apply_func, rule_name)
 
     def enter(self, policy: SketchPolicy) -> None:
-        from .sketch_rules import cpu_rules
+        from .sketch import default_rules
 
-        if policy.sketch_rules is None and policy.task.target.is_gpu:
-            from .sketch_rules_gpu import gpu_rules
-
-            policy.sketch_rules = gpu_rules()
-        policy.sketch_rules = [self.rule, *(policy.sketch_rules or cpu_rules())]
+        rules = policy.sketch_rules or default_rules(policy.task.target)
+        policy.sketch_rules = [self.rule, *rules]
         policy._sketches = None

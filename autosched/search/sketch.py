@@ -18,7 +18,19 @@ from tensorir.schedule import State
 from .params import SearchParams
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchContext, cpu_rules
 
-__all__ = ["generate_sketches"]
+__all__ = ["default_rules", "generate_sketches"]
+
+
+def default_rules(target) -> list:
+    """The sketch rules a task on ``target`` gets unless told otherwise, in the order they are
+    tried: :func:`autosched.search.sketch_rules_gpu.gpu_rules` for a GPU target, else
+    :func:`autosched.search.sketch_rules.cpu_rules`. The one place that decides it
+    (:func:`generate_sketches` and ``PreloadCustomSketchRule`` both ask here)."""
+    if target.is_gpu:
+        from .sketch_rules_gpu import gpu_rules
+
+        return gpu_rules()
+    return cpu_rules()
 
 
 def generate_sketches(task, rules=None, params: SearchParams | None = None) -> list[State]:
@@ -30,9 +42,9 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
     task : SearchTask
         Supplies ``compute_dag`` and ``hardware_params.num_cores``.
     rules : list, optional
-        Rules to try in order; default :func:`autosched.search.sketch_rules.cpu_rules` (CPU) or
-        :func:`autosched.search.sketch_rules_gpu.gpu_rules` (GPU). To add a
-        custom rule first (TVM PreloadCustomSketchRule), pass ``[my_rule] + cpu_rules()``.
+        Rules to try in order; default :func:`default_rules` of the task's target. To add a
+        custom rule first (TVM PreloadCustomSketchRule), pass
+        ``[my_rule] + default_rules(task.target)``.
     params : SearchParams, optional
         Supplies the tiling structure string.
 
@@ -42,11 +54,11 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
         Non-concrete states in TVM's order (breadth-first over rule applications).
     """
     params = params or SearchParams()
+    rules = default_rules(task.target) if rules is None else list(rules)
     hw = task.hardware_params
     if task.target.is_gpu:
-        from .sketch_rules_gpu import GPUSketchContext, gpu_rules
+        from .sketch_rules_gpu import GPUSketchContext
 
-        rules = gpu_rules() if rules is None else list(rules)
         ctx = GPUSketchContext(
             num_cores=hw.num_cores or 1,
             params=params,
@@ -54,7 +66,6 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
             max_threads_per_block=hw.gpu_value("max_threads_per_block"),
         )
     else:
-        rules = cpu_rules() if rules is None else list(rules)
         from .dot_product import dot_lanes
 
         ctx = SketchContext(

@@ -37,7 +37,7 @@ from .library import read_library, save_library
 from .top.build import VTAKernel, build, conv2d_workload
 from .top.templates import tile_config, workload_of_call
 
-_log = logging.getLogger("autosched.vta")
+_log = logging.getLogger(__name__)
 
 COUNTERS = (
     "inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",

@@ -36,7 +36,7 @@ from .isa import AluInsn, FinishInsn, GemmInsn, MemInsn, Program, VTAError, modu
 from .spec import UOP_BYTES, VTASpec
 from .timing import TimingModel
 
-logger = logging.getLogger("autosched.vta")
+logger = logging.getLogger(f"autosched.{__name__}")
 
 MODULES = ("load", "compute", "store")
 _PREV = {"load": None, "compute": "load", "store": "compute"}

@@ -41,7 +41,7 @@ MAX_DEPTH = 8  # TVM's auto_max_depth
 # auto_unroll_max_step is 512 on CPUs and 1024 on GPUs.
 MAX_UNROLLED_SIZE = 1024
 
-_log = logging.getLogger("autosched.tensorir.unroll")
+_log = logging.getLogger(f"autosched.{__name__}")
 
 
 def subtree_steps(s: Stmt) -> int:

@@ -269,4 +269,4 @@ def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
         rows = states_features(task, [s, s2], cache=FeatureCache())
     assert not np.array_equal(rows[0], rows[1])
     (rec,) = [r for r in caplog.records if "no processes today" in r.getMessage()]
-    assert rec.name == "auto_scheduler.features" and rec.levelno == logging.WARNING
+    assert rec.name == "autosched.cost_model.feature_pool" and rec.levelno == logging.WARNING

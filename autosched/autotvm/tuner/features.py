@@ -25,6 +25,8 @@ import numpy as np
 from tensorir.expr import Var, walk
 from tensorir.loops import FOR_KINDS, Allocate, For, If, Load, Seq, Store
 
+from ...suppressed import suppressed
+
 __all__ = ["FEATURE_TYPES", "config_features", "program_features", "state_features"]
 
 FEATURE_TYPES = ("knob", "itervar", "curve")
@@ -125,7 +127,10 @@ def state_features(state, feature_type: str) -> np.ndarray | None:
 
     try:
         program = lower(state)
-    except Exception:  # noqa: BLE001 - an invalid configuration has no features
+    except ValueError:  # an invalid configuration has no features (LowerError, ...)
+        return None
+    except Exception:  # noqa: BLE001 - a bug: no features either, but counted (strict: raised)
+        suppressed("autotvm features")
         return None
     return program_features(program, feature_type)
 
@@ -138,7 +143,10 @@ def config_features(task, config, feature_type: str) -> np.ndarray | None:
         raise ValueError(f"feature_type {feature_type!r}: use one of {FEATURE_TYPES}")
     try:
         state, _ = task.instantiate(config)
-    except Exception:  # noqa: BLE001 - the template rejects this configuration
+    except ValueError:  # the template rejects this configuration (InstantiationError, ...)
+        return None
+    except Exception:  # noqa: BLE001 - a bug: no features either, but counted (strict: raised)
+        suppressed("autotvm features")
         return None
     return state_features(state, feature_type)
 

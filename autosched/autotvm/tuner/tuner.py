@@ -16,7 +16,7 @@ from ..measure import measure_option as _default_option
 
 __all__ = ["Tuner"]
 
-_log = logging.getLogger("autotvm")
+_log = logging.getLogger(__name__)
 
 
 class Tuner:

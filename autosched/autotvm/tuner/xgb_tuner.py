@@ -21,7 +21,7 @@ from .tuner import Tuner
 
 __all__ = ["XGBTuner"]
 
-_log = logging.getLogger("autotvm")
+_log = logging.getLogger(__name__)
 
 
 class XGBTuner(Tuner):
