@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import struct
@@ -26,6 +27,8 @@ from collections import OrderedDict
 import numpy as np
 
 from .errors import CompileError, LaunchError
+
+_log = logging.getLogger(f"autosched.{__name__}")
 
 # Static shared memory above this needs opt-in (dynamic shared memory); generated kernels use
 # static arrays, so this is the limit that applies to them.
@@ -151,7 +154,8 @@ def nvrtc_binding():
     for name, make in (("cuda-python", _cuda_python_nvrtc), ("cupy", _cupy_nvrtc)):
         try:
             return name, make()
-        except Exception:  # noqa: BLE001 - not installed, or no libnvrtc: try the next one
+        except Exception as err:  # noqa: BLE001 - not installed, or no libnvrtc: try the next one
+            _log.debug("NVRTC through %s unavailable: %s", name, err)
             continue
     return None
 

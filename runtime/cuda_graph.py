@@ -145,8 +145,8 @@ class DriverGraphs:
         try:
             if fn(int(code), ctypes.pointer(text)) == 0 and text.value:
                 return text.value.decode(errors="replace")
-        except Exception:  # a wrong signature must not hide the real error
-            pass
+        except Exception as err:  # a wrong signature must not hide the real error
+            _log.debug("cuGetErrorName(%s) failed: %s", code, err)
         return "CUDA error"
 
     def _call(self, symbol: str, *args) -> None:

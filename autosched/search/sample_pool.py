@@ -22,7 +22,7 @@ import random
 
 __all__ = ["CHUNK", "sample_gpu_states"]
 
-_log = logging.getLogger("auto_scheduler.search_policy")
+_log = logging.getLogger(__name__)
 
 # States per chunk: enough to amortize a worker round trip (a pickled task and sketches),
 # few enough that 512 states make 16 chunks for 16 cores.
