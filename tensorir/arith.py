@@ -225,13 +225,30 @@ def linear_diff(a: Expr, b: Expr):
 # ----------------------------------------------------------------------------- simplifier
 
 
-def simplify_expr(e: Expr, ranges: Ranges | None = None) -> Expr:
-    """Simplify ``e`` bottom-up using the integer ``ranges`` of its variables."""
+def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = None) -> Expr:
+    """Simplify ``e`` bottom-up using the integer ``ranges`` of its variables.
+
+    ``memo`` (optional, private to one ``ranges``) maps ``id(node)`` to ``(node, result)``:
+    a sub-expression object met again (lowering shares one index expression between a store
+    and its loads, and substitution shares loop values) is simplified once. The result is
+    the same tree as without it; pass the same dict to several calls under the same ranges.
+    """
     ranges = ranges or {}
+    memo = {} if memo is None else memo
 
     def visit(node: Expr) -> Expr:
-        node = map_children(node, visit)
-        return _local(node, ranges)
+        cls = type(node)
+        if cls is Const:  # leaves first: about half of all nodes
+            return node
+        if cls is Var:
+            return _local(node, ranges)
+        key = id(node)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
+        out = _local(map_children(node, visit), ranges)
+        memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
+        return out
 
     return visit(e)
 

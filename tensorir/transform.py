@@ -8,6 +8,7 @@ from .expr import (
     Binary,
     Call,
     Cast,
+    Const,
     Expr,
     IfThenElse,
     Not,
@@ -20,6 +21,14 @@ from .expr import (
 
 def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     """Return ``e`` with ``f`` applied to each direct sub-expression (``e`` itself if unchanged)."""
+    # Exact-type fast paths for the most frequent nodes (lowering calls this millions of
+    # times); any other type, subclasses included, takes the general chain below.
+    cls = type(e)
+    if cls is Binary:
+        a, b = f(e.a), f(e.b)
+        return e if (a is e.a and b is e.b) else Binary(e.op, a, b, e.dtype)
+    if cls is Var or cls is Const:
+        return e
     if isinstance(e, Binary):
         a, b = f(e.a), f(e.b)
         return e if (a is e.a and b is e.b) else Binary(e.op, a, b, e.dtype)
