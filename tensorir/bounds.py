@@ -38,6 +38,7 @@ from .expr import (
     Select,
     TensorRead,
     Var,
+    children,
     walk,
 )
 from .loops import Buffer
@@ -193,6 +194,23 @@ def expand_inlined(stages) -> dict:
 
         out[s.name] = rewrite(s.op.body, fn)
     return out
+
+
+def _read_names(body: Expr) -> set:
+    """Names of the tensors ``body`` reads; a shared sub-expression (inlining substitutes one
+    producer body into many reads) is walked once."""
+    names: set = set()
+    seen: set = set()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))  # ``body`` keeps every node alive: ids are not reused
+        if isinstance(node, TensorRead):
+            names.add(node.tensor.name)
+        stack.extend(children(node))
+    return names
 
 
 def reads_of(body: Expr, name: str) -> list:
@@ -418,7 +436,7 @@ def analyze(obj) -> Analysis:
 
     consumers: dict = {s.name: [] for s in stages}
     for s in live:
-        for t in {n.tensor.name for n in walk(bodies[s.name]) if isinstance(n, TensorRead)}:
+        for t in _read_names(bodies[s.name]):
             if t in consumers:
                 consumers[t].append(s.name)
 
@@ -550,6 +568,7 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
     attach_var = enclosing[-1].var
     fixed = {lp.var for lp in enclosing if not _relaxed_thread(lp, scope)}
     ranges = {v: (0, e - 1) for v, e in extents.items()}
+    memo: dict = {}  # the simplifier's memo under ``ranges`` (reads share sub-expressions)
     shape = s.op.shape
     los: list = [None] * len(shape)
     his: list = [None] * len(shape)
@@ -573,13 +592,13 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
         for read in reads_of(c.body, s.name):
             found = True
             for d, idx in enumerate(read.indices):
-                e = simplify_expr(substitute(idx, mapping), ranges)
+                e = simplify_expr(substitute(idx, mapping), ranges, memo)
                 try:
                     lo, hi, w = sym_interval(e, relaxed, ranges)
                 except LowerError:  # e.g. a data-dependent index: take the whole dimension
                     n = shape[d]
                     lo, hi, w = Const(0, "int32"), Const(n - 1, "int32"), n - 1
-                lo, hi = simplify_expr(lo, ranges), simplify_expr(hi, ranges)
+                lo, hi = simplify_expr(lo, ranges, memo), simplify_expr(hi, ranges, memo)
                 if los[d] is None:
                     los[d], his[d], ws[d] = lo, hi, w
                 else:
@@ -607,7 +626,7 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
             lo = _max(lo, Const(0, "int32"))
         if b[1] > n - e:
             lo = _min(lo, Const(n - e, "int32"))
-        mins.append(simplify_expr(lo, ranges))
+        mins.append(simplify_expr(lo, ranges, memo))
         exts.append(e)
     return mins, exts
 

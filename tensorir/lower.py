@@ -143,7 +143,8 @@ class _Lowerer:
         return Const(0, "int32") if out is None else out
 
     def te_to_loop(self, e: Expr) -> Expr:
-        return rewrite(e, lambda n: self.access(n) if isinstance(n, TensorRead) else None)
+        # ``access`` is pure: a sub-expression shared within ``e`` is converted once.
+        return rewrite(e, lambda n: self.access(n) if isinstance(n, TensorRead) else None, {})
 
     # ------------------------------------------------------------------ statements
 
