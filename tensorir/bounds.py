@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .arith import const_bound, linear_diff, simplify_expr
@@ -194,6 +195,30 @@ def expand_inlined(stages) -> dict:
 
         out[s.name] = rewrite(s.op.body, fn)
     return out
+
+
+# expand_inlined depends only on the stages' names, ops, order and which are inlined: every
+# state of a task whose steps made no new op (cache_read / cache_write / rfactor) expands the
+# same bodies, so the cost model's lowering of thousands of states expands them once.
+# Entries are (the ops, kept alive so that their ids in the key stay theirs; the bodies; the
+# tensor names each body reads).
+_EXPANDED: OrderedDict = OrderedDict()
+_EXPANDED_MAX = 64
+
+
+def _expanded_bodies(stages) -> tuple[dict, dict]:
+    """``expand_inlined(stages)`` and the tensor names each body reads, cached (bounded)."""
+    key = tuple((s.name, id(s.op), s.compute_at == "inline", s.is_placeholder) for s in stages)
+    hit = _EXPANDED.get(key)
+    if hit is not None:
+        _EXPANDED.move_to_end(key)
+        return dict(hit[1]), hit[2]
+    bodies = expand_inlined(stages)
+    names = {n: frozenset(_read_names(b)) for n, b in bodies.items()}
+    _EXPANDED[key] = (tuple(s.op for s in stages), bodies, names)
+    if len(_EXPANDED) > _EXPANDED_MAX:
+        _EXPANDED.popitem(last=False)
+    return dict(bodies), names
 
 
 def _read_names(body: Expr) -> set:
@@ -424,7 +449,7 @@ def analyze(obj) -> Analysis:
             raise LowerError(f"output {n!r} has no stage; stages are {list(by_name)}")
         if by_name[n].compute_at == "inline":
             raise LowerError(f"output stage {n!r} cannot be inlined")
-    bodies = expand_inlined(stages)
+    bodies, read_names = _expanded_bodies(stages)
     live = [s for s in stages if not s.is_placeholder and s.compute_at != "inline"]
 
     # Names: in stage order so the first loop called i keeps the plain name.
@@ -436,7 +461,7 @@ def analyze(obj) -> Analysis:
 
     consumers: dict = {s.name: [] for s in stages}
     for s in live:
-        for t in _read_names(bodies[s.name]):
+        for t in read_names[s.name]:
             if t in consumers:
                 consumers[t].append(s.name)
 
