@@ -6,8 +6,9 @@
 The workload is fixed (seeded): for three resnet-18 tasks on ``llvm`` (the 3x3 conv2d at
 56x56x64, task 2; a winograd conv2d, task 9; the dense layer, task 22), the first 50 states
 of the initial population and 150 mutations of the population (what evolution feeds the
-cost model), 200 states per task. Each state is lowered and extracted cold with
-:func:`~autosched.cost_model.features.state_features` (no feature cache), in this process.
+cost model), 200 states per task. Each task's states are lowered and extracted cold in one
+batch, as the cost model asks for them: :func:`~autosched.cost_model.feature_pool.states_features`
+with an empty feature cache, in this process (``AUTOSCHED_FEATURE_WORKERS=0``).
 
 Reported: CPU seconds (``time.process_time``, less sensitive to a shared machine's load than
 wall time; still, compare runs made side by side) per state, split into bound inference
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import time
 from collections import Counter
@@ -30,6 +32,7 @@ import numpy as np
 import autosched as ansor
 import autosched.cost_model.features as F
 import tensorir.lower as L
+from autosched.cost_model.feature_pool import FeatureCache, states_features
 from autosched.search.mutation import mutate
 from tensorir.graph import get_network
 
@@ -75,13 +78,13 @@ def main(argv=None) -> int:
     parser.add_argument("--states", type=int, default=200, help="states per task")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N")
     args = parser.parse_args(argv)
+    os.environ["AUTOSCHED_FEATURE_WORKERS"] = "0"  # this process: what is measured
     work = workload(args.states)
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
         for task, states in work:
-            for s in states:
-                F.state_features(task, s)
+            states_features(task, states, cache=FeatureCache())
         prof.disable()
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(args.profile)
@@ -97,8 +100,7 @@ def main(argv=None) -> int:
     grand = 0.0
     for task, states in work:
         split.clear()
-        for s in states:
-            F.state_features(task, s)
+        states_features(task, states, cache=FeatureCache())
         n = len(states)
         parts = {k: split[k] for k in ("analyze", "simplify", "unroll", "layout", "features")}
         parts["emit+other"] = split["total"] - sum(parts.values())
