@@ -303,3 +303,25 @@ def test_cache_over_evolved_states_equals_cold_extraction_and_stays_bounded(monk
         assert rows.dtype == cold.dtype and rows.shape == cold.shape
         assert rows.tobytes() == cold.tobytes()  # bit for bit
     assert sum(len(r) for r in got) > 0
+
+
+def test_batch_freezes_older_objects_only_for_its_duration():
+    import gc
+
+    from autosched.cost_model.feature_pool import _older_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _older_objects_frozen():
+        assert gc.get_freeze_count() > 0  # what was alive is out of the collector's passes
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ValueError), _older_objects_frozen():
+        raise ValueError("a failing batch")
+    assert gc.get_freeze_count() == 0  # undone on errors too
+    gc.freeze()  # someone else's freeze is left alone
+    try:
+        before = gc.get_freeze_count()
+        with _older_objects_frozen():
+            pass
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
