@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -204,20 +205,24 @@ def expand_inlined(stages) -> dict:
 # tensor names each body reads).
 _EXPANDED: OrderedDict = OrderedDict()
 _EXPANDED_MAX = 64
+_EXPANDED_LOCK = threading.Lock()  # lowering may run in several threads
 
 
 def _expanded_bodies(stages) -> tuple[dict, dict]:
     """``expand_inlined(stages)`` and the tensor names each body reads, cached (bounded)."""
     key = tuple((s.name, id(s.op), s.compute_at == "inline", s.is_placeholder) for s in stages)
-    hit = _EXPANDED.get(key)
+    with _EXPANDED_LOCK:
+        hit = _EXPANDED.get(key)
+        if hit is not None:
+            _EXPANDED.move_to_end(key)
     if hit is not None:
-        _EXPANDED.move_to_end(key)
         return dict(hit[1]), hit[2]
     bodies = expand_inlined(stages)
     names = {n: frozenset(_read_names(b)) for n, b in bodies.items()}
-    _EXPANDED[key] = (tuple(s.op for s in stages), bodies, names)
-    if len(_EXPANDED) > _EXPANDED_MAX:
-        _EXPANDED.popitem(last=False)
+    with _EXPANDED_LOCK:
+        _EXPANDED[key] = (tuple(s.op for s in stages), bodies, names)
+        if len(_EXPANDED) > _EXPANDED_MAX:
+            _EXPANDED.popitem(last=False)
     return dict(bodies), names
 
 
