@@ -168,6 +168,13 @@ class ExprEmitter:
 
     def match(self, *vals: ir.Value) -> list[ir.Value]:
         """Splat scalars to the lane count of the vector operands, if any."""
+        if len(vals) == 2:  # most calls (binary operators): nothing to splat when lanes agree
+            a, b = vals
+            la, lb = lanes_of(a), lanes_of(b)
+            if la == lb:
+                return [a, b]
+            lanes = max(la, lb)
+            return [self.splat(a, lanes), self.splat(b, lanes)]
         lanes = max(lanes_of(v) for v in vals)
         return [self.splat(v, lanes) for v in vals]
 

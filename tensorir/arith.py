@@ -225,13 +225,30 @@ def linear_diff(a: Expr, b: Expr):
 # ----------------------------------------------------------------------------- simplifier
 
 
-def simplify_expr(e: Expr, ranges: Ranges | None = None) -> Expr:
-    """Simplify ``e`` bottom-up using the integer ``ranges`` of its variables."""
+def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = None) -> Expr:
+    """Simplify ``e`` bottom-up using the integer ``ranges`` of its variables.
+
+    ``memo`` (optional, private to one ``ranges``) maps ``id(node)`` to ``(node, result)``:
+    a sub-expression object met again (lowering shares one index expression between a store
+    and its loads, and substitution shares loop values) is simplified once. The result is
+    the same tree as without it; pass the same dict to several calls under the same ranges.
+    """
     ranges = ranges or {}
+    memo = {} if memo is None else memo
 
     def visit(node: Expr) -> Expr:
-        node = map_children(node, visit)
-        return _local(node, ranges)
+        cls = type(node)
+        if cls is Const:  # leaves first: about half of all nodes
+            return node
+        if cls is Var:
+            return _local(node, ranges)
+        key = id(node)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
+        out = _local(map_children(node, visit), ranges)
+        memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
+        return out
 
     return visit(e)
 
@@ -275,6 +292,21 @@ def _local(e: Expr, r: Ranges) -> Expr:
     return e
 
 
+_ATOM_OPS = frozenset(("floordiv", "floormod", "min", "max"))
+
+
+def _is_scaled_atom(a: Expr, b: Expr, dt: str) -> bool:
+    """Whether ``a * b`` is an atom of linear_form (what it does not look into: a Var, a div /
+    mod / min / max) of dtype ``dt`` times a literal int. A mod by a literal 0 is left to the
+    general path (linear_form's div/mod merge would treat it specially)."""
+    if not (type(b) is Const and type(b.value) is int and a.dtype == dt):
+        return False
+    if type(a) is Var:
+        return True
+    return (type(a) is Binary and a.op in _ATOM_OPS
+            and not (a.op == "floormod" and _int_const(a.b) == 0))  # fmt: skip
+
+
 def _binary(e: Binary, r: Ranges) -> Expr:
     op, a, b, dt = e.op, e.a, e.b, e.dtype
     if op in ("&&", "||"):
@@ -290,6 +322,15 @@ def _binary(e: Binary, r: Ranges) -> Expr:
         return _compare(e, r)
     if not is_int(dt):
         return e
+    if op == "*" and _is_scaled_atom(a, b, dt):
+        # ``atom * c`` (every term of a flattened index): linear_form gives ``{atom: c}`` and
+        # build_linear rebuilds it as ``atom * c`` (``atom`` for 1, ``0`` for 0).
+        c = b.value
+        if c == 0:
+            return Const(0, dt)
+        if c == 1:
+            return a
+        return e if b.dtype == dt else Binary("*", a, Const(c, dt), dt)
     if op in ("+", "-", "*"):
         lf = linear_form(e)
         return build_linear(lf[0], lf[1], dt)
@@ -349,10 +390,19 @@ def _divmod(op: str, a: Expr, c: int, dt: str, r: Ranges) -> Expr:
 
 def _compare(e: Binary, r: Ranges) -> Expr:
     op = e.op
-    d = linear_form(Binary("-", e.a, e.b, "int32"))
-    diff = build_linear(d[0], d[1])
-    ca = _int_const(diff)
-    lo, hi = (ca, ca) if ca is not None else _bound(diff, r)
+    a, b = e.a, e.b
+    if type(a) is Var and type(b) is Const and type(b.value) is int:
+        # ``v op k`` (winograd's matrices are chains of them): the general path below
+        # builds ``v - k`` (``v + -k``, or ``v``) and bounds it; the same bounds, directly
+        # (``_binary`` checked that ``v`` is an integer).
+        lo, hi = r.get(a, (-INF, INF))
+        k = b.value
+        lo, hi = lo - k, hi - k
+    else:
+        d = linear_form(Binary("-", a, b, "int32"))
+        diff = build_linear(d[0], d[1])
+        ca = _int_const(diff)
+        lo, hi = (ca, ca) if ca is not None else _bound(diff, r)
     decided = None
     if op == "<":
         decided = True if hi < 0 else (False if lo >= 0 else None)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .arith import const_bound, linear_diff, simplify_expr
@@ -38,6 +40,7 @@ from .expr import (
     Select,
     TensorRead,
     Var,
+    children,
     walk,
 )
 from .loops import Buffer
@@ -193,6 +196,51 @@ def expand_inlined(stages) -> dict:
 
         out[s.name] = rewrite(s.op.body, fn)
     return out
+
+
+# expand_inlined depends only on the stages' names, ops, order and which are inlined: every
+# state of a task whose steps made no new op (cache_read / cache_write / rfactor) expands the
+# same bodies, so the cost model's lowering of thousands of states expands them once.
+# Entries are (the ops, kept alive so that their ids in the key stay theirs; the bodies; the
+# tensor names each body reads).
+_EXPANDED: OrderedDict = OrderedDict()
+_EXPANDED_MAX = 64
+_EXPANDED_LOCK = threading.Lock()  # lowering may run in several threads
+
+
+def _expanded_bodies(stages) -> tuple[dict, dict]:
+    """``expand_inlined(stages)`` and the tensor names each body reads, cached (bounded)."""
+    key = tuple((s.name, id(s.op), s.compute_at == "inline", s.is_placeholder) for s in stages)
+    with _EXPANDED_LOCK:
+        hit = _EXPANDED.get(key)
+        if hit is not None:
+            _EXPANDED.move_to_end(key)
+    if hit is not None:
+        return dict(hit[1]), hit[2]
+    bodies = expand_inlined(stages)
+    names = {n: frozenset(_read_names(b)) for n, b in bodies.items()}
+    with _EXPANDED_LOCK:
+        _EXPANDED[key] = (tuple(s.op for s in stages), bodies, names)
+        if len(_EXPANDED) > _EXPANDED_MAX:
+            _EXPANDED.popitem(last=False)
+    return dict(bodies), names
+
+
+def _read_names(body: Expr) -> set:
+    """Names of the tensors ``body`` reads; a shared sub-expression (inlining substitutes one
+    producer body into many reads) is walked once."""
+    names: set = set()
+    seen: set = set()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))  # ``body`` keeps every node alive: ids are not reused
+        if isinstance(node, TensorRead):
+            names.add(node.tensor.name)
+        stack.extend(children(node))
+    return names
 
 
 def reads_of(body: Expr, name: str) -> list:
@@ -406,7 +454,7 @@ def analyze(obj) -> Analysis:
             raise LowerError(f"output {n!r} has no stage; stages are {list(by_name)}")
         if by_name[n].compute_at == "inline":
             raise LowerError(f"output stage {n!r} cannot be inlined")
-    bodies = expand_inlined(stages)
+    bodies, read_names = _expanded_bodies(stages)
     live = [s for s in stages if not s.is_placeholder and s.compute_at != "inline"]
 
     # Names: in stage order so the first loop called i keeps the plain name.
@@ -418,7 +466,7 @@ def analyze(obj) -> Analysis:
 
     consumers: dict = {s.name: [] for s in stages}
     for s in live:
-        for t in {n.tensor.name for n in walk(bodies[s.name]) if isinstance(n, TensorRead)}:
+        for t in read_names[s.name]:
             if t in consumers:
                 consumers[t].append(s.name)
 
@@ -550,6 +598,7 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
     attach_var = enclosing[-1].var
     fixed = {lp.var for lp in enclosing if not _relaxed_thread(lp, scope)}
     ranges = {v: (0, e - 1) for v, e in extents.items()}
+    memo: dict = {}  # the simplifier's memo under ``ranges`` (reads share sub-expressions)
     shape = s.op.shape
     los: list = [None] * len(shape)
     his: list = [None] * len(shape)
@@ -573,13 +622,13 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
         for read in reads_of(c.body, s.name):
             found = True
             for d, idx in enumerate(read.indices):
-                e = simplify_expr(substitute(idx, mapping), ranges)
+                e = simplify_expr(substitute(idx, mapping), ranges, memo)
                 try:
                     lo, hi, w = sym_interval(e, relaxed, ranges)
                 except LowerError:  # e.g. a data-dependent index: take the whole dimension
                     n = shape[d]
                     lo, hi, w = Const(0, "int32"), Const(n - 1, "int32"), n - 1
-                lo, hi = simplify_expr(lo, ranges), simplify_expr(hi, ranges)
+                lo, hi = simplify_expr(lo, ranges, memo), simplify_expr(hi, ranges, memo)
                 if los[d] is None:
                     los[d], his[d], ws[d] = lo, hi, w
                 else:
@@ -607,7 +656,7 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
             lo = _max(lo, Const(0, "int32"))
         if b[1] > n - e:
             lo = _min(lo, Const(n - e, "int32"))
-        mins.append(simplify_expr(lo, ranges))
+        mins.append(simplify_expr(lo, ranges, memo))
         exts.append(e)
     return mins, exts
 

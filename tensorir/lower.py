@@ -21,7 +21,7 @@ Example
 from __future__ import annotations
 
 from .bounds import Analysis, Loop, LowerError, Namer, StageInfo, analyze, infer_bound, stages_of
-from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, equal, walk
+from .expr import Binary, Const, Expr, Reduce, TensorRead, Var, children, equal, walk
 from .loops import (
     Allocate,
     Barrier,
@@ -96,6 +96,7 @@ class _Lowerer:
             self.params[pname] = Buffer(pname, shape, s.op.dtype, "global")
         self.workspaces: list = []
         self.root_allocs: list = []
+        self.reads_memo: dict = {}  # id(expr) -> (expr, reads a tensor?), see _checked
         for s in an.stages:
             info = an.infos.get(s.name)
             if info is None:
@@ -128,9 +129,9 @@ class _Lowerer:
             buf = self.params.get(name)
             if buf is None:
                 raise LowerError(f"tensor {name!r} is read but has neither a stage nor a param")
-            idx = _checked(node, [self.te_to_loop(i) for i in node.indices])
+            idx = _checked(node, [self.te_to_loop(i) for i in node.indices], self.reads_memo)
             return Load(buf, self.flat_param(buf, idx), node.dtype)
-        idx = _checked(node, [self.te_to_loop(i) for i in node.indices])
+        idx = _checked(node, [self.te_to_loop(i) for i in node.indices], self.reads_memo)
         mins = [self.te_to_loop(m) for m in info.region_min]
         rel = [i - m if not _is_zero(m) else i for i, m in zip(idx, mins, strict=True)]
         return Load(info.buffer, self.flat(info, rel), node.dtype)
@@ -143,7 +144,8 @@ class _Lowerer:
         return Const(0, "int32") if out is None else out
 
     def te_to_loop(self, e: Expr) -> Expr:
-        return rewrite(e, lambda n: self.access(n) if isinstance(n, TensorRead) else None)
+        # ``access`` is pure: a sub-expression shared within ``e`` is converted once.
+        return rewrite(e, lambda n: self.access(n) if isinstance(n, TensorRead) else None, {})
 
     # ------------------------------------------------------------------ statements
 
@@ -416,16 +418,29 @@ def _and(conds) -> Expr:
     return out
 
 
-def _checked(node: TensorRead, idx: list) -> list:
+def _checked(node: TensorRead, idx: list, memo: dict) -> list:
     """The loop-IR indices of ``node`` with each data-dependent one (it reads a tensor, as in
     ``A[B[i], j]``) wrapped in a CheckedIndex: nothing proves such an index in range, so the
-    kernel checks it at run time instead of reading outside the tensor."""
+    kernel checks it at run time instead of reading outside the tensor. ``memo``: see
+    :func:`_reads_tensor`."""
     out = []
     for axis, (te_index, loop_index) in enumerate(zip(node.indices, idx, strict=True)):
-        if any(isinstance(n, TensorRead) for n in walk(te_index)):
+        if _reads_tensor(te_index, memo):
             extent = int(node.tensor.shape[axis])
             loop_index = CheckedIndex(loop_index, extent, node.tensor.name, axis)
         out.append(loop_index)
+    return out
+
+
+def _reads_tensor(e: Expr, memo: dict) -> bool:
+    """Whether ``e`` contains a TensorRead; ``memo`` (``id -> (expr, answer)``, one per
+    lowering) answers for sub-expressions seen before: the indices of a stage's reads share
+    its loop values, which would otherwise be walked once per read."""
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit[1]
+    out = isinstance(e, TensorRead) or any(_reads_tensor(c, memo) for c in children(e))
+    memo[id(e)] = (e, out)  # keeps ``e`` alive, so its id is not reused
     return out
 
 

@@ -8,6 +8,7 @@ from .expr import (
     Binary,
     Call,
     Cast,
+    Const,
     Expr,
     IfThenElse,
     Not,
@@ -20,6 +21,14 @@ from .expr import (
 
 def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     """Return ``e`` with ``f`` applied to each direct sub-expression (``e`` itself if unchanged)."""
+    # Exact-type fast paths for the most frequent nodes (lowering calls this millions of
+    # times); any other type, subclasses included, takes the general chain below.
+    cls = type(e)
+    if cls is Binary:
+        a, b = f(e.a), f(e.b)
+        return e if (a is e.a and b is e.b) else Binary(e.op, a, b, e.dtype)
+    if cls is Var or cls is Const:
+        return e
     if isinstance(e, Binary):
         a, b = f(e.a), f(e.b)
         return e if (a is e.a and b is e.b) else Binary(e.op, a, b, e.dtype)
@@ -59,24 +68,61 @@ def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     return e  # leaves: Var, Const
 
 
-def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+def rewrite(e: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
     """Rebuild ``e`` bottom-up; ``fn(node)`` returns a replacement or None to keep the node.
 
     ``fn`` is tried on each node before its children are visited; a replacement is not
-    visited again.
+    visited again. With ``memo`` (a dict, for a pure ``fn`` only), a node object met again
+    (a shared sub-expression) is rewritten once and its result reused: the same tree,
+    without walking the shared parts again.
     """
+    if memo is None:
 
-    def visit(node: Expr) -> Expr:
+        def visit(node: Expr) -> Expr:
+            out = fn(node)
+            if out is not None:
+                return out
+            return map_children(node, visit)
+
+        return visit(e)
+
+    def visit_memo(node: Expr) -> Expr:
+        key = id(node)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
         out = fn(node)
-        if out is not None:
-            return out
-        return map_children(node, visit)
+        if out is None:
+            out = map_children(node, visit_memo)
+        memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
+        return out
 
-    return visit(e)
+    return visit_memo(e)
 
 
 def substitute(e: Expr, mapping: dict) -> Expr:
     """Replace Vars (keys, by identity) with expressions (values) throughout ``e``."""
     if not mapping:
         return e
-    return rewrite(e, lambda node: mapping.get(node) if isinstance(node, Var) else None)
+    memo: dict = {}  # shared sub-expressions are substituted once (the same tree)
+
+    def visit(node: Expr) -> Expr:
+        cls = type(node)
+        if cls is Var:
+            out = mapping.get(node)
+            return node if out is None else out
+        if cls is Const:
+            return node
+        key = id(node)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
+        if isinstance(node, Var):
+            out = mapping.get(node)
+            out = node if out is None else out
+        else:
+            out = map_children(node, visit)
+        memo[key] = (node, out)
+        return out
+
+    return visit(e)

@@ -17,9 +17,11 @@ the number of usable cores, and no pool on a single core).
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import logging
 from collections import OrderedDict
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -83,11 +85,37 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+@contextmanager
+def _older_objects_frozen():
+    """Keep the objects alive at entry out of the garbage collector's passes until exit.
+
+    Lowering a batch of states allocates millions of small IR nodes, so the collector runs
+    its passes often, and each full pass rescans every object the process already holds (the
+    DAGs, the populations, the records): about 15% of the extraction's time in a small
+    process, more in a tuning one. ``gc.freeze`` moves those objects out of its view and
+    ``gc.unfreeze`` back; what the batch allocates is collected as usual. Nothing is done if
+    something else froze objects already (its freeze is not ours to undo).
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _extract_chunk(job: tuple) -> tuple[list[np.ndarray], dict]:
     """Worker side: replay, lower, verify (GPU) and extract each state of the chunk; the rows,
     and the errors suppressed meanwhile (counted in the tuning process)."""
-    dag, gpu_limits, cache_line_bytes, steps_json = job
     before = suppressed_counts()
+    with _older_objects_frozen():
+        rows = _extract(*job)
+    return rows, dict(suppressed_counts() - before)
+
+
+def _extract(dag, gpu_limits, cache_line_bytes, steps_json) -> list[np.ndarray]:
     from tensorir.schedule import replay
     from tensorir.steps import steps_from_json
 
@@ -101,7 +129,7 @@ def _extract_chunk(job: tuple) -> tuple[list[np.ndarray], dict]:
             out.append(np.zeros((0, N_FEATURES), np.float32))
             continue
         out.append(lowered_features(state, gpu_limits, cache_line_bytes))
-    return out, dict(suppressed_counts() - before)
+    return out
 
 
 def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
@@ -220,7 +248,8 @@ def _states_features(task, states, cache) -> list[np.ndarray]:
             )
             shutdown()
     if rows is None:
-        rows = [state_features(task, states[i]) for i in todo]
+        with _older_objects_frozen():
+            rows = [state_features(task, states[i]) for i in todo]
     fresh = {}
     for i, arr in zip(todo, rows, strict=True):
         cache.put(keys[i], arr)

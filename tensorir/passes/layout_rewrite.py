@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arith import const_bound, linear_form
-from ..expr import Binary, Const, Expr, Var, equal, walk
+from ..expr import Binary, Const, Expr, Var, children, equal, walk
 from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, row_major_strides
 from ..transform import rewrite
 
@@ -153,9 +153,18 @@ def _collect_reads(s: Stmt, loops: dict, reads: dict, written: set) -> None:
     extent)) and the params that are stored to."""
 
     def visit_expr(e: Expr) -> None:
-        for node in walk(e):
+        # A sub-expression object met again (the simplifier shares them) adds the same
+        # (index, loops) pairs again, which changes no plan: each is walked once.
+        seen: set = set()
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))  # ``e`` keeps its nodes alive: ids are not reused
             if isinstance(node, Load) and node.buffer.name in reads:
                 reads[node.buffer.name].append((node.index, dict(loops)))
+            stack.extend(reversed(children(node)))
 
     if isinstance(s, For):
         inner = dict(loops)

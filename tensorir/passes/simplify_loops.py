@@ -24,14 +24,16 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
 
     Returns None when nothing remains (e.g. an If that never runs).
     """
-    return _stmt(s, dict(ranges or {}))
+    return _stmt(s, dict(ranges or {}), {})
 
 
-def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
+def _stmt(s: Stmt, r: Ranges, memo: dict) -> Stmt | None:
+    # ``memo``: the simplifier's memo of the expressions simplified under ``r`` (a new one
+    # with every new ranges dict), shared by the statements that see the same ranges.
     if isinstance(s, For):
         r2 = dict(r)
         r2[s.var] = (0, s.extent - 1)
-        body = _stmt(s.body, r2)
+        body = _stmt(s.body, r2, {})
         if body is None or s.extent <= 0:
             return None
         if s.extent == 1 and s.kind != "thread":
@@ -40,21 +42,21 @@ def _stmt(s: Stmt, r: Ranges) -> Stmt | None:
             return _push_annotations(body, s.annotations)
         return For(s.var, s.extent, body, s.kind, s.thread_tag, s.annotations)
     if isinstance(s, Store):
-        return Store(s.buffer, simplify_expr(s.index, r), simplify_expr(s.value, r))
+        return Store(s.buffer, simplify_expr(s.index, r, memo), simplify_expr(s.value, r, memo))
     if isinstance(s, Allocate):
-        body = _stmt(s.body, r)
+        body = _stmt(s.body, r, memo)
         return None if body is None else Allocate(s.buffer, body)
     if isinstance(s, Seq):
-        parts = [_stmt(x, r) for x in s.stmts]
+        parts = [_stmt(x, r, memo) for x in s.stmts]
         parts = [p for p in parts if p is not None]
         return seq(*parts) if parts else None
     if isinstance(s, If):
-        cond = simplify_expr(s.cond, r)
+        cond = simplify_expr(s.cond, r, memo)
         if isinstance(cond, Const):
             branch = s.then if cond.value else s.else_
-            return None if branch is None else _stmt(branch, r)
-        then = _stmt(s.then, r)
-        els = None if s.else_ is None else _stmt(s.else_, r)
+            return None if branch is None else _stmt(branch, r, memo)
+        then = _stmt(s.then, r, memo)
+        els = None if s.else_ is None else _stmt(s.else_, r, memo)
         if then is None and els is None:
             return None
         if then is None:
@@ -85,7 +87,7 @@ def _push_annotations(s: Stmt, ann: tuple) -> Stmt:
 
 def simplify_program(p: Program) -> Program:
     """``p`` with every expression simplified under its loop ranges."""
-    body = _stmt(p.body, {})
+    body = _stmt(p.body, {}, {})
     if body is None:
         body = Seq(())
     return replace(p, body=body)

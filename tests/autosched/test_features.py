@@ -270,3 +270,59 @@ def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
     assert not np.array_equal(rows[0], rows[1])
     (rec,) = [r for r in caplog.records if "no processes today" in r.getMessage()]
     assert rec.name == "autosched.cost_model.feature_pool" and rec.levelno == logging.WARNING
+
+
+def test_cache_over_evolved_states_equals_cold_extraction_and_stays_bounded(monkeypatch):
+    # Issue 29: evolution re-scores the same states round after round; the cache must give
+    # exactly the rows a cold extraction gives, and hold at most max_entries states.
+    from autosched.cost_model import feature_pool
+    from autosched.search.annotate import sample_init_population
+    from autosched.search.mutation import mutate
+    from autosched.search.params import SearchParams
+    from autosched.search.sketch import generate_sketches
+
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")  # in-process: the cache alone
+    dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 14, 14, 8, 8, 3, 3, 1, 1))
+    task = SearchTask(dag, target="llvm")
+    params = SearchParams()
+    rng = np.random.default_rng(11)
+    states = sample_init_population(task, generate_sketches(task, None, params), 12, rng, params)
+    pool = list(states)
+    while len(pool) < 30:  # evolved: mutations of mutations
+        child = mutate(task, pool[int(rng.integers(len(pool)))], rng, params)
+        if child is not None:
+            pool.append(child)
+    cache = FeatureCache(max_entries=10)
+    order = [pool[i] for i in rng.integers(0, len(pool), size=60)]  # many repeats
+    got = []
+    for lo in range(0, len(order), 15):  # rounds of 15
+        got += feature_pool.states_features(task, order[lo : lo + 15], cache=cache)
+        assert len(cache) <= 10
+    assert cache.hits > 0 and cache.misses > 10  # reused, and evicted then recomputed
+    for state, rows in zip(order, got, strict=True):
+        cold = state_features(task, state)
+        assert rows.dtype == cold.dtype and rows.shape == cold.shape
+        assert rows.tobytes() == cold.tobytes()  # bit for bit
+    assert sum(len(r) for r in got) > 0
+
+
+def test_batch_freezes_older_objects_only_for_its_duration():
+    import gc
+
+    from autosched.cost_model.feature_pool import _older_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _older_objects_frozen():
+        assert gc.get_freeze_count() > 0  # what was alive is out of the collector's passes
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ValueError), _older_objects_frozen():
+        raise ValueError("a failing batch")
+    assert gc.get_freeze_count() == 0  # undone on errors too
+    gc.freeze()  # someone else's freeze is left alone
+    try:
+        before = gc.get_freeze_count()
+        with _older_objects_frozen():
+            pass
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()

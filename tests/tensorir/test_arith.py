@@ -185,3 +185,56 @@ def test_deep_expression_is_fast():
     t0 = time.process_time()
     simplify_expr(e, RANGES)
     assert time.process_time() - t0 < 5.0
+
+
+# ------------------------------------------------------------------ memo and direct paths
+# The simplifier memoizes shared sub-expressions and takes direct paths for the most frequent
+# node shapes (issue 29: lowering for the cost model): results must be the same trees.
+
+
+def _rebuilt(e):
+    """``e`` with every inner node a new object (so no sub-expression is shared)."""
+    if isinstance(e, Binary):
+        return Binary(e.op, _rebuilt(e.a), _rebuilt(e.b), e.dtype)
+    if isinstance(e, Select):
+        return Select(_rebuilt(e.cond), _rebuilt(e.t), _rebuilt(e.f), e.dtype)
+    return e
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(int_exprs, int_exprs)
+def test_shared_subexpressions_simplify_like_unshared_copies(e, g):
+    shared = (e + g * 3) - floordiv(e, 4) + floormod(g + e, 5)  # e and g appear twice
+    unshared = _rebuilt(shared)
+    want = simplify_expr(unshared, RANGES)
+    got = simplify_expr(shared, RANGES)
+    assert got == want and str(got) == str(want)
+    memo: dict = {}  # one memo over several calls under the same ranges
+    assert simplify_expr(e, RANGES, memo) == simplify_expr(_rebuilt(e), RANGES)
+    again = simplify_expr(shared, RANGES, memo)
+    assert again == want and str(again) == str(want)
+
+
+def test_direct_comparison_path_matches_the_general_path():
+    # ``v op k`` is decided from v's range directly; ``cast(v) op k`` takes the general path
+    # (linear form, rebuilt difference, bounds): the same decisions.
+    for op in ("<", "<=", ">", ">=", "==", "!="):
+        for k in range(-7, 19):
+            for v in (I, J, K, Var("free")):
+                direct = simplify_expr(Binary(op, v, const(k), "bool"), RANGES)
+                general = simplify_expr(Binary(op, Cast("int32", v), const(k), "bool"), RANGES)
+                if isinstance(general, Const):
+                    assert direct == general, (op, k, v)
+                else:
+                    assert direct == Binary(op, v, const(k), "bool"), (op, k, v)
+
+
+def test_direct_scaled_atom_path_matches_the_general_path():
+    # ``atom * c`` is rebuilt directly; ``c * atom`` takes the general path: the same tree.
+    atoms = [I, floordiv(I + J, 3), floormod(I * 2 + K, 5), min_(I, J), max_(J, K),
+             floormod(I, const(0))]  # fmt: skip
+    for atom in atoms:
+        for c in range(-3, 4):
+            direct = simplify_expr(Binary("*", atom, const(c), "int32"), RANGES)
+            general = simplify_expr(Binary("*", const(c), atom, "int32"), RANGES)
+            assert direct == general and str(direct) == str(general), (atom, c)
