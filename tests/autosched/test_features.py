@@ -282,7 +282,7 @@ def test_cache_over_evolved_states_equals_cold_extraction_and_stays_bounded(monk
     from autosched.search.sketch import generate_sketches
 
     monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")  # in-process: the cache alone
-    dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 14, 14, 8, 8, 3, 3, 1, 1))
+    dag = ComputeDAG(workloads.conv2d_nhwc_bias_relu(1, 14, 14, 8, 8, 3, 3, 1, 1))
     task = SearchTask(dag, target="llvm")
     params = SearchParams()
     rng = np.random.default_rng(11)
