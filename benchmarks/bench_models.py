@@ -6,6 +6,8 @@
     # 2. import, build, compare with onnxruntime, time (the project's virtualenv):
     python benchmarks/bench_models.py evaluate models/ [--models bert,gpt2] [--tune-seconds 120]
     python benchmarks/bench_models.py evaluate models/ --import-only       # just the import table
+    # a model tuned by the CLI (`python -m autosched tune --onnx m.onnx --log W/<stem>.json`):
+    python benchmarks/bench_models.py evaluate models/ --models bert --apply-logs --work-dir W
 
 Every model has random weights (no model hub is reachable here) and is exported twice: with the
 legacy TorchScript exporter (``dynamo=False``, opset 17) and with PyTorch's current default,
@@ -336,6 +338,9 @@ def evaluate_one(path: Path, entry: dict, args) -> dict:
                 )
             )
             module, row["tuned_err"] = compiled(str(log))
+        elif args.apply_logs and (Path(args.work_dir) / f"{path.stem}.json").exists():
+            # tuned elsewhere (e.g. `python -m autosched tune --onnx ... --log W/<stem>.json`)
+            module, row["tuned_err"] = compiled(str(Path(args.work_dir) / f"{path.stem}.json"))
         ours, theirs = [], []
         for _ in range(args.rounds):  # in turns, so load on the machine hits both alike
             ours.append(_median_ms(module.run, 0.5))
@@ -408,6 +413,10 @@ def main(argv=None) -> int:
     v.add_argument("--import-only", action="store_true")
     v.add_argument("--tune-seconds", type=float, default=0)
     v.add_argument("--work-dir", default="bench-models")
+    v.add_argument(
+        "--apply-logs", action="store_true",
+        help="build with the log <work-dir>/<file stem>.json where one exists, without tuning",
+    )  # fmt: skip
     v.add_argument("--rounds", type=int, default=5)
     v.add_argument("--json", help="write the rows here")
     v.add_argument("--verbose", action="store_true")
