@@ -40,8 +40,8 @@ from .expr import (
     Select,
     TensorRead,
     Var,
-    children,
     walk,
+    walk_distinct,
 )
 from .loops import Buffer
 from .stage import Iterator, SplitRel, Stage, initial_stage
@@ -229,18 +229,7 @@ def _expanded_bodies(stages) -> tuple[dict, dict]:
 def _read_names(body: Expr) -> set:
     """Names of the tensors ``body`` reads; a shared sub-expression (inlining substitutes one
     producer body into many reads) is walked once."""
-    names: set = set()
-    seen: set = set()
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))  # ``body`` keeps every node alive: ids are not reused
-        if isinstance(node, TensorRead):
-            names.add(node.tensor.name)
-        stack.extend(children(node))
-    return names
+    return {n.tensor.name for n in walk_distinct(body) if isinstance(n, TensorRead)}
 
 
 def reads_of(body: Expr, name: str) -> list:

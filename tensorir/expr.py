@@ -575,3 +575,21 @@ def walk(e: Expr):
         node = stack.pop()
         yield node
         stack.extend(reversed(children(node)))
+
+
+def walk_distinct(e: Expr):
+    """:func:`walk`, but a sub-expression object met again is not walked again.
+
+    The simplifier and inlining share sub-expression objects, so a tree can hold one object
+    under many parents; visitors that only collect (names, reads) need each object once. Same
+    order as :func:`walk` for the first meeting of each object.
+    """
+    seen: set = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))  # ``e`` keeps every node alive: ids are not reused
+        yield node
+        stack.extend(reversed(children(node)))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arith import const_bound, linear_form
-from ..expr import Binary, Const, Expr, Var, children, equal, walk
+from ..expr import Binary, Const, Expr, Var, equal, walk, walk_distinct
 from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, row_major_strides
 from ..transform import rewrite
 
@@ -155,16 +155,9 @@ def _collect_reads(s: Stmt, loops: dict, reads: dict, written: set) -> None:
     def visit_expr(e: Expr) -> None:
         # A sub-expression object met again (the simplifier shares them) adds the same
         # (index, loops) pairs again, which changes no plan: each is walked once.
-        seen: set = set()
-        stack = [e]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))  # ``e`` keeps its nodes alive: ids are not reused
+        for node in walk_distinct(e):
             if isinstance(node, Load) and node.buffer.name in reads:
                 reads[node.buffer.name].append((node.index, dict(loops)))
-            stack.extend(reversed(children(node)))
 
     if isinstance(s, For):
         inner = dict(loops)
