@@ -321,8 +321,12 @@ def test_batch_freezes_older_objects_only_for_its_duration():
     gc.freeze()  # someone else's freeze is left alone
     try:
         before = gc.get_freeze_count()
+        # Frozen objects can still be freed by reference counting, so the count may only
+        # shrink meanwhile; a second freeze would add these newer objects, an unfreeze zero it.
+        newer = [[] for _ in range(1000)]  # containers: tracked by the collector
         with _older_objects_frozen():
-            pass
-        assert gc.get_freeze_count() == before
+            assert 0 < gc.get_freeze_count() <= before
+        assert 0 < gc.get_freeze_count() <= before
+        del newer
     finally:
         gc.unfreeze()
