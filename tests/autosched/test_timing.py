@@ -81,15 +81,18 @@ def test_build_reports_never_exceed_the_wall_and_bad_phase_is_named():
         pass
 
 
-def _parts_sane(line: str, wall_limit: float) -> dict:
+def _parts_sane(line: str, wall_limit: float, ledger) -> dict:
     wall, trials, parts = _parse(line)
     assert 0 < wall <= wall_limit
     timed = sum(v for k, v in parts.items() if k != "other")
     # Rounded to 0.1 s each: allow that much per phase.
     assert timed <= wall + 0.05 * len(parts)
     assert timed >= 0.5 * wall, f"the phases cover too little of the wall time: {line}"
-    assert parts["run"] > 0 and parts["sample"] > 0
-    assert parts["lower"] + parts["codegen"] + parts["compile"] > 0
+    # The line rounds to 0.1 s, and sampling a tiny task can take less than 0.05 s: the
+    # ledger's own seconds say whether each phase was charged.
+    seconds = ledger.seconds
+    assert seconds["run"] > 0 and seconds["sample"] > 0
+    assert seconds["lower"] + seconds["codegen"] + seconds["compile"] > 0
     return parts
 
 
@@ -111,7 +114,7 @@ def test_single_task_tune_prints_breakdown_and_records_keep_build_and_run(tmp_pa
     elapsed = time.perf_counter() - t0
     lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("Time: ")]
     assert len(lines) == 1
-    _parts_sane(lines[0], elapsed + 1.0)
+    _parts_sane(lines[0], elapsed + 1.0, policy.ledger)
     assert _parse(lines[0])[1] == 6
     assert [r["trials"] for r in policy.ledger.rounds] == [3, 3]
     records = list(load_records(log))
@@ -147,7 +150,7 @@ def test_task_scheduler_prints_breakdown_before_the_table(tmp_path):
     header = "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |"
     last_table = max(i for i, ln in enumerate(lines) if ln == header)
     assert len(at) == 1 and at[0] < last_table
-    _parts_sane(lines[at[0]], elapsed + 1.0)
+    _parts_sane(lines[at[0]], elapsed + 1.0, ts.ledger)
     assert _parse(lines[at[0]])[1] == ts.ct == 8
     assert sum(r["trials"] for r in ts.ledger.rounds) == 8
     assert {r["task"] for r in ts.ledger.rounds} == {t.desc for t in tasks}
