@@ -246,3 +246,46 @@ def test_mutation_keeps_tf32_fragment_k_and_vector_splits():
         changed += 1
         assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
     assert changed
+
+
+def _mlp():
+    """A float32 two-layer perceptron (dense + bias + relu, dense) and its weights."""
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (48, 64), "b1": (48,), "w2": (32, 48)}
+    data, *ws = [op.var("data", (32, 64)), *(op.var(k, s) for k, s in shapes.items())]
+    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
+    params = {k: rng.normal(0, 0.3, s).astype("float32") for k, s in shapes.items()}
+    return gir.Function((data, *ws), out), params
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_a_float32_network_gets_tf32_tasks_whose_kernels_compile(tmp_path):
+    """Network tasks carry -allow_tf32=1, their sketches are TF32 tensor-core ones, and the
+    kernels a network build generates from them (weights layout-rewritten) compile to TF32."""
+    import autosched as ansor
+
+    func, params = _mlp()
+    hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32,
+                              max_shared_memory_per_block=49152)  # fmt: skip
+    tasks, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80 -allow_tf32=1",
+                                   hardware_params=hw)  # fmt: skip
+    assert len(tasks) == 2
+    codes = []
+    for k, task in enumerate(tasks):
+        (sketch,) = generate_sketches(task)
+        assert has_tc(sketch), task.compute_dag
+        (s,) = valid_states(task, 1)
+        code = generate_source(s, task.target, f"g{k}", layout_rewrite=True).code
+        assert "precision::tf32" in code
+        codes.append(code)
+    src = tmp_path / "net.cu"
+    src.write_text("\n".join(codes))
+    ptx = tmp_path / "net.ptx"
+    subprocess.run([NVCC, "-ptx", "-arch=sm_80", str(src), "-o", str(ptx)],
+                   check=True, capture_output=True)  # fmt: skip
+    assert ptx.read_text().count("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32") >= 2
+    plain, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80", hardware_params=hw)
+    assert not any(has_tc(s) for t in plain for s in generate_sketches(t))
