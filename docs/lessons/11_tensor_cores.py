@@ -62,12 +62,6 @@ t32 = ansor.SearchTask(ansor.ComputeDAG([A32, B32, dense(A32, B32)]), target="cu
 pragmas = [p for s in generate_sketches(t32) for stage in s.stages for _, p in stage.pragmas]
 marked = "tensor_core" in pragmas
 print(f"== float32 dense gets the tensor-core sketch: {marked}")
-# ... unless the target allows TF32 (operands rounded to 10-bit mantissas): then it is tiled onto
-# 16x16x8 TF32 fragments (docs/gpu.md, "TF32: an explicit choice, off by default").
-tf32 = ansor.SearchTask(t32.compute_dag, target="cuda -allow_tf32=1", hardware_params=hardware)
-(tf32_sketch,) = generate_sketches(tf32)
-k_tiles = [x.lengths for x in tf32_sketch.steps if getattr(x, "lengths", None) == (8,)]
-print(f"== with -allow_tf32=1 it does, with k split by {k_tiles[0][0]} (m16n16k8)")
 
 # Annotation: sizes drawn, checked by the GPU validity check (which knows the fragment rules).
 ctx, rng = gpu_context(task, ansor.SearchParams()), random.Random(1)
