@@ -60,6 +60,9 @@ LANES = 32
 FETCH_BYTES = 16  # per lane and shared-memory fetch: 8 halves or 4 floats
 SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 16 bytes' worth of elements long (see apply)
 SHARED_ROW_PAD_BYTES = 16
+TF32_TENSOR_CORES = True
+"""Whether ``-allow_tf32=1`` puts float32 GEMMs on TF32 fragments (False: the option is a no-op
+again, float32 always keeps the scalar sketches)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def tensor_core_dtypes(target) -> tuple[str, ...]:
     CUDA backend keeps scalar loops for an ``-arch`` without them), float32 (as TF32) only with
     ``-allow_tf32=1`` and an ``-arch`` of sm_80 or newer, or none given (then decided by
     ``__CUDA_ARCH__`` when nvcc compiles)."""
-    if not getattr(target, "allow_tf32", False):
+    if not (TF32_TENSOR_CORES and getattr(target, "allow_tf32", False)):
         return LOW_PRECISION
     from codegen.cuda import wmma_unavailable_reason
 

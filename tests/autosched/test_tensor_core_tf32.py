@@ -21,7 +21,11 @@ from autosched.search import sketch_rules_tensor_core as tc_rule
 from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.search.sketch_rules_tensor_core import tensor_core_dtypes, tensor_core_gemm
+from autosched.search.sketch_rules_tensor_core import (
+    TF32_TENSOR_CORES,
+    tensor_core_dtypes,
+    tensor_core_gemm,
+)
 from autosched.task import SearchTask
 from codegen.cuda import build_cuda, wmma_available, wmma_unavailable_reason
 from codegen.target import Target
@@ -37,6 +41,9 @@ from tensorir.schedule import replay
 
 NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 TF32 = "cuda -allow_tf32=1"
+pytestmark = pytest.mark.skipif(
+    not TF32_TENSOR_CORES, reason="TF32 tensor cores are switched off (TF32_TENSOR_CORES)"
+)
 
 
 def _task(tensors, target):

@@ -13,11 +13,15 @@ import autosched as ansor
 from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules_tensor_core import TF32_TENSOR_CORES
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.ops.dense import batch_matmul, dense
 
 TF32 = "cuda -allow_tf32=1"
+pytestmark = pytest.mark.skipif(
+    not TF32_TENSOR_CORES, reason="TF32 tensor cores are switched off (TF32_TENSOR_CORES)"
+)
 
 
 @pytest.fixture(scope="module")
