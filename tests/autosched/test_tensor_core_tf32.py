@@ -217,6 +217,11 @@ def test_tf32_cuda_compiles_to_tf32_mma_ptx(arch, tmp_path):
     assert mma and all("m16n16k8.f32.tf32.tf32.f32" in ln for ln in mma), mma[:2]
     assert "wmma.load.a.sync.aligned.row.m16n16k8.tf32" in text
     assert "cvt.rna.tf32.f32" in text  # __float_to_tf32: rounded, not truncated
+    # The same schedule for a target without the option: exact float32 scalar code, no mma.
+    src.write_text(generate_source(s, f"cuda -arch={arch}").code)
+    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
+                   check=True, capture_output=True)  # fmt: skip
+    assert "mma" not in ptx.read_text() and "tf32" not in ptx.read_text()
 
 
 def test_features_see_the_tf32_fragment_shape():
