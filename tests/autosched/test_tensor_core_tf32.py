@@ -301,3 +301,24 @@ def test_a_float32_network_gets_tf32_tasks_whose_kernels_compile(tmp_path):
     assert ptx.read_text().count("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32") >= 2
     plain, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80", hardware_params=hw)
     assert not any(has_tc(s) for t in plain for s in generate_sketches(t))
+
+
+def test_records_tuned_with_tf32_are_not_applied_without_it(tmp_path):
+    """A TF32 record serves a TF32 task or build only: a plain cuda task finds no record in
+    that log, a network build for plain cuda (even another -arch) takes none."""
+    from autosched.measure.dispatch import ApplyHistoryBest
+    from autosched.network.build import _candidates
+
+    task = dense_task()
+    (s,) = valid_states(task, 1)
+    log = tmp_path / "tf32.json"
+    save_records(log, [MeasureInput(task, s)], [MeasureResult((1e-5,))])
+    assert str(task.apply_best(str(log))) == str(s)
+    plain = SearchTask(task.compute_dag, target="cuda", hardware_params=task.hardware_params)
+    with pytest.raises(ValueError, match="no valid record"):
+        plain.apply_best(str(log))
+    ctx = ApplyHistoryBest(str(log))
+    key = task.compute_dag.workload_key
+    assert _candidates(ctx, key, Target("cuda")) == []
+    assert _candidates(ctx, key, Target("cuda -arch=sm_80")) == []
+    assert len(_candidates(ctx, key, Target("cuda -arch=sm_80 -allow_tf32=1"))) == 1
