@@ -31,6 +31,7 @@ from tensorir.passes.tensor_core import (
     FRAGMENT,
     FRAGMENT_SHAPES,
     LANES,
+    TF32_TENSOR_CORES,
     FragmentPlan,
     fragment_plan,
 )
@@ -131,7 +132,7 @@ class CUDARenderer(CRenderer):
     ):
         super().__init__(inject_vthreads)
         self.arch = arch
-        self.allow_tf32 = allow_tf32
+        self.allow_tf32 = allow_tf32 and TF32_TENSOR_CORES
         self.dp4a = dp4a_available(arch)
         self._dp4a_loops: dict[int, ByteDot] = {}  # id(For) -> its dot product, this kernel
         self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time

@@ -39,7 +39,7 @@ from functools import lru_cache
 
 from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
-from tensorir.passes.tensor_core import FRAGMENT_SHAPES
+from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
 
 from . import state_utils as su
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchRule
@@ -60,9 +60,6 @@ LANES = 32
 FETCH_BYTES = 16  # per lane and shared-memory fetch: 8 halves or 4 floats
 SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 16 bytes' worth of elements long (see apply)
 SHARED_ROW_PAD_BYTES = 16
-TF32_TENSOR_CORES = True
-"""Whether ``-allow_tf32=1`` puts float32 GEMMs on TF32 fragments (False: the option is a no-op
-again, float32 always keeps the scalar sketches)."""
 
 
 @dataclass(frozen=True)

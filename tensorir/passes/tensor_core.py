@@ -52,6 +52,7 @@ __all__ = [
     "FRAGMENT",
     "FRAGMENT_DIMS",
     "FRAGMENT_SHAPES",
+    "TF32_TENSOR_CORES",
     "LANES",
     "FragmentFill",
     "FragmentMma",
@@ -84,6 +85,9 @@ FRAGMENT_SHAPES: dict[str, FragmentShape] = {
     "float32": FragmentShape(16, 16, 8, 80),
 }
 """Operand dtype -> its fragment shape (``wmma`` m16n16k16 for fp16 / bf16, m16n16k8 TF32)."""
+TF32_TENSOR_CORES = True
+"""Whether ``-allow_tf32=1`` runs float32 GEMMs on TF32 fragments. False makes the option a no-op
+again: the sketch rule never takes float32, the CUDA backend keeps float32 nests scalar."""
 
 FRAGMENT = 16
 """The accumulator tile's M and N: the same for every shape of :data:`FRAGMENT_SHAPES`."""

@@ -21,11 +21,7 @@ from autosched.search import sketch_rules_tensor_core as tc_rule
 from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.search.sketch_rules_tensor_core import (
-    TF32_TENSOR_CORES,
-    tensor_core_dtypes,
-    tensor_core_gemm,
-)
+from autosched.search.sketch_rules_tensor_core import tensor_core_dtypes, tensor_core_gemm
 from autosched.task import SearchTask
 from codegen.cuda import build_cuda, wmma_available, wmma_unavailable_reason
 from codegen.target import Target
@@ -35,7 +31,7 @@ from tensorir.dag import ComputeDAG
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
 from tensorir.ops.dense import batch_matmul, dense
-from tensorir.passes.tensor_core import FRAGMENT_SHAPES, fragment_plan
+from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES, fragment_plan
 from tensorir.passes.verify_gpu import kernels
 from tensorir.schedule import replay
 

@@ -13,10 +13,10 @@ import autosched as ansor
 from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.search.sketch_rules_tensor_core import TF32_TENSOR_CORES
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.ops.dense import batch_matmul, dense
+from tensorir.passes.tensor_core import TF32_TENSOR_CORES
 
 TF32 = "cuda -allow_tf32=1"
 pytestmark = pytest.mark.skipif(
