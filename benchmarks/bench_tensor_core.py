@@ -3,6 +3,11 @@ tensor-core sketch fires) against torch.matmul fp16 (cuBLAS) in the same process
 CUDA events (ours through the module's time_evaluator).
 
     python benchmarks/bench_tensor_core.py [--seconds 150] [--trials 200] [--n 4096] [--resume LOG]
+
+``--dtype float32 --tf32`` tunes a float32 matmul for ``cuda -allow_tf32=1`` (TF32 tensor cores)
+and times torch.matmul float32 with ``torch.backends.cuda.matmul.allow_tf32=True`` beside it (and
+with it False, for scale); ``--dtype float32`` alone compares float32 with float32 (TF32 off on
+both sides). Errors are against float32 torch.matmul with TF32 off.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from tensorir.dag import ComputeDAG
 from tensorir.ops.dense import dense
 
 
-def workload(n):
-    a = te.placeholder((n, n), "float16", name="A")
-    b = te.placeholder((n, n), "float16", name="B")
+def workload(n, dtype="float16"):
+    a = te.placeholder((n, n), dtype, name="A")
+    b = te.placeholder((n, n), dtype, name="B")
     c = dense(a, b, out_dtype="float32")
-    return [a, b, te.compute(c.shape, lambda i, j: c[i, j].astype("float16"), name="D")]
+    if dtype == "float32":
+        return [a, b, c]
+    return [a, b, te.compute(c.shape, lambda i, j: c[i, j].astype(dtype), name="D")]
 
 
 def cuda_event_ms(fn, repeat=50):
@@ -47,13 +54,21 @@ def main():
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--seconds", type=float, default=150)
     ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--log", default="tc_matmul.json")
+    ap.add_argument("--log", help="records (default tc_matmul.json, tc_matmul_float32[_tf32].json)")
     ap.add_argument("--resume", help="records of an earlier run of this tune to continue from")
+    ap.add_argument("--dtype", choices=("float16", "float32"), default="float16")
+    ap.add_argument("--tf32", action="store_true", help="float32 on TF32 tensor cores, both sides")
     args = ap.parse_args()
+    if args.tf32 and args.dtype != "float32":
+        ap.error("--tf32 is for --dtype float32")
+    if args.log is None:  # one log per precision: the trial counts stay apart
+        suffix = "" if args.dtype == "float16" else f"_float32{'_tf32' if args.tf32 else ''}"
+        args.log = f"tc_matmul{suffix}.json"
     import torch
 
     n = args.n
-    task = ansor.SearchTask(ComputeDAG(workload(n)), target="cuda")
+    target = "cuda -allow_tf32=1" if args.tf32 else "cuda"
+    task = ansor.SearchTask(ComputeDAG(workload(n, args.dtype)), target=target)
     t0 = time.time()
     opts = ansor.TuningOptions(
         num_measure_trials=args.trials,
@@ -72,25 +87,39 @@ def main():
     task.tune(opts, search_policy=policy)
     tuned_s = time.time() - t0
     records = list(ansor.load_records(args.log))
-    func = ansor.build(task.apply_best(args.log), "cuda")
-    assert "wmma::mma_sync" in func.get_source()
+    func = ansor.build(task.apply_best(args.log), target)
+    src = func.get_source()
+    if args.dtype == "float16" or args.tf32:
+        assert "wmma::mma_sync" in src
+    if args.tf32:
+        assert "precision::tf32" in src
     rng = np.random.default_rng(0)
-    a = rng.uniform(-1, 1, (n, n)).astype("float16")
-    b = rng.uniform(-1, 1, (n, n)).astype("float16")
+    a = rng.uniform(-1, 1, (n, n)).astype(args.dtype)
+    b = rng.uniform(-1, 1, (n, n)).astype(args.dtype)
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    want = torch.matmul(ta, tb.T).float().cpu().numpy()
-    out = np.zeros((n, n), np.float16)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want = torch.matmul(ta.float(), tb.float().T).cpu().numpy()  # float32, TF32 off
+    out = np.zeros((n, n), args.dtype)
     func(a, b, out)
     err = float(np.abs(out.astype(np.float32) - want).max())
     # The module's own timer (CUDA events around the launches; arguments copied before).
     ms_ours = func.time_evaluator(number=20, repeat=3)(a, b, out).median * 1e3
-    ms_torch = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
     flops = 2 * n**3
-    res = {"n": n, "trials": len(records), "tune_s": round(tuned_s, 1),
-           "ours_ms": round(ms_ours, 4), "torch_ms": round(ms_torch, 4),
-           "ours_tflops": round(flops / ms_ours / 1e9, 1),
-           "torch_tflops": round(flops / ms_torch / 1e9, 1),
-           "fraction_of_cublas": round(ms_torch / ms_ours, 3), "max_abs_err": err}  # fmt: skip
+    res = {"n": n, "dtype": args.dtype, "tf32": args.tf32, "trials": len(records),
+           "tune_s": round(tuned_s, 1), "ours_ms": round(ms_ours, 4),
+           "ours_tflops": round(flops / ms_ours / 1e9, 1), "max_abs_err": err}  # fmt: skip
+    # torch side by side: TF32 as asked (the compared figure), and TF32 off for scale.
+    sides = [("torch", args.tf32)] + ([("torch_tf32_off", False)] if args.tf32 else [])
+    for label, tf32 in sides:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        ms = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
+        res[f"{label}_ms"] = round(ms, 4)
+        res[f"{label}_tflops"] = round(flops / ms / 1e9, 1)
+        if label == "torch":
+            res["fraction_of_cublas"] = round(ms / ms_ours, 3)
+            got = torch.matmul(ta, tb.T).float().cpu().numpy()
+            res["torch_max_abs_err"] = float(np.abs(got - want).max())
+    torch.backends.cuda.matmul.allow_tf32 = False
     print(json.dumps(res))
 
 

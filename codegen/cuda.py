@@ -7,10 +7,18 @@ allocations (cudaMalloc aligns to 256 bytes), shared and local arrays that feed 
 declared ``__align__(4)``, and every index term besides the loop variable is a multiple of 4.
 Other loops, and every loop for an older ``-arch``, stay scalar. Without a known ``-arch`` the
 kernel carries both, chosen by ``__CUDA_ARCH__`` when nvcc compiles it for the device.
+
+Tensor-core nests (:mod:`tensorir.passes.tensor_core`) run as ``nvcuda::wmma`` calls on the
+fragment shape of their operand dtype (:data:`tensorir.passes.tensor_core.FRAGMENT_SHAPES`):
+fp16 / bf16 16x16x16, float32 as ``wmma::precision::tf32`` 16x16x8, each operand fragment
+rounded with ``__float_to_tf32`` after its load (the documented use). float32 nests run on
+fragments only when the target allows TF32 (``-allow_tf32=1``); otherwise they stay the exact
+float32 scalar loops they are.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from functools import partial
@@ -19,13 +27,22 @@ from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
 from tensorir.expr import Const, Var, walk
 from tensorir.loops import Allocate, Buffer, For, Load, Program, Store, walk_stmts
-from tensorir.passes.tensor_core import FRAGMENT, LANES, FragmentPlan, fragment_plan
+from tensorir.passes.tensor_core import (
+    FRAGMENT,
+    FRAGMENT_SHAPES,
+    LANES,
+    TF32_TENSOR_CORES,
+    FragmentPlan,
+    fragment_plan,
+)
 from tensorir.transform import rewrite, substitute
 
 from .c_like import CRenderer
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .llvm_vector import depends_on
 from .source import Source
+
+log = logging.getLogger(__name__)
 
 _F32_MATH = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
@@ -47,9 +64,10 @@ _DP4A_MIXED = (
 )
 
 
-WMMA_MIN_ARCH = {"float16": 70, "bfloat16": 80}
+WMMA_MIN_ARCH = {dtype: shape.min_arch for dtype, shape in FRAGMENT_SHAPES.items()}
 """``nvcuda::wmma`` fragments of each operand dtype need this compute capability or newer."""
 _WMMA = "nvcuda::wmma"
+_WMMA_TYPES = {"float32": f"{_WMMA}::precision::tf32"}  # operand dtype -> element type if not C's
 
 
 def _arch_number(arch: str | None) -> int | None:
@@ -70,6 +88,19 @@ def wmma_available(arch: str | None, dtype: str) -> bool | None:
     through ``__CUDA_ARCH__``)."""
     n = _arch_number(arch)
     return None if n is None else n >= WMMA_MIN_ARCH[dtype]
+
+
+def wmma_unavailable_reason(arch: str | None, dtype: str) -> str:
+    """Why code for ``-arch=arch`` cannot run fragments of operand ``dtype`` (one line), or ""
+    when it can or the architecture is unknown (see :func:`wmma_available`)."""
+    if wmma_available(arch, dtype) is not False:
+        return ""
+    what = "TF32 tensor cores (float32 operands)" if dtype == "float32" else f"{dtype} wmma"
+    need = WMMA_MIN_ARCH[dtype]
+    return (
+        f"-arch={arch} has no {what}: they need sm_{need} or newer; the loops stay scalar "
+        f"(compile for -arch=sm_{need} or newer to use them)"
+    )
 
 
 class CUDARenderer(CRenderer):
@@ -96,9 +127,12 @@ class CUDARenderer(CRenderer):
     # compute through float everywhere, as the references do.
     float_compute = frozenset({"bfloat16"})
 
-    def __init__(self, inject_vthreads: bool = True, arch: str | None = None):
+    def __init__(
+        self, inject_vthreads: bool = True, arch: str | None = None, allow_tf32: bool = False
+    ):
         super().__init__(inject_vthreads)
         self.arch = arch
+        self.allow_tf32 = allow_tf32 and TF32_TENSOR_CORES
         self.dp4a = dp4a_available(arch)
         self._dp4a_loops: dict[int, ByteDot] = {}  # id(For) -> its dot product, this kernel
         self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time
@@ -131,6 +165,12 @@ class CUDARenderer(CRenderer):
         }
         self._aligned = {id(x.buffer) for d in self._dp4a_loops.values() for x in (d.a, d.b)}
         plan, _ = fragment_plan(info.stmt, info.extents)
+        where = f"{program.name} kernel {info.index}"
+        if plan is not None and plan.dtype == "float32" and not self.allow_tf32:
+            log.debug("%s: float32 fragment nests stay scalar (no -allow_tf32=1)", where)
+            plan = None
+        if plan is not None and wmma_unavailable_reason(self.arch, plan.dtype):
+            log.debug("%s: %s", where, wmma_unavailable_reason(self.arch, plan.dtype))
         self._wmma = None if plan is None else wmma_available(self.arch, plan.dtype)
         self._plan = None if self._wmma is False else plan
         self._stage = None
@@ -179,7 +219,7 @@ class CUDARenderer(CRenderer):
         if plan is not None and isinstance(s, Allocate) and id(s.buffer) in plan.accumulators:
             b = s.buffer
             frag = (
-                f"{_WMMA}::fragment<{_WMMA}::accumulator, 16, 16, 16, "
+                f"{_WMMA}::fragment<{_WMMA}::accumulator, {self._mnk()}, "
                 f"{self.ctype(b.dtype)}> {self._name(b)}[{b.size // (FRAGMENT * FRAGMENT)}];"
             )
 
@@ -193,6 +233,29 @@ class CUDARenderer(CRenderer):
             self._stmt(s.body, guards)
             return
         super()._stmt(s, guards)
+
+    def _mnk(self) -> str:
+        """The template's ``M, N, K`` of this kernel's fragments (FRAGMENT_SHAPES)."""
+        shape = self._plan.shape
+        return f"{shape.m}, {shape.n}, {shape.k}"
+
+    def _operand_fragment(self, use: str, layout: str) -> str:
+        """The operand fragment type: ``fragment<matrix_a, M, N, K, element, layout>``."""
+        dtype = self._plan.dtype
+        t = _WMMA_TYPES.get(dtype) or self.ctype(dtype)
+        return f"{_WMMA}::fragment<{_WMMA}::{use}, {self._mnk()}, {t}, {_WMMA}::{layout}>"
+
+    def _load_operand(self, name: str, ptr: str, ldm: int) -> str:
+        """The statement that loads operand fragment ``name``; TF32 fragments are then rounded
+        element by element (``load_matrix_sync`` leaves them float32: CUDA's documented use)."""
+        load = f"{_WMMA}::load_matrix_sync({name}, {ptr}, {ldm});"
+        if self._plan.dtype != "float32":
+            return load
+        e = "wmma_t"
+        return (
+            f"{{ {load} for (int {e} = 0; {e} < {name}.num_elements; {e}++) "
+            f"{name}.x[{e}] = {_WMMA}::__float_to_tf32({name}.x[{e}]); }}"
+        )
 
     def _frag(self, acc: Buffer, base, ldm: int) -> str:
         """The accumulator fragment holding the 16x16 tile at ``acc[base]`` (row length
@@ -225,17 +288,13 @@ class CUDARenderer(CRenderer):
         return out
 
     def _declare_operand_caches(self) -> None:
-        t = self.ctype(self._plan.dtype)
         for (key, tag), (buf, _, _) in self._caches.items():
             op = getattr(self._plan.mma[key], tag)
             use = "matrix_a" if tag == "a" else "matrix_b"
-            self._line(
-                f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
-                f"{self._name(buf)}[{buf.size}];"
-            )
+            frag = self._operand_fragment(use, op.layout)
+            self._line(f"{frag} {self._name(buf)}[{buf.size}];")
 
     def _wmma_mma(self, m) -> None:
-        t = self.ctype(m.a.buffer.dtype)
         self._open("")
         names = []
         for tag, op, use in (("a", m.a, "matrix_a"), ("b", m.b, "matrix_b")):
@@ -243,11 +302,8 @@ class CUDARenderer(CRenderer):
             cache = self._caches.get((id(m.loop), tag))
             if cache is None:
                 name = f"wmma_{tag}"
-                self._line(
-                    f"{_WMMA}::fragment<{_WMMA}::{use}, 16, 16, 16, {t}, {_WMMA}::{op.layout}> "
-                    f"{name};"
-                )
-                self._line(f"{_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+                self._line(f"{self._operand_fragment(use, op.layout)} {name};")
+                self._line(self._load_operand(name, ptr, op.ldm))
             else:
                 buf, keyed, free = cache
                 index = "0"
@@ -255,7 +311,7 @@ class CUDARenderer(CRenderer):
                     index = f"({index}) * {f.extent} + {self._name(f.var)}"
                 name = f"{self._name(buf)}[{index}]"
                 first = " && ".join(f"{self._name(f.var)} == 0" for f in free)
-                self._line(f"if ({first}) {_WMMA}::load_matrix_sync({name}, {ptr}, {op.ldm});")
+                self._line(f"if ({first}) {self._load_operand(name, ptr, op.ldm)}")
             names.append(name)
         acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
         self._line(f"{_WMMA}::mma_sync({acc}, {names[0]}, {names[1]}, {acc});")
@@ -422,7 +478,7 @@ class CUDARenderer(CRenderer):
 def render(program: Program, target, options) -> Source:
     """The backend table's renderer (codegen.target.BACKENDS): :func:`build_cuda` for the
     target's ``-arch``."""
-    return build_cuda(program, arch=target.get("arch"))
+    return build_cuda(program, arch=target.get("arch"), allow_tf32=target.allow_tf32)
 
 
 _WORDS = {4: "unsigned int", 8: "uint2", 16: "uint4"}
@@ -459,7 +515,12 @@ def _vector_copy(s: For):
     return st.buffer, st.value.buffer, bases[0], bases[1], _WORDS[nbytes]
 
 
-def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None = None) -> Source:
+def build_cuda(
+    program: Program,
+    inject_vthreads: bool = True,
+    arch: str | None = None,
+    allow_tf32: bool = False,
+) -> Source:
     """Generate CUDA C++ for ``program``: one kernel per top-level statement.
 
     Parameters
@@ -473,6 +534,9 @@ def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None 
     arch : str, optional
         The ``-arch`` nvcc compiles for (``"sm_90"``): byte dot products use ``__dp4a`` from
         ``sm_61`` on. None (unknown) emits both forms under ``#if __CUDA_ARCH__ >= 610``.
+    allow_tf32 : bool
+        Run float32 tensor-core nests on TF32 fragments (the target's ``-allow_tf32=1``);
+        False keeps them exact float32 scalar loops.
 
     Returns
     -------
@@ -480,4 +544,4 @@ def build_cuda(program: Program, inject_vthreads: bool = True, arch: str | None 
         ``lang="cuda"``; kernels are ``extern "C"`` (compile with pycuda's
         ``no_extern_c=True``), launches give each kernel's grid, block and buffer arguments.
     """
-    return CUDARenderer(inject_vthreads, arch).render(program)
+    return CUDARenderer(inject_vthreads, arch, allow_tf32).render(program)

@@ -6,8 +6,9 @@ One row per distinct buffer that the program stores to (``feature.cc`` in TVM). 
 values but one-hot entries, ``is_gpu`` and the intensity curve (already a ratio of log2 values
 in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``. Four columns after TVM's 164 describe
 tensor-core (wmma) nests: ``tensor_core`` (1 for a store inside a loop marked
-``("pragma", "tensor_core")``), the fragment's M*N*K, the accumulator's 16x16 fragments per warp
-and the warps per block; they are 0 for every other store.
+``("pragma", "tensor_core")``), the fragment's M*N*K (4096 for fp16 / bf16, 2048 for float32
+as TF32: the precision the cost model sees), the accumulator's 16x16 fragments per warp and the
+warps per block; they are 0 for every other store.
 
 The rows are computed in one walk over the loop nest. Each loop pushes a frame with its
 variable, extent and kind; each store linearizes its indices once
@@ -44,6 +45,7 @@ import numpy as np
 from tensorir.dtype import is_float, itemsize
 from tensorir.expr import Binary, Call, Cast, Const, IfThenElse, Not, Select, Var
 from tensorir.loops import Allocate, CheckedIndex, For, If, Load, Program, Seq, Store
+from tensorir.passes.tensor_core import FRAGMENT_SHAPES
 
 from ..suppressed import suppressed
 from .feature_index import contiguous_elems, linearize, region_size
@@ -190,6 +192,7 @@ class _Extractor:
         self.threads = {}  # thread tag -> extent of the enclosing bound loop
         self.vthread = 1
         self.tensor_core = False  # inside a loop marked ("pragma", "tensor_core")
+        self.fragment_mnk = 16 * 16 * 16  # of the last mma nest (its operand dtype's shape)
         self.rows: dict = {}  # buffer -> row of N_FEATURES raw floats; insertion = first store
         self.alloc: dict = {}  # buffer -> (size bytes, elements, outer_prod at allocation)
         for b in program.workspaces:  # global intermediates live at the root (TVM realizes them)
@@ -271,7 +274,18 @@ class _Extractor:
             accs = [b for b in (buf, *(ld.buffer for ld in loads)) if b.scope == "local"]
             frags = accs[0].size // 256 if accs else 0
             warps = self.threads.get("threadIdx.y", 1) * self.threads.get("threadIdx.z", 1)
-            row[_TC:_TC + 4] = [1.0, 16 * 16 * 16, frags, warps]  # fmt: skip
+            mnk = self.tensor_core_mnk(buf, loads)
+            row[_TC:_TC + 4] = [1.0, mnk, frags, warps]  # fmt: skip
+
+    def tensor_core_mnk(self, buf, loads: list) -> int:
+        """The fragment's M*N*K: the mma nest (a local accumulator updated from itself) reads it
+        off its operands' dtype (FRAGMENT_SHAPES); the store nest after it keeps that value."""
+        if buf.scope == "local" and any(ld.buffer is buf for ld in loads):
+            operands = [ld.buffer.dtype for ld in loads if ld.buffer.scope != "local"]
+            shape = FRAGMENT_SHAPES.get(operands[0]) if operands else None
+            if shape is not None:
+                self.fragment_mnk = shape.m * shape.n * shape.k
+        return self.fragment_mnk
 
     def annotation_features(self, row: list) -> None:
         base = 16

@@ -58,12 +58,14 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
     hw = task.hardware_params
     if task.target.is_gpu:
         from .sketch_rules_gpu import GPUSketchContext
+        from .sketch_rules_tensor_core import tensor_core_dtypes
 
         ctx = GPUSketchContext(
             num_cores=hw.num_cores or 1,
             params=params,
             warp_size=hw.gpu_value("warp_size"),
             max_threads_per_block=hw.gpu_value("max_threads_per_block"),
+            tensor_core_dtypes=tensor_core_dtypes(task.target),
         )
     else:
         from .dot_product import dot_lanes

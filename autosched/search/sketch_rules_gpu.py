@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorir import steps as st
+from tensorir.dtype import LOW_PRECISION
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -53,10 +54,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GPUSketchContext(SketchContext):
-    """:class:`SketchContext` plus the GPU facts the rules read."""
+    """:class:`SketchContext` plus the GPU facts the rules read. ``tensor_core_dtypes`` are the
+    operand dtypes the tensor-core rule may tile
+    (:func:`autosched.search.sketch_rules_tensor_core.tensor_core_dtypes` of the target: float32
+    only with ``-allow_tf32=1``)."""
 
     warp_size: int = 32
     max_threads_per_block: int = 1024
+    tensor_core_dtypes: tuple[str, ...] = LOW_PRECISION
 
     @property
     def tiling_structure(self) -> str:

@@ -1,37 +1,45 @@
-"""The GPU tensor-core sketch: GEMMs in fp16 / bf16 on warp-level 16x16x16 ``wmma`` fragments.
+"""The GPU tensor-core sketch: GEMMs on warp-level ``wmma`` fragments (fp16 / bf16 16x16x16,
+float32 as TF32 16x16x8 where the target allows it).
 
 :class:`MultiLevelTilingTensorCore` fires (ahead of the scalar multi-level tiling, see
 :func:`autosched.search.sketch_rules_gpu.gpu_rules`) on a stage that
 :func:`tensor_core_gemm` recognizes: ``out[b.., i, j] = sum_k X[.., i, k] * Y[.., j, k]`` (or
 ``Y[.., k, j]``) with 16-bit float operands (each maybe cast to the accumulator dtype),
-accumulated in float32 or in the operand dtype, and ``i``, ``j``, ``k`` multiples of 16 (a dense
-layer, a batch_matmul). Anything else (fp32, batch-1 dense with M=1, K=3) is left to the scalar
-sketches: tails are not masked yet.
+accumulated in float32 or in the operand dtype, and ``i``, ``j``, ``k`` multiples of the
+fragment's M, N and K (a dense layer, a batch_matmul). float32 operands qualify only on a target
+with ``-allow_tf32=1`` of sm_80 or newer (or no ``-arch``): they then run as TF32 (10-bit
+mantissa) on 16x16x8 fragments (:func:`tensor_core_dtypes`); by default float32 keeps the scalar
+sketches. Anything else (batch-1 dense with M=1, K=3) is left to the scalar sketches: tails are
+not masked yet. The fragment shapes are :data:`tensorir.passes.tensor_core.FRAGMENT_SHAPES`.
 
 The sketch (a GEMM ``G`` and the stage ``O`` that writes its result: ``G`` itself after
 ``cache_write``, or its single elementwise consumer, fused)::
 
     G: b  i.0.0 j.0.0  i.0.1 j.0.1  k.0.0  k.0.1  i.0.2 j.0.2  i.1 j.1 k.1
-       |  block tile   warps         k tile  frags  fragments   16 16 16  <- pragma tensor_core
+       |  block tile   warps         k tile  frags  fragments   16 16 K   <- pragma tensor_core
     O: b@i.0.0@j.0.0 -> blockIdx.x, i.0.1@j.0.1 -> threadIdx.y (one warp each), i.0.2 j.0.2,
        i.1 j.1 <- pragma tensor_core (the fragment store); G computed at O's threadIdx.y
-    X.shared, Y.shared at G's k.0.0: the row split by 8 (vectorized: 16 bytes), the rest fused and
-       split [.., warps, 32] -> threadIdx.y, threadIdx.x (the lanes); rows padded by 8 halves.
+    X.shared, Y.shared at G's k.0.0: the row split by 16 bytes (8 halves or 4 floats,
+       vectorized), the rest fused and split [.., warps, 32] -> threadIdx.y, threadIdx.x (the
+       lanes); rows padded by 16 bytes.
 
 The lengths left open (warps and fragments per warp along ``i`` and ``j``, fragments per shared
-k tile) are drawn and mutated by the search like every tile size; the 16s, the 32 lanes and the
-8-wide vector are fixed. Every lane of a warp runs the same iterations of ``G`` and ``O`` (they
-bind no ``threadIdx.x``), which is what makes the scalar reading of the loops equal to the
-warp-collective ``wmma`` calls the CUDA backend emits for the marked nests
+k tile) are drawn and mutated by the search like every tile size; the fragment sides, the 32
+lanes and the 16-byte vector are fixed. Every lane of a warp runs the same iterations of ``G``
+and ``O`` (they bind no ``threadIdx.x``), which is what makes the scalar reading of the loops
+equal to the warp-collective ``wmma`` calls the CUDA backend emits for the marked nests
 (:mod:`tensorir.passes.tensor_core`, :mod:`codegen.cuda`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from functools import lru_cache
 
-from tensorir.dtype import LOW_PRECISION
+from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
+from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
 
 from . import state_utils as su
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchRule
@@ -40,14 +48,18 @@ __all__ = [
     "FRAGMENT",
     "MultiLevelTilingTensorCore",
     "TensorCoreGemm",
+    "tensor_core_dtypes",
     "tensor_core_gemm",
 ]
 
+log = logging.getLogger(__name__)
+
 FRAGMENT = 16
-"""The wmma fragment's M, N and K (16x16x16 for fp16 and bf16)."""
+"""The wmma fragment's M and N (its K is the operand dtype's: FRAGMENT_SHAPES)."""
 LANES = 32
-FETCH_VECTOR = 8  # halves per lane and shared-memory fetch: 16 bytes
-SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 8 elements long (see apply)
+FETCH_BYTES = 16  # per lane and shared-memory fetch: 8 halves or 4 floats
+SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 16 bytes' worth of elements long (see apply)
+SHARED_ROW_PAD_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -58,17 +70,41 @@ class TensorCoreGemm:
     i: str
     j: str
     k: str
+    dtype: str = "float16"  # the operands' (a key of FRAGMENT_SHAPES)
 
 
-def _operand(e) -> TensorRead | None:
-    """A 16-bit float tensor read, maybe cast up to the accumulator dtype."""
+def tensor_core_dtypes(target) -> tuple[str, ...]:
+    """The operand dtypes the tensor-core sketch tiles for ``target``: fp16 and bf16 always (the
+    CUDA backend keeps scalar loops for an ``-arch`` without them), float32 (as TF32) only with
+    ``-allow_tf32=1`` and an ``-arch`` of sm_80 or newer, or none given (then decided by
+    ``__CUDA_ARCH__`` when nvcc compiles)."""
+    if not (TF32_TENSOR_CORES and getattr(target, "allow_tf32", False)):
+        return LOW_PRECISION
+    from codegen.cuda import wmma_unavailable_reason
+
+    why = wmma_unavailable_reason(target.get("arch"), "float32")
+    if why:
+        _warn_once(f"target {str(target)!r}: -allow_tf32=1 has no effect: {why}")
+        return LOW_PRECISION
+    return (*LOW_PRECISION, "float32")
+
+
+@lru_cache(maxsize=64)
+def _warn_once(message: str) -> None:
+    log.warning("%s", message)
+
+
+def _operand(e, dtypes) -> TensorRead | None:
+    """A tensor read of one of ``dtypes``, maybe cast up to the accumulator dtype."""
     if isinstance(e, Cast):
         e = e.value
-    return e if isinstance(e, TensorRead) and e.dtype in LOW_PRECISION else None
+    return e if isinstance(e, TensorRead) and e.dtype in dtypes else None
 
 
-def tensor_core_gemm(op) -> TensorCoreGemm | None:
-    """The GEMM axes of ``op`` when the tensor-core sketch can tile it (module docstring)."""
+def tensor_core_gemm(op, dtypes=LOW_PRECISION) -> TensorCoreGemm | None:
+    """The GEMM axes of ``op`` when the tensor-core sketch can tile it (module docstring), its
+    operands of one of ``dtypes`` (:func:`tensor_core_dtypes` of the target: float32 only
+    where TF32 is allowed)."""
     body = getattr(op, "body", None)
     if not (isinstance(body, Reduce) and body.combiner == "sum" and body.condition is None):
         return None
@@ -77,14 +113,15 @@ def tensor_core_gemm(op) -> TensorCoreGemm | None:
     prod = body.source
     if not (isinstance(prod, Binary) and prod.op == "*"):
         return None
-    x, y = _operand(prod.a), _operand(prod.b)
-    if x is None or y is None or x.dtype != y.dtype:
+    x, y = _operand(prod.a, dtypes), _operand(prod.b, dtypes)
+    if x is None or y is None or x.dtype != y.dtype or x.dtype not in FRAGMENT_SHAPES:
         return None
     if body.dtype not in ("float32", x.dtype):
         return None
     k = body.axes[0]
     *batch, ax_i, ax_j = op.axes
-    if any(ax.extent % FRAGMENT for ax in (ax_i, ax_j, k)):
+    shape = FRAGMENT_SHAPES[x.dtype]
+    if ax_i.extent % shape.m or ax_j.extent % shape.n or k.extent % shape.k:
         return None
     # X[.., i, k] and Y[.., j, k] or Y[.., k, j]: bare axes as the two last indices.
     if tuple(x.indices[-2:]) != (ax_i.var, k.var):
@@ -97,7 +134,7 @@ def tensor_core_gemm(op) -> TensorCoreGemm | None:
             if isinstance(e, Var) and e in inner:
                 return None
     return TensorCoreGemm(tuple(ax.var.name for ax in batch), ax_i.var.name, ax_j.var.name,
-                          k.var.name)  # fmt: skip
+                          k.var.name, x.dtype)  # fmt: skip
 
 
 class MultiLevelTilingTensorCore(SketchRule):
@@ -113,13 +150,16 @@ class MultiLevelTilingTensorCore(SketchRule):
             return SKIP
         if not getattr(ctx.params, "gpu_tensor_core", True):
             return SKIP
-        if tensor_core_gemm(stage.op) is None:
+        if tensor_core_gemm(stage.op, _dtypes(ctx)) is None:
             return SKIP
         return APPLY_AND_SKIP_REST
 
     def apply(self, ctx, state, sid):
         s = state.copy()
         name = state.stages[sid].name
+        dtype = tensor_core_gemm(state.stages[sid].op, _dtypes(ctx)).dtype
+        shape = FRAGMENT_SHAPES[dtype]
+        vector = FETCH_BYTES // itemsize(dtype)
         cons = su.has_single_elementwise_consumer(state, sid)
         if cons is None:
             s.cache_write(sid, "local")  # G = name.local, O = name
@@ -130,18 +170,18 @@ class MultiLevelTilingTensorCore(SketchRule):
         # The iterators by position (cache_write renames them ``i.c``): batch.., i, j, k.
         spatial = [it.name for it in s[g].iters if it.kind == "spatial"]
         (k_name,) = [it.name for it in s[g].iters if it.kind == "reduce"]
-        gemm = TensorCoreGemm(tuple(spatial[:-2]), spatial[-2], spatial[-1], k_name)
+        gemm = TensorCoreGemm(tuple(spatial[:-2]), spatial[-2], spatial[-1], k_name, dtype)
         o_names = [it.name for it in s[o].iters]
         o_batch, o_i, o_j = o_names[:-2], o_names[-2], o_names[-1]
         # G: fragments (16), then warps / fragments per warp (searched).
         parts, split_ids = {}, {}
-        for ax in (gemm.i, gemm.j):
-            outer, inner = s.split(g, ax, [FRAGMENT])
+        for ax, side in ((gemm.i, shape.m), (gemm.j, shape.n)):
+            outer, inner = s.split(g, ax, [side])
             split_ids[ax] = (len(s.steps) - 1,)
             p = s.split(g, outer.name, [None, None])
             split_ids[ax] += (len(s.steps) - 1,)
             parts[ax] = [p[0].name, p[1].name, p[2].name, inner.name]
-        ko, ki = s.split(g, gemm.k, [FRAGMENT])
+        ko, ki = s.split(g, gemm.k, [shape.k])
         kp = s.split(g, ko.name, [None])
         pi, pj = parts[gemm.i], parts[gemm.j]
         order = [*gemm.batch, pi[0], pj[0], pi[1], pj[1], kp[0].name, kp[1].name, pi[2], pj[2],
@@ -166,13 +206,14 @@ class MultiLevelTilingTensorCore(SketchRule):
         for rd in reads:
             shared = s.cache_read(rd, "shared", [g])
             s.compute_at(shared.name, g, kp[0].name)
-            # Rows padded by 8 elements (16 bytes): the 16 rows a fragment load reads
+            # Rows padded by 16 bytes (8 halves, 4 floats): the 16 rows a fragment load reads
             # fall in different shared-memory banks (TVM's tensor-core schedules do the same).
-            s.storage_align(shared.name, s[shared.name].iters[-2].name, SHARED_ROW_ALIGN, 8)
+            pad = SHARED_ROW_PAD_BYTES // itemsize(dtype)
+            s.storage_align(shared.name, s[shared.name].iters[-2].name, SHARED_ROW_ALIGN, pad)
             # The vector is split off the row (contiguous in both copies) before the fuse, so
             # both indices stay linear in it (one 16-byte load and store, codegen.cuda).
             *outer, col = [it.name for it in s[shared.name].iters]
-            col_o, vec = s.split(shared.name, col, [FETCH_VECTOR])
+            col_o, vec = s.split(shared.name, col, [vector])
             fused = s.fuse(shared.name, [*outer, col_o.name])
             rest, lanes = s.split(shared.name, fused.name, [LANES])
             _, ty = s.follow_fused_split(shared.name, rest.name, warp_steps, 0, True)
@@ -180,3 +221,8 @@ class MultiLevelTilingTensorCore(SketchRule):
             s.bind(shared.name, lanes.name, "threadIdx.x")
             s.vectorize(shared.name, vec.name)
         return [(s, s.stage_id(g) - 1)]
+
+
+def _dtypes(ctx) -> tuple[str, ...]:
+    """The operand dtypes the rule tiles in this search (GPUSketchContext.tensor_core_dtypes)."""
+    return getattr(ctx, "tensor_core_dtypes", LOW_PRECISION)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
-from tensorir.passes.tensor_core import FRAGMENT
+from tensorir.passes.tensor_core import FRAGMENT_DIMS
 from tensorir.stage import SplitRel
 
 __all__ = [
@@ -266,7 +266,7 @@ def has_fixed_innermost(state, step_id: int) -> bool:
     The split is found among the stage's split relations by its parent's extent and its
     lengths (a split of another axis with the very same extent and lengths would count too:
     it then keeps its innermost length, which only narrows the mutation)."""
-    if tensor_core_fixed_split(state, step_id):  # the 16s, 32 lanes, 8-wide fetches
+    if tensor_core_fixed_split(state, step_id):  # fragment sides, 32 lanes, 16-byte fetches
         return True
     step = state.steps[step_id]
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
@@ -290,9 +290,9 @@ def _marked(stage) -> bool:
 def tensor_core_fixed_split(state, step_id: int) -> bool:
     """Whether SplitStep ``steps[step_id]`` is one whose length the tensor-core sketch fixed, so
     that mutation leaves it (any other value fails the fragment rules): a root axis of the
-    fragment stage split by 16, or a split of a ``.shared`` stage attached to it (the 8-element
-    vector, the 32 lanes). A searched split of the same stage with the very same extent and
-    length would count too, which only narrows the mutation (see
+    fragment stage split by a fragment side (16, or TF32's K: 8), or a split of a ``.shared``
+    stage attached to it (the 16-byte vector, the 32 lanes). A searched split of the same stage
+    with the very same extent and length would count too, which only narrows the mutation (see
     :mod:`autosched.search.sketch_rules_tensor_core`)."""
     step = state.steps[step_id]
     if len(step.lengths) != 1:
@@ -300,12 +300,12 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
     if stage.name.endswith(".shared") and stage.compute_at == "iter":
         return _marked(state[stage.attach[0]])
-    if not _marked(stage) or tuple(step.lengths) != (FRAGMENT,):
+    if not _marked(stage) or step.lengths[0] not in FRAGMENT_DIMS:
         return False
     roots = {it.name: it.extent for it in stage.root_iters}
     return any(
         isinstance(rel, SplitRel)
-        and tuple(rel.lengths) == (FRAGMENT,)
+        and tuple(rel.lengths) == tuple(step.lengths)
         and roots.get(rel.parent) == step.extent
         for rel in stage.relations
     )

@@ -7,10 +7,11 @@ as the warp-collective fragment operations, whose result is the same. This modul
 kernel, the three kinds of nests involved (target-independent analysis shared by the GPU
 validity check and :mod:`codegen.cuda`):
 
-- **mma** (marked): ``for i, j, k in 16x16x16: acc[c] = acc[c] + a * b`` where ``a`` and ``b``
-  are 16-bit float loads (maybe cast to the accumulator's dtype) from shared or global memory,
-  ``acc`` a local buffer; ``a`` reads ``(i, k)``, ``b`` reads ``(k, j)``, each row- or
-  column-major with a leading dimension that is a multiple of 8 elements and a 32-byte
+- **mma** (marked): ``for i, j, k in 16x16xK: acc[c] = acc[c] + a * b`` where ``a`` and ``b``
+  are loads of one :data:`FRAGMENT_SHAPES` dtype (maybe cast to the accumulator's dtype) from
+  shared or global memory, ``K`` that dtype's fragment K (16 for fp16 / bf16, 8 for float32
+  run as TF32), ``acc`` a local buffer; ``a`` reads ``(i, k)``, ``b`` reads ``(k, j)``, each
+  row- or column-major with a leading dimension that is a multiple of 16 bytes and a 32-byte
   aligned start; ``acc`` reads ``(i, j)`` row-major in 16x16 tiles;
 - **fill** (the reduction's init, unmarked): ``for i, j in 16x16: acc[c] = constant``;
 - **store** (marked): ``for i, j in 16x16: out[o] = f(acc[c])``, any elementwise ``f``.
@@ -19,6 +20,11 @@ A :class:`FragmentPlan` holds them when every access to each accumulator is one 
 nests are warp-uniform (the block has exactly 32 ``threadIdx.x`` lanes and no nest is inside a
 ``threadIdx.x`` loop: the lanes of a warp run the same iterations) and none is under a
 guard; otherwise :func:`fragment_plan` says why, and the loops stay scalar.
+
+The fragment shape of each operand dtype, and the compute capability it needs, is
+:data:`FRAGMENT_SHAPES`: the one table the sketch rule, this analysis and the CUDA backend read.
+A float32 nest is only ever marked by the sketch rule for a target with ``-allow_tf32=1``, and
+the CUDA backend keeps it scalar without that option (:func:`codegen.cuda.build_cuda`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..arith import linear_form, simplify_expr
-from ..dtype import LOW_PRECISION, itemsize
+from ..dtype import itemsize
 from ..expr import Binary, Cast, Const, Expr, Var, walk
 from ..loops import (
     Allocate,
@@ -44,20 +50,59 @@ from ..transform import substitute
 
 __all__ = [
     "FRAGMENT",
+    "FRAGMENT_DIMS",
+    "FRAGMENT_SHAPES",
+    "TF32_TENSOR_CORES",
     "LANES",
     "FragmentFill",
     "FragmentMma",
     "FragmentPlan",
+    "FragmentShape",
     "FragmentStore",
     "Operand",
     "fragment_plan",
+    "fragment_shape",
     "has_tensor_core_pragma",
     "tensor_core_errors",
 ]
 
+
+@dataclass(frozen=True)
+class FragmentShape:
+    """The warp-level fragments of one operand dtype: an ``m x k`` by ``k x n`` product added
+    to an ``m x n`` accumulator, on compute capability ``min_arch`` (70: sm_70) or newer."""
+
+    m: int
+    n: int
+    k: int
+    min_arch: int
+
+
+FRAGMENT_SHAPES: dict[str, FragmentShape] = {
+    "float16": FragmentShape(16, 16, 16, 70),
+    "bfloat16": FragmentShape(16, 16, 16, 80),
+    # TF32 (sm_80+): float32 operands rounded to a 10-bit mantissa, float32 accumulators.
+    "float32": FragmentShape(16, 16, 8, 80),
+}
+"""Operand dtype -> its fragment shape (``wmma`` m16n16k16 for fp16 / bf16, m16n16k8 TF32)."""
+TF32_TENSOR_CORES = True
+"""Whether ``-allow_tf32=1`` runs float32 GEMMs on TF32 fragments. False makes the option a no-op
+again: the sketch rule never takes float32, the CUDA backend keeps float32 nests scalar."""
+
 FRAGMENT = 16
+"""The accumulator tile's M and N: the same for every shape of :data:`FRAGMENT_SHAPES`."""
+assert all(s.m == s.n == FRAGMENT for s in FRAGMENT_SHAPES.values())
+FRAGMENT_DIMS = frozenset(d for s in FRAGMENT_SHAPES.values() for d in (s.m, s.n, s.k))
+"""Every fragment side length (the splits the sketch fixes are among them)."""
 LANES = 32
+OPERAND_ALIGN_BYTES = 32  # load_matrix_sync: a 256-bit aligned start
+OPERAND_LDM_BYTES = 16  # ... and a leading dimension that is a multiple of 16 bytes
 _KINDS = ("serial", "unrolled")
+
+
+def fragment_shape(dtype: str) -> FragmentShape | None:
+    """The fragment shape of operand ``dtype`` (:data:`FRAGMENT_SHAPES`), or None."""
+    return FRAGMENT_SHAPES.get(dtype)
 
 
 @dataclass(frozen=True)
@@ -119,8 +164,13 @@ class FragmentPlan:
 
     @property
     def dtype(self) -> str:
-        """The operand dtype (float16 or bfloat16)."""
+        """The operand dtype (float16, bfloat16, or float32 run as TF32)."""
         return next(iter(self.mma.values())).a.buffer.dtype
+
+    @property
+    def shape(self) -> FragmentShape:
+        """The fragment shape of the operand dtype."""
+        return FRAGMENT_SHAPES[self.dtype]
 
     @property
     def staging_bytes(self) -> int:
@@ -138,11 +188,12 @@ def has_tensor_core_pragma(s: For) -> bool:
     return ("pragma", "tensor_core") in s.annotations
 
 
-def _nest(s: For, depth: int):
-    """``(vars, body)`` of a perfect nest of ``depth`` 16-loops starting at ``s``, or None."""
+def _nest(s: For, extents: tuple[int, ...]):
+    """``(vars, body)`` of a perfect nest of loops of these ``extents`` starting at ``s``, or
+    None."""
     out = []
-    for _ in range(depth):
-        if not (isinstance(s, For) and s.extent == FRAGMENT and s.kind in _KINDS):
+    for extent in extents:
+        if not (isinstance(s, For) and s.extent == extent and s.kind in _KINDS):
             return None
         out.append(s.var)
         s = s.body
@@ -186,7 +237,8 @@ def _acc_tile(index: Expr, i: Var, j: Var, others=()) -> tuple[Expr, int] | None
 def _operand_load(e: Expr, acc_dtype: str) -> Load | None:
     if isinstance(e, Cast) and e.dtype == acc_dtype:
         e = e.value
-    if isinstance(e, Load) and e.dtype in LOW_PRECISION and e.buffer.scope in ("shared", "global"):
+    in_memory = isinstance(e, Load) and e.buffer.scope in ("shared", "global")
+    if in_memory and e.dtype in FRAGMENT_SHAPES:
         return e
     return None
 
@@ -198,23 +250,30 @@ def _operand(load: Load, row: Var, col: Var, zero: Var) -> Operand | None:
     (cr, cc, cz), base = got
     if cz:
         return None
-    if cc == 1 and cr % 8 == 0 and cr > 0:
+    size = itemsize(load.dtype)
+    ldm_unit, align = OPERAND_LDM_BYTES // size, OPERAND_ALIGN_BYTES // size
+    if cc == 1 and cr % ldm_unit == 0 and cr > 0:
         ldm, layout = cr, "row_major"
-    elif cr == 1 and cc % 8 == 0 and cc > 0:
+    elif cr == 1 and cc % ldm_unit == 0 and cc > 0:
         ldm, layout = cc, "col_major"
     else:
         return None
-    if not _multiple_of(base, FRAGMENT):  # 32-byte aligned start (16-bit elements)
+    if not _multiple_of(base, align):  # a 32-byte aligned start
         return None
     return Operand(load.buffer, base, ldm, layout)
 
 
 def match_mma(s: For) -> FragmentMma | None:
     """The mma nest starting at the marked loop ``s`` (module docstring), or None."""
-    got = _nest(s, 3)
-    if got is None or not isinstance(got[1], Store):
+    got = _nest(s, (FRAGMENT, FRAGMENT))
+    k_loop = None if got is None else got[1]
+    k_extents = {sh.k for sh in FRAGMENT_SHAPES.values()}
+    if not (isinstance(k_loop, For) and k_loop.extent in k_extents):
         return None
-    (i, j, k), st = got
+    inner = _nest(k_loop, (k_loop.extent,))
+    if inner is None or not isinstance(inner[1], Store):
+        return None
+    (i, j), ((k,), st) = got[0], inner
     v, acc = st.value, st.buffer
     if acc.scope != "local" or acc.dtype not in ("float32", "float16"):
         return None
@@ -232,6 +291,8 @@ def match_mma(s: For) -> FragmentMma | None:
             continue
         if acc.dtype == "float16" and x.dtype != "float16":
             continue
+        if FRAGMENT_SHAPES[x.dtype].k != k_loop.extent:  # K is the operand dtype's
+            return None
         tile = _acc_tile(st.index, i, j, (k,))
         if tile is None:
             return None
@@ -243,7 +304,7 @@ def match_mma(s: For) -> FragmentMma | None:
 
 
 def _match_fill(s: For, accs: dict) -> FragmentFill | None:
-    got = _nest(s, 2)
+    got = _nest(s, (FRAGMENT, FRAGMENT))
     if got is None or not isinstance(got[1], Store):
         return None
     (i, j), st = got
@@ -254,7 +315,7 @@ def _match_fill(s: For, accs: dict) -> FragmentFill | None:
 
 
 def _match_store(s: For, accs: dict) -> FragmentStore | None:
-    got = _nest(s, 2)
+    got = _nest(s, (FRAGMENT, FRAGMENT))
     if got is None or not isinstance(got[1], Store):
         return None
     (i, j), st = got
@@ -296,7 +357,10 @@ def fragment_plan(stmt: Stmt, extents: dict) -> tuple[FragmentPlan | None, str]:
             for op in (m.a, m.b):
                 plan.operands[id(op.buffer)] = op.buffer
     if not plan.mma:
-        return None, "no marked loop nest is a 16x16x16 fp16/bf16 multiply-accumulate"
+        return None, (
+            "no marked loop nest is a fragment multiply-accumulate (16x16x16 fp16 / bf16, "
+            "16x16x8 float32 as TF32)"
+        )
     if len({m.a.buffer.dtype for m in plan.mma.values()}) != 1:
         return None, "the fragment operands mix dtypes"
     if len({a.dtype for a in plan.accumulators.values()}) != 1:

@@ -165,7 +165,8 @@ def test_opencl_half_source_and_run_where_supported():
 
 def test_tf32_is_an_explicit_cuda_option_carried_to_the_tasks():
     """allow_tf32 is parsed, off by default and reaches every task's target, where the tensor-core
-    sketch rule will read it; it changes no generated code today (docs/gpu.md)."""
+    sketch rule reads it (tests/autosched/test_tensor_core_tf32.py); a kernel without tensor-core
+    nests is the same with and without it (docs/gpu.md)."""
     from codegen.target import Target
     from tensorir.graph import ir as gir
     from tensorir.graph import nn, op
@@ -186,7 +187,7 @@ def test_tf32_is_an_explicit_cuda_option_carried_to_the_tasks():
     assert tasks and all(t.target.allow_tf32 for t in tasks)
     tasks, _ = ansor.extract_tasks(func, None, "cuda", hardware_params=hw)
     assert not any(t.target.allow_tf32 for t in tasks)
-    # Today the option changes no code: the same kernel with and without it.
+    # A batch-1 dense (M = 1) fills no fragment: the same scalar kernel with and without it.
     state = sample_init_population(tasks[0], generate_sketches(tasks[0]), 1, random.Random(3))[0]
     plain = generate_source(state, "cuda").code
     assert generate_source(state, "cuda -allow_tf32=1").code == plain
