@@ -64,6 +64,7 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
             params=params,
             warp_size=hw.gpu_value("warp_size"),
             max_threads_per_block=hw.gpu_value("max_threads_per_block"),
+            arch=task.target.get("arch"),
         )
     else:
         from .dot_product import dot_lanes

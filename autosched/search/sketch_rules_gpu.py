@@ -57,6 +57,7 @@ class GPUSketchContext(SketchContext):
 
     warp_size: int = 32
     max_threads_per_block: int = 1024
+    arch: str | None = None  # the target's -arch when it names one (sm_80), else unknown
 
     @property
     def tiling_structure(self) -> str:
