@@ -58,7 +58,10 @@ CP_ASYNC_MIN_ARCH = 80
 switch for the asynchronous copies of double-buffered tensor-core kernels: a number above
 every real architecture (1000) makes them plain 16-byte loads and stores again."""
 
+# Guarded: sources of several programs may be concatenated into one translation unit.
 _CP_ASYNC = (
+    "#ifndef AUTOSCHED_CP_ASYNC16\n"
+    "#define AUTOSCHED_CP_ASYNC16\n"
     "static __device__ __forceinline__ void cp_async16(void* dst, const void* src) {\n"
     "#if __CUDA_ARCH__ >= {arch}0\n"
     "  unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);\n"
@@ -67,14 +70,18 @@ _CP_ASYNC = (
     "#else\n"
     "  *(uint4*)dst = *(const uint4*)src;\n"
     "#endif\n"
-    "}"
+    "}\n"
+    "#endif"
 )
 _CP_ASYNC_WAIT = (
+    "#ifndef AUTOSCHED_CP_ASYNC_WAIT\n"
+    "#define AUTOSCHED_CP_ASYNC_WAIT\n"
     "static __device__ __forceinline__ void cp_async_wait_all() {\n"
     "#if __CUDA_ARCH__ >= {arch}0\n"
     '  asm volatile("cp.async.wait_all;" ::: "memory");\n'
     "#endif\n"
-    "}"
+    "}\n"
+    "#endif"
 )
 
 
