@@ -325,8 +325,11 @@ def threads_fill_warps(ctx, state) -> bool:
 
 def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
     """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
-    bound-inferred ``extents`` (a cheap estimate of what the verifier will count)."""
+    bound-inferred ``extents`` (a cheap estimate of what the verifier will count). A stage
+    attached at a ``double_buffer`` loop that runs more than once counts twice, as lowering
+    allocates it (:mod:`tensorir.passes.double_buffer`)."""
     by_name = {s.name: s for s in state.stages}
+    sids = {s.name: k for k, s in enumerate(state.stages)}
     out: dict[str, int] = {}
     for sid, stage in enumerate(state.stages):
         if stage.scope != "shared" or stage.compute_at != "iter":
@@ -335,6 +338,9 @@ def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
         while root.compute_at == "iter":
             root = by_name[root.attach[0]]
         n = math.prod(extents[sid].values()) * itemsize(stage.op.dtype)
+        target, at = stage.attach
+        if (at, "double_buffer") in by_name[target].pragmas:
+            n *= 2 if (extents[sids[target]].get(at) or 2) > 1 else 1
         out[root.name] = out.get(root.name, 0) + n
     return out
 

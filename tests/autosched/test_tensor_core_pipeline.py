@@ -265,3 +265,20 @@ def test_single_buffered_kernels_keep_synchronous_copies():
     (s,) = pipelined_states(dense_task(), 1)
     code = build_cuda(lower(single_buffered(s)), arch="sm_80").code
     assert "cp_async" not in code and "*(uint4*)&A_shared[" in code
+
+
+def test_the_shared_estimate_before_binding_counts_both_buffers():
+    from autosched.search.annotate_gpu import block_shared_bytes, init_fill_tile_size_gpu
+    from tensorir.bounds import infer_bound
+
+    task = dense_task(k=128)
+    (sketch,) = generate_sketches(task)
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(0)
+    ratios = set()
+    for _ in range(6):
+        s = init_fill_tile_size_gpu(ctx, sketch, rng)
+        bounded = infer_bound((s.stages, s.dag))[-2]  # T_dense.local, the GEMM
+        (k_tiles,) = [it.extent for it in bounded.iters if it.name == "k.0.0"]
+        two, one = block_shared_bytes(ctx, s), block_shared_bytes(ctx, single_buffered(s))
+        ratios.add((k_tiles > 1, two["T_dense"] / one["T_dense"]))
+    assert ratios == {(True, 2.0), (False, 1.0)}, ratios
