@@ -75,22 +75,12 @@ def fixed_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0):
     return init_unroll_gpu(ctx, state, rng)
 
 
-def single_buffered(state):
-    """``state`` without its double_buffer pragma (the same tiles, one shared buffer)."""
-    from tensorir import steps as st
-    from tensorir.schedule import replay
-
-    def pipeline(step) -> bool:
-        return isinstance(step, st.PragmaStep) and step.pragma_type == "double_buffer"
-
-    return replay(state.dag, [step for step in state.steps if not pipeline(step)])
-
-
 def ab(args):
     """Fixed tiles, single vs double buffered (module docstring)."""
     import torch
 
     from autosched.search.annotate_gpu import gpu_state_errors
+    from autosched.search.state_utils import single_buffered
 
     n = args.n
     task = ansor.SearchTask(ComputeDAG(workload(n)), target="cuda")

@@ -9,6 +9,7 @@ import pathlib
 
 import autosched as ansor
 from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.state_utils import single_buffered
 from tensorir.dag import ComputeDAG
 from tensorir.loops import Allocate, walk_stmts
 from tensorir.lower import lower
@@ -28,11 +29,11 @@ def test_ab_states_have_the_asked_tiles_with_and_without_the_pipeline():
     hw = ansor.HardwareParams(num_cores=132, max_shared_memory_per_block=49152)
     task = ansor.SearchTask(ComputeDAG(bench.workload(512)), target="cuda", hardware_params=hw)
     double = bench.fixed_state(task, 128, 64, 32)
-    single = bench.single_buffered(double)
+    single = single_buffered(double)
     # Rows padded by 8 halves: a 128x32 tile of A, a 64x32 tile of B, twice over when pipelined.
     assert _shared(single) == {"A_shared": (128, 40), "B_shared": (64, 40)}
     assert _shared(double) == {"A_shared": (2, 128, 40), "B_shared": (2, 64, 40)}
     assert gpu_state_errors(task, single) == [] and gpu_state_errors(task, double) == []
     big = bench.fixed_state(task, 128, 128, 64)  # 36 KiB staged: fits once, not twice
-    assert gpu_state_errors(task, bench.single_buffered(big)) == []
+    assert gpu_state_errors(task, single_buffered(big)) == []
     assert any("shared memory" in e for e in gpu_state_errors(task, big))

@@ -14,15 +14,14 @@ from autosched.hardware import cuda_arch
 from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
+from autosched.search.state_utils import single_buffered
 from codegen.cuda import cp_async_available
-from tensorir import steps as st
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.loops import Allocate, For, walk_stmts
 from tensorir.lower import lower
 from tensorir.ops.dense import dense
 from tensorir.passes.double_buffer import DOUBLE_BUFFER
-from tensorir.schedule import replay
 
 
 def _dense(m, n, k):
@@ -38,16 +37,6 @@ def _shared_bytes(prog) -> int:
 
 def _pipelined(prog) -> bool:
     return any(isinstance(s, For) and DOUBLE_BUFFER in s.annotations for s in walk_stmts(prog.body))
-
-
-def _single_buffered(state):
-    """The same schedule without the double_buffer pragma."""
-
-    def pipeline(step) -> bool:
-        return isinstance(step, st.PragmaStep) and step.pragma_type == "double_buffer"
-
-    keep = [step for step in state.steps if not pipeline(step)]
-    return replay(state.dag, keep)
 
 
 def tuned_style_state(task, tries=40, seed=11):
@@ -99,7 +88,7 @@ def test_double_buffered_tensor_core_kernel_matches_numpy(cuda_backend, m, n, k,
     func(*args, out)
     np.testing.assert_allclose(out, want, rtol=1e-2, atol=2e-2, err_msg=str(s))
     # The same schedule with one shared buffer computes the same sums in the same order.
-    single = ansor.build(_single_buffered(s), "cuda", device=device("cuda"))
+    single = ansor.build(single_buffered(s), "cuda", device=device("cuda"))
     assert "cp_async16(&" not in single.get_source()
     ref = np.full((m, n), np.nan, np.float32)
     single(*args, ref)
