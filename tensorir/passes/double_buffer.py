@@ -34,9 +34,9 @@ Why there is no race (``B = k % 2`` is the half that ``rest(k)`` reads):
   previous pass, as the per-iteration leading barrier did before.
 
 A loop whose body has another shape (a copy that reads a shared buffer, a store to a staged
-buffer outside the copies, no barrier pair) is left as it was, with a debug log line; a loop
-of extent 1 has nothing to overlap. Both lose the annotation, so no backend sees a pipeline
-that is not there.
+buffer outside the copies, no barrier pair), or that is not sequential, is left as it was,
+with a debug log line; a loop of extent 1 has nothing to overlap. Both lose the annotation, so
+no backend sees a pipeline that is not there.
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ def _without_pragma(loop: For) -> For:
 def _split_body(loop: For):
     """``(shared allocations, copies, rest)`` of a loop body of the documented shape, or a
     string saying why not."""
+    if loop.kind not in ("serial", "unrolled"):
+        return f"it is a {loop.kind} loop, not a sequential one"
     allocs, body = [], loop.body
     while isinstance(body, Allocate):
         if body.buffer.scope != "shared":

@@ -26,7 +26,7 @@ from tensorir.loop_interp import run_program
 from tensorir.loops import Allocate, Barrier, For, If, Load, Seq, Store, walk_stmts
 from tensorir.lower import lower
 from tensorir.ops.dense import batch_matmul, dense
-from tensorir.passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop
+from tensorir.passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop, is_double_buffered
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import gpu_program_errors, kernels
 from tensorir.schedule import replay
@@ -228,6 +228,17 @@ def test_a_loop_of_another_shape_keeps_its_code_and_loses_the_pragma():
     loop = For(k, 4, Store(out, k, Load(out, k, "float32")), "serial", None, (DOUBLE_BUFFER,))
     got = double_buffer_loop(loop)
     assert isinstance(got, For) and got.body is loop.body and DOUBLE_BUFFER not in got.annotations
+    # Nor is a loop whose iterations are threads, even with the right body.
+    (s,) = pipelined_states(dense_task(), 1)
+    (flat_loop,) = [x for x in walk_stmts(lower(single_buffered(s)).body)
+                    if isinstance(x, For) and x.var.name == "k_0_0"]  # fmt: skip
+    bound = For(flat_loop.var, flat_loop.extent, flat_loop.body, "thread", "threadIdx.z",
+                (DOUBLE_BUFFER,))  # fmt: skip
+    got = double_buffer_loop(bound)
+    assert isinstance(got, For) and got.body is bound.body and DOUBLE_BUFFER not in got.annotations
+    ok = double_buffer_loop(For(flat_loop.var, flat_loop.extent, flat_loop.body, "serial", None,
+                                (DOUBLE_BUFFER,)))  # fmt: skip
+    assert any(is_double_buffered(x) for x in walk_stmts(ok))  # sequential: pipelined
 
 
 def _ptx(code, arch, tmp_path):
