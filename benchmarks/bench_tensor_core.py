@@ -3,11 +3,19 @@ tensor-core sketch fires) against torch.matmul fp16 (cuBLAS) in the same process
 CUDA events (ours through the module's time_evaluator).
 
     python benchmarks/bench_tensor_core.py [--seconds 150] [--trials 200] [--n 4096] [--resume LOG]
+        [--pipeline 1|2] [--dtype float16|float32 [--tf32]] [--ab TILES]
 
 ``--dtype float32 --tf32`` tunes a float32 matmul for ``cuda -allow_tf32=1`` (TF32 tensor cores)
 and times torch.matmul float32 with ``torch.backends.cuda.matmul.allow_tf32=True`` beside it (and
 with it False, for scale); ``--dtype float32`` alone compares float32 with float32 (TF32 off on
 both sides). Errors are against float32 torch.matmul with TF32 off.
+
+``--pipeline 1`` tunes with single-buffered shared staging
+(``SearchParams.gpu_tensor_core_pipeline``; the library's default is 2: double buffered,
+``cp.async`` on sm_80+). ``--ab`` tunes nothing: it times fixed block tiles
+(``--ab 128x128x32,128x128x64``: block i x block j x k tile, 2x2 warps) single- and
+double-buffered on the same schedule, checks each against torch, and prints one JSON line per
+kernel (a tile whose doubled staging exceeds the shared-memory limit says so).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import random
 import time
 
 import numpy as np
@@ -49,6 +58,65 @@ def cuda_event_ms(fn, repeat=50):
     return start.elapsed_time(end) / repeat
 
 
+def fixed_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0):
+    """The tensor-core sketch (double buffered) with the given block tile, warps and k tile,
+    annotated with a seeded draw (unroll); not checked against the GPU's limits."""
+    from autosched.search.annotate_gpu import gpu_context, init_thread_bind, init_unroll_gpu
+    from autosched.search.sketch import generate_sketches
+    from autosched.search.state_utils import bound_extents
+    from tensorir import steps as st
+    from tensorir.schedule import replay
+
+    params = ansor.SearchParams(gpu_tensor_core_pipeline=2)
+    (sketch,) = generate_sketches(task, params=params)
+    open_ = [k for k, step in enumerate(sketch.steps)
+             if isinstance(step, st.SplitStep) and None in step.lengths]  # fmt: skip
+    (si, sj, sk) = open_  # the rule's searched splits: i, j (warps, fragments), k (fragments)
+    lengths = {si: (warps[0], block_i // (16 * warps[0])),
+               sj: (warps[1], block_j // (16 * warps[1])), sk: (k_tile // 16,)}  # fmt: skip
+    steps = [dataclasses.replace(step, lengths=lengths[k]) if k in lengths else step
+             for k, step in enumerate(sketch.steps)]  # fmt: skip
+    state = replay(task.compute_dag, steps)
+    ctx, rng = gpu_context(task, params), random.Random(seed)
+    state = init_thread_bind(ctx, state, rng, bound_extents(state))
+    return init_unroll_gpu(ctx, state, rng)
+
+
+def ab(args):
+    """Fixed tiles, single vs double buffered (module docstring)."""
+    import torch
+
+    from autosched.search.annotate_gpu import gpu_state_errors
+    from autosched.search.state_utils import single_buffered
+
+    n = args.n
+    task = ansor.SearchTask(ComputeDAG(workload(n)), target="cuda")
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (n, n)).astype("float16")
+    b = rng.uniform(-1, 1, (n, n)).astype("float16")
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    want = torch.matmul(ta, tb.T).float().cpu().numpy()
+    ms_torch = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
+    for tile in args.ab.split(","):
+        bi, bj, bk = (int(x) for x in tile.split("x"))
+        double = fixed_state(task, bi, bj, bk)
+        for depth, state in ((1, single_buffered(double)), (2, double)):
+            res = {"tile": tile, "pipeline": depth}
+            errors = gpu_state_errors(task, state)
+            if errors:
+                print(json.dumps(res | {"invalid": errors[0][:200]}))
+                continue
+            func = ansor.build(state, "cuda")
+            out = np.zeros((n, n), np.float16)
+            func(a, b, out)
+            ms = func.time_evaluator(number=20, repeat=3)(a, b, out).median * 1e3
+            res |= {"ours_ms": round(ms, 4), "torch_ms": round(ms_torch, 4),
+                    "fraction_of_cublas": round(ms_torch / ms, 3),
+                    "cp_async": "cp_async16(&" in func.get_source(),
+                    "max_abs_err": float(np.abs(out.astype(np.float32) - want).max())}  # fmt: skip
+            print(json.dumps(res))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=4096)
@@ -58,12 +126,23 @@ def main():
     ap.add_argument("--resume", help="records of an earlier run of this tune to continue from")
     ap.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     ap.add_argument("--tf32", action="store_true", help="float32 on TF32 tensor cores, both sides")
+    ap.add_argument(
+        "--pipeline",
+        type=int,
+        default=None,
+        choices=(1, 2),
+        help="shared staging buffers of the tensor-core sketch (default: library's)",
+    )
+    ap.add_argument("--ab", help="time fixed tiles, e.g. 128x128x32,128x128x64, and tune nothing")
     args = ap.parse_args()
     if args.tf32 and args.dtype != "float32":
         ap.error("--tf32 is for --dtype float32")
     if args.log is None:  # one log per precision: the trial counts stay apart
         suffix = "" if args.dtype == "float16" else f"_float32{'_tf32' if args.tf32 else ''}"
         args.log = f"tc_matmul{suffix}.json"
+    if args.ab:
+        ab(args)
+        return
     import torch
 
     n = args.n
@@ -84,6 +163,11 @@ def main():
             dst.write(src.read())
         preload = [ansor.PreloadMeasuredStates(args.resume)]
         policy = ansor.SketchPolicy(task, ansor.LGBModel(), init_search_callbacks=preload)
+    if args.pipeline is not None:
+        params = ansor.SearchParams(gpu_tensor_core_pipeline=args.pipeline)
+        callbacks = policy.init_search_callbacks if policy is not None else None
+        policy = ansor.SketchPolicy(task, ansor.LGBModel(), params=params,
+                                    init_search_callbacks=callbacks)  # fmt: skip
     task.tune(opts, search_policy=policy)
     tuned_s = time.time() - t0
     records = list(ansor.load_records(args.log))

@@ -26,7 +26,8 @@ from functools import partial
 from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
 from tensorir.expr import Const, Var, walk
-from tensorir.loops import Allocate, Buffer, For, Load, Program, Store, walk_stmts
+from tensorir.loops import Allocate, Barrier, Buffer, For, Load, Program, Store, walk_stmts
+from tensorir.passes.double_buffer import is_double_buffered
 from tensorir.passes.tensor_core import (
     FRAGMENT,
     FRAGMENT_SHAPES,
@@ -70,6 +71,38 @@ _WMMA = "nvcuda::wmma"
 _WMMA_TYPES = {"float32": f"{_WMMA}::precision::tf32"}  # operand dtype -> element type if not C's
 
 
+CP_ASYNC_MIN_ARCH = 80
+"""``cp.async`` (global to shared copies that bypass registers) needs sm_80 or newer. The
+switch for the asynchronous copies of double-buffered tensor-core kernels: a number above
+every real architecture (1000) makes them plain 16-byte loads and stores again."""
+
+# Guarded: sources of several programs may be concatenated into one translation unit.
+_CP_ASYNC = (
+    "#ifndef AUTOSCHED_CP_ASYNC16\n"
+    "#define AUTOSCHED_CP_ASYNC16\n"
+    "static __device__ __forceinline__ void cp_async16(void* dst, const void* src) {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    "  unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);\n"
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) '
+    ': "memory");\n'
+    "#else\n"
+    "  *(uint4*)dst = *(const uint4*)src;\n"
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+_CP_ASYNC_WAIT = (
+    "#ifndef AUTOSCHED_CP_ASYNC_WAIT\n"
+    "#define AUTOSCHED_CP_ASYNC_WAIT\n"
+    "static __device__ __forceinline__ void cp_async_wait_all() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.wait_all;" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+
+
 def _arch_number(arch: str | None) -> int | None:
     found = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
     return None if found is None else int(found.group(1))
@@ -80,6 +113,13 @@ def dp4a_available(arch: str | None) -> bool | None:
     architecture is not known here (None, ``native``, ``all``), to be decided by nvcc."""
     n = _arch_number(arch)
     return None if n is None else n >= DP4A_MIN_ARCH
+
+
+def cp_async_available(arch: str | None) -> bool | None:
+    """Whether code for ``-arch=arch`` may use ``cp.async`` (sm_80 on): True, False, or None
+    (unknown architecture: the helpers choose by ``__CUDA_ARCH__`` when nvcc compiles)."""
+    n = _arch_number(arch)
+    return None if n is None else n >= CP_ASYNC_MIN_ARCH
 
 
 def wmma_available(arch: str | None, dtype: str) -> bool | None:
@@ -144,6 +184,7 @@ class CUDARenderer(CRenderer):
         self._wmma: bool | None = None  # wmma_available for the plan's dtype
         self._stage: Buffer | None = None  # shared staging tiles of the fragment stores
         self._uses_wmma = False
+        self._cp_async: set[int] = set()  # id(For) of copies issued as cp.async, this kernel
 
     # ------------------------------------------------------------------ __dp4a
 
@@ -186,12 +227,35 @@ class CUDARenderer(CRenderer):
                 if isinstance(x, For) and (c := _vector_copy(x)) is not None
             }
         self._aligned16 = {id(b) for d, sbuf, *_ in self._vec_copies.values() for b in (d, sbuf)}
+        self._cp_async = self._async_copies(info.stmt)
         lines, launch = super()._kernel(program, info)
         if self._stage is not None:  # declared once a store nest named it
             acc = next(iter(self._plan.accumulators.values()))
             decl = f"__align__(32) {self.storage_type(acc.dtype)} {self._name(self._stage)}"
             lines.insert(1, f"  {self.shared_qualifier} {decl}[{self._stage.size}];")
         return lines, launch
+
+    def _async_copies(self, stmt) -> set[int]:
+        """The 16-byte global-to-shared copies of a kernel with a double-buffered loop
+        (:mod:`tensorir.passes.double_buffer`), run as ``cp.async`` on sm_80+: each barrier of
+        such a kernel first waits for them (``cp.async.wait_all``), which is where the
+        pipeline needs its copies complete (see the race argument there). Other kernels, and
+        every kernel for an older ``-arch``, keep their synchronous copies."""
+        if cp_async_available(self.arch) is False or not self._vec_copies:
+            return set()
+        if not any(is_double_buffered(x) for x in walk_stmts(stmt)):
+            return set()
+        return {
+            key
+            for key, (dst, src, *_, word) in self._vec_copies.items()
+            if word == "uint4" and dst.scope == "shared" and src.scope == "global"
+        }
+
+    def _cp_async_copy(self, copy) -> None:
+        dst, src, dbase, sbase, _ = copy
+        name = self.helper("cp_async16", _CP_ASYNC.replace("{arch}", str(CP_ASYNC_MIN_ARCH)))
+        to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
+        self._line(f"{name}(&{to}, &{frm});")
 
     def array_decl(self, buf) -> str:
         decl = super().array_decl(buf)
@@ -232,6 +296,9 @@ class CUDARenderer(CRenderer):
             self._arch_split(declare, lambda: self._line(f"{self.array_decl(b)};"))
             self._stmt(s.body, guards)
             return
+        if self._cp_async and isinstance(s, Barrier):
+            wait = _CP_ASYNC_WAIT.replace("{arch}", str(CP_ASYNC_MIN_ARCH))
+            self._line(f"{self.helper('cp_async_wait_all', wait)}();")
         super()._stmt(s, guards)
 
     def _mnk(self) -> str:
@@ -364,6 +431,9 @@ class CUDARenderer(CRenderer):
             if id(s) in plan.unroll and s.kind == "serial":
                 self._line("#pragma unroll")  # fragment indices must be constants
             copy = self._vec_copies.get(id(s))
+            if copy is not None and id(s) in self._cp_async:
+                self._cp_async_copy(copy)
+                return
             if copy is not None:
                 dst, src, dbase, sbase, word = copy
                 self._line(

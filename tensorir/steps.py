@@ -435,7 +435,9 @@ class AnnotationStep:
 #: instructions, every other backend ignores them. ``tensor_core`` marks a 16x16(x16) fragment
 #: loop nest that the CUDA backend runs as ``nvcuda::wmma`` calls
 #: (:mod:`tensorir.passes.tensor_core`); elsewhere it runs as the scalar loops it is.
-LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core")
+#: ``double_buffer`` on a loop makes lowering stage the shared buffers attached at it twice
+#: over and load tile k + 1 while tile k is computed (:mod:`tensorir.passes.double_buffer`).
+LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core", "double_buffer")
 
 
 @dataclass(frozen=True)

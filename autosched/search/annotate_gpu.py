@@ -325,7 +325,9 @@ def threads_fill_warps(ctx, state) -> bool:
 
 def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
     """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
-    bound-inferred ``extents`` (a cheap estimate of what the verifier will count)."""
+    bound-inferred ``extents`` (a cheap estimate of what the verifier will count). Stages
+    staged at a ``double_buffer`` loop count once: the tiles fit when they fit single-buffered
+    (:func:`sample_state_gpu` falls back to that when the doubled staging does not)."""
     by_name = {s.name: s for s in state.stages}
     out: dict[str, int] = {}
     for sid, stage in enumerate(state.stages):
@@ -398,7 +400,10 @@ def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` per thread
     block (:func:`block_shared_bytes`) are redrawn, up to ``fill_tries`` times, before binding
     and lowering: the tile sizes are drawn from the same distribution, conditioned on fitting,
-    and the verifier after lowering stays the judge of every other limit."""
+    and the verifier after lowering stays the judge of every other limit. A double-buffered
+    state the verifier refuses (its doubled staging over the limit, typically) is tried once
+    more single-buffered (:func:`~autosched.search.state_utils.single_buffered`): the search
+    keeps every tile size it had before the pipeline and pipelines those that fit."""
     limit = ctx.hw.max_shared_memory_per_block
     try:
         for _ in range(fill_tries):
@@ -413,5 +418,7 @@ def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     except (ScheduleError, LowerError):
         return None
     if task is not None and gpu_state_errors(task, s):
-        return None
+        s = su.single_buffered(s)
+        if s is None or gpu_state_errors(task, s):
+            return None
     return s

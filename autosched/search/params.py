@@ -55,6 +55,11 @@ class SearchParams:
         so that their two innermost loops are the output channels split by the vector's
         lanes (vectorized) and the reduction split by 4, which the code generator runs on
         ``vpdpbusd`` (:mod:`autosched.search.dot_product`). Not in TVM's auto_scheduler.
+    gpu_tensor_core_pipeline : int
+        Stages of the tensor-core sketch's shared-memory staging: 2 (the default) double
+        buffers it (the ``double_buffer`` pragma on the k-tile loop: the next k tile is loaded,
+        with ``cp.async`` on sm_80+, while this one is multiplied); 1 stages one tile at a
+        time. Targets whose ``-arch`` is older than sm_80 always get 1. Not in TVM.
     scale_population_to_batch : bool
         With an explicit population: in a round that measures fewer states than
         ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
@@ -84,6 +89,7 @@ class SearchParams:
     mutate_parallel_weight: float = 0.01
     mutate_auto_unroll_weight_gpu: float = 0.10
     scale_population_to_batch: bool = True
+    gpu_tensor_core_pipeline: int = 2
     cpu_int8_dot_product_tiling: bool = True
 
     def for_round(self, num_measure: int) -> SearchParams:

@@ -66,6 +66,7 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
             warp_size=hw.gpu_value("warp_size"),
             max_threads_per_block=hw.gpu_value("max_threads_per_block"),
             tensor_core_dtypes=tensor_core_dtypes(task.target),
+            arch=task.target.get("arch"),
         )
     else:
         from .dot_product import dot_lanes

@@ -62,6 +62,7 @@ class GPUSketchContext(SketchContext):
     warp_size: int = 32
     max_threads_per_block: int = 1024
     tensor_core_dtypes: tuple[str, ...] = LOW_PRECISION
+    arch: str | None = None  # the target's -arch when it names one (sm_80), else unknown
 
     @property
     def tiling_structure(self) -> str:

@@ -22,6 +22,10 @@ The sketch (a GEMM ``G`` and the stage ``O`` that writes its result: ``G`` itsel
     X.shared, Y.shared at G's k.0.0: the row split by 16 bytes (8 halves or 4 floats,
        vectorized), the rest fused and split [.., warps, 32] -> threadIdx.y, threadIdx.x (the
        lanes); rows padded by 16 bytes.
+    k.0.0 <- pragma double_buffer (:func:`pipeline_depth` 2, the default): lowering stages the
+       two shared buffers twice over and loads k tile t + 1 while tile t multiplies
+       (:mod:`tensorir.passes.double_buffer`); the CUDA backend issues those loads as
+       ``cp.async`` on sm_80+.
 
 The lengths left open (warps and fragments per warp along ``i`` and ``j``, fragments per shared
 k tile) are drawn and mutated by the search like every tile size; the fragment sides, the 32
@@ -37,6 +41,7 @@ import logging
 from dataclasses import dataclass
 from functools import lru_cache
 
+from codegen.cuda import cp_async_available
 from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
@@ -49,6 +54,7 @@ __all__ = [
     "MultiLevelTilingTensorCore",
     "TensorCoreGemm",
     "tensor_core_dtypes",
+    "pipeline_depth",
     "tensor_core_gemm",
 ]
 
@@ -220,9 +226,24 @@ class MultiLevelTilingTensorCore(SketchRule):
             s.bind(shared.name, ty.name, "threadIdx.y")
             s.bind(shared.name, lanes.name, "threadIdx.x")
             s.vectorize(shared.name, vec.name)
+        if pipeline_depth(ctx) == 2:
+            # Double buffered: tile k + 1 loads (cp.async on sm_80+) while tile k multiplies.
+            s.pragma(g, kp[0].name, "double_buffer")
         return [(s, s.stage_id(g) - 1)]
 
 
 def _dtypes(ctx) -> tuple[str, ...]:
     """The operand dtypes the rule tiles in this search (GPUSketchContext.tensor_core_dtypes)."""
     return getattr(ctx, "tensor_core_dtypes", LOW_PRECISION)
+
+
+def pipeline_depth(ctx) -> int:
+    """Stages of the shared-memory staging (``SearchParams.gpu_tensor_core_pipeline``): 2
+    (double buffered) or 1; 1 when the target's ``-arch`` predates ``cp.async`` (sm_80)."""
+    depth = getattr(ctx.params, "gpu_tensor_core_pipeline", 2)
+    if depth not in (1, 2):
+        raise ValueError(
+            f"SearchParams.gpu_tensor_core_pipeline={depth!r}: the tensor-core sketch stages "
+            "shared memory in 1 or 2 buffers; pass 1 or 2"
+        )
+    return 1 if cp_async_available(getattr(ctx, "arch", None)) is False else depth

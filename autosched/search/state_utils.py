@@ -27,6 +27,7 @@ __all__ = [
     "is_tiled",
     "needs_multi_level_tiling",
     "needs_rfactor",
+    "single_buffered",
     "single_consumer_id",
     "target_stage_id_in_state",
 ]
@@ -309,3 +310,13 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
         and roots.get(rel.parent) == step.extent
         for rel in stage.relations
     )
+
+
+def single_buffered(state):
+    """``state`` replayed without its ``double_buffer`` pragmas (the same tiles staged in one
+    shared buffer each, :mod:`tensorir.passes.double_buffer`), or None when it has none."""
+    from tensorir.schedule import replay
+
+    keep = [x for x in state.steps
+            if not (isinstance(x, st.PragmaStep) and x.pragma_type == "double_buffer")]  # fmt: skip
+    return None if len(keep) == len(state.steps) else replay(state.dag, keep)

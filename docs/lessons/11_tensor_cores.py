@@ -9,8 +9,12 @@ tiles it block -> warps -> fragments -> 16x16x16, marking the fragment loops wit
 ``tensor_core`` pragma. The loops stay ordinary loops (an interpreter or the OpenCL backend runs
 them as scalar code, every lane of a warp doing the same tiles); the CUDA backend turns each
 marked nest into the wmma calls. The tile sizes left open (warps, fragments per warp, the k
-tile) are drawn and mutated by the search as usual. This lesson needs no GPU: it prints the
-sketch, a sampled program, and the CUDA it generates (nvcc compiles it when present).
+tile) are drawn and mutated by the search as usual. The k-tile loop also carries the
+``double_buffer`` pragma: lowering gives each shared buffer two halves and loads k tile t + 1
+into one while tile t is multiplied from the other (a prologue loads tile 0 before the loop,
+one barrier ends each iteration), and on sm_80+ the CUDA backend issues those copies as
+``cp.async``, so the loads overlap the tensor-core work. This lesson needs no GPU: it prints
+the sketch, a sampled program, and the CUDA it generates (nvcc compiles it when present).
 """
 
 import os
@@ -64,12 +68,14 @@ marked = "tensor_core" in pragmas
 print(f"== float32 dense gets the tensor-core sketch: {marked}")
 
 # Annotation: sizes drawn, checked by the GPU validity check (which knows the fragment rules).
+# Keep drawing until the k tile is smaller than K, so that there is a pipeline to show.
 ctx, rng = gpu_context(task, ansor.SearchParams()), random.Random(1)
 state = None
-while state is None:
+while state is None or "pragma=double_buffer" not in str(lower(state)):
     state = sample_state_gpu(ctx, sketch, rng, task)
 program = lower(state)
-print("== the lowered loops of one sampled program (the marked nests are the fragment ones)")
+print("== the lowered loops of one sampled program (the marked nests are the fragment ones;")
+print("== A_shared and B_shared hold two k tiles; tile k_0_0 is multiplied from half k_0_0 % 2)")
 print(program)
 
 # Read as loops, the program is plain scalar code: check it against numpy here.
@@ -87,6 +93,8 @@ print("== the wmma calls in the generated CUDA (sm_80)")
 for line in code.splitlines():
     if "wmma::" in line and "fragment<" not in line:
         print(re.sub(r"\s+", " ", line.strip()))
+copies, waits = code.count("cp_async16(&"), code.count("cp_async_wait_all();")
+print(f"== cp.async copies in the CUDA: {copies}; waits, one before each barrier: {waits}")
 nvcc = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 if nvcc:
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,5 +103,6 @@ if nvcc:
             f.write(code)
         subprocess.run([nvcc, "-ptx", "-arch=sm_80", src, "-o", ptx], check=True)
         with open(ptx) as f:
-            n = f.read().count("wmma.mma.sync")
-        print(f"~ nvcc: the PTX holds {n} wmma.mma.sync instructions")
+            text = f.read()
+        n, a = text.count("wmma.mma.sync"), text.count("cp.async.cg.shared.global")
+        print(f"~ nvcc: the PTX holds {n} wmma.mma.sync and {a} cp.async instructions")

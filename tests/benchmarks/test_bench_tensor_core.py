@@ -1,0 +1,39 @@
+"""benchmarks/bench_tensor_core.py's ``--ab`` states without a GPU: the fixed tiles it asks for,
+the same schedule single- and double-buffered, and the doubled staging refused where it does not
+fit the shared memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import autosched as ansor
+from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.state_utils import single_buffered
+from tensorir.dag import ComputeDAG
+from tensorir.loops import Allocate, walk_stmts
+from tensorir.lower import lower
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tensor_core.py"
+_spec = importlib.util.spec_from_file_location("bench_tensor_core", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def _shared(state) -> dict:
+    return {s.buffer.name: s.buffer.shape for s in walk_stmts(lower(state).body)
+            if isinstance(s, Allocate) and s.buffer.scope == "shared"}  # fmt: skip
+
+
+def test_ab_states_have_the_asked_tiles_with_and_without_the_pipeline():
+    hw = ansor.HardwareParams(num_cores=132, max_shared_memory_per_block=49152)
+    task = ansor.SearchTask(ComputeDAG(bench.workload(512)), target="cuda", hardware_params=hw)
+    double = bench.fixed_state(task, 128, 64, 32)
+    single = single_buffered(double)
+    # Rows padded by 8 halves: a 128x32 tile of A, a 64x32 tile of B, twice over when pipelined.
+    assert _shared(single) == {"A_shared": (128, 40), "B_shared": (64, 40)}
+    assert _shared(double) == {"A_shared": (2, 128, 40), "B_shared": (2, 64, 40)}
+    assert gpu_state_errors(task, single) == [] and gpu_state_errors(task, double) == []
+    big = bench.fixed_state(task, 128, 128, 64)  # 36 KiB staged: fits once, not twice
+    assert gpu_state_errors(task, single_buffered(big)) == []
+    assert any("shared memory" in e for e in gpu_state_errors(task, big))
