@@ -28,8 +28,10 @@ warp-collective ``wmma`` calls the CUDA backend emits for the marked nests
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from tensorir.arith import linear_form
 from tensorir.dtype import LOW_PRECISION
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
 
@@ -48,6 +50,9 @@ FRAGMENT = 16
 LANES = 32
 FETCH_VECTOR = 8  # halves per lane and shared-memory fetch: 16 bytes
 SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 8 elements long (see apply)
+FUSE_FLAT_CONSUMER = True
+"""Run the epilogue of an implicit-GEMM conv2d (:func:`flat_consumer`) in the fragment store
+nest; False writes the GEMM to global memory and runs the epilogue as a second kernel."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,65 @@ def tensor_core_gemm(op) -> TensorCoreGemm | None:
                           k.var.name)  # fmt: skip
 
 
+def _flattened_axes(index, axes) -> list[int] | None:
+    """Positions of the consecutive ``axes`` (IterVars) that ``index`` flattens row-major
+    (``(a*E1 + b)*E2 + c`` over axes of extents E0, E1, E2), or None."""
+    form = linear_form(index)
+    if form is None:
+        return None
+    terms, const = form
+    pos = {id(ax.var): k for k, ax in enumerate(axes)}
+    if const or not terms or any(not isinstance(v, Var) or id(v) not in pos for v in terms):
+        return None
+    used = sorted(pos[id(v)] for v in terms)
+    if used != list(range(used[0], used[-1] + 1)):
+        return None
+    stride = 1
+    for k in reversed(used):
+        if terms.get(axes[k].var) != stride:
+            return None
+        stride *= axes[k].extent
+    return used
+
+
+def flat_consumer(state, sid: int) -> tuple[int, list[list[int]]] | None:
+    """The stage that writes ``sid``'s GEMM result in another shape, and the groups of its
+    iterators (positions) to fuse so that it matches the GEMM's axes; or None.
+
+    :func:`tensorir.ops.conv2d_gemm.conv2d_implicit_gemm` computes ``gemm[p, co]`` and reads
+    it back as ``out[n, oh, ow, co] = gemm[(n*OH + oh)*OW + ow, co]``, followed by its
+    epilogue (cast, bias, relu): fusing ``n, oh, ow`` into one loop makes that consumer an
+    elementwise one of the GEMM, so the epilogue runs in the fragment store nest. Each GEMM
+    index must be a bare axis or a row-major flattening of consecutive axes of the reader,
+    covering exactly the GEMM's extent (no padded rows), in order; the reader's other axes
+    have extent 1 and lead; the reader reaches the single consumer elementwise.
+    """
+    dag = su.current_dag(state)
+    g = dag.ops[dag.op_index(state.stages[sid].name)]
+    readers = dag.read_by(g)
+    cons = su.consumer_ids(state, sid)
+    if len(readers) != 1 or len(cons) != 1:
+        return None
+    ((rname, accesses),) = readers.items()
+    reader = dag.ops[dag.op_index(rname)]
+    if reader is g or not dag.elementwise_match(reader, state.stages[cons[0]].name):
+        return None
+    if len({tuple(str(e) for e in acc) for acc in accesses}) != 1:
+        return None
+    axes = reader.axes
+    groups = []
+    for index, extent in zip(accesses[0], g.shape, strict=True):
+        used = _flattened_axes(index, axes)
+        if used is None or math.prod(axes[k].extent for k in used) != extent:
+            return None
+        groups.append(used)
+    flat = [k for grp in groups for k in grp]
+    lead = len(axes) - len(flat)
+    if flat != list(range(lead, len(axes))) or any(ax.extent != 1 for ax in axes[:lead]):
+        return None
+    return cons[0], groups
+
+
 class MultiLevelTilingTensorCore(SketchRule):
     """Tile a :func:`tensor_core_gemm` stage onto wmma fragments (module docstring)."""
 
@@ -120,12 +184,18 @@ class MultiLevelTilingTensorCore(SketchRule):
     def apply(self, ctx, state, sid):
         s = state.copy()
         name = state.stages[sid].name
-        cons = su.has_single_elementwise_consumer(state, sid)
+        cons, groups = su.has_single_elementwise_consumer(state, sid), []
+        if cons is None and FUSE_FLAT_CONSUMER:
+            cons, groups = flat_consumer(state, sid) or (None, [])
         if cons is None:
             s.cache_write(sid, "local")  # G = name.local, O = name
             g, o = f"{name}.local", name
         else:
             g, o = name, state.stages[cons].name
+        o_iters = [it.name for it in s[o].iters]
+        for grp in groups:  # O's loops as the GEMM's: out[n, oh, ow, co] -> [n@oh@ow, co]
+            if len(grp) > 1:
+                s.fuse(o, [o_iters[k] for k in grp])
         reads = [op.name for op in su.current_dag(s).producers(g)]
         # The iterators by position (cache_write renames them ``i.c``): batch.., i, j, k.
         spatial = [it.name for it in s[g].iters if it.kind == "spatial"]

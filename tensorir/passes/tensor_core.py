@@ -253,7 +253,11 @@ def _match_fill(s: For, accs: dict) -> FragmentFill | None:
     return None if tile is None else FragmentFill(s, st.buffer, tile[0], tile[1], st.value)
 
 
-def _match_store(s: For, accs: dict) -> FragmentStore | None:
+def _match_store(s: For, accs: dict, ranges: dict | None = None) -> FragmentStore | None:
+    """The store nest at ``s``; ``ranges`` (the enclosing loops' ``{Var: (lo, hi)}``), when
+    given, simplify an accumulator index that is affine only under them: an implicit-GEMM
+    conv2d's epilogue reads its tile at ``(n*OH + oh)*OW + ow`` of a fused loop, whose
+    div/mod terms cancel only with the loop bounds (the GPU check lowers unsimplified)."""
     got = _nest(s, 2)
     if got is None or not isinstance(got[1], Store):
         return None
@@ -265,9 +269,18 @@ def _match_store(s: For, accs: dict) -> FragmentStore | None:
     if not loads or len({(id(n.buffer), str(n.index)) for n in loads}) != 1:
         return None
     tile = _acc_tile(loads[0].index, i, j)
+    if tile is None and ranges is not None:
+        inner = {i: (0, FRAGMENT - 1), j: (0, FRAGMENT - 1)}
+        tile = _acc_tile(simplify_expr(loads[0].index, {**ranges, **inner}), i, j)
     if tile is None:
         return None
     return FragmentStore(s, loads[0].buffer, tile[0], tile[1], i, j, st, loads[0])
+
+
+def _loop_ranges(path) -> dict:
+    """``{Var: (0, extent - 1)}`` of the loops among ``path`` with constant extents."""
+    return {f.var: (0, f.extent - 1) for f in path
+            if isinstance(f, For) and isinstance(f.extent, int)}  # fmt: skip
 
 
 def _thread_x_loops(stmt: Stmt) -> set:
@@ -301,9 +314,13 @@ def fragment_plan(stmt: Stmt, extents: dict) -> tuple[FragmentPlan | None, str]:
         return None, "the fragment operands mix dtypes"
     if len({a.dtype for a in plan.accumulators.values()}) != 1:
         return None, "the accumulators mix dtypes"
+    paths = None
     for s in marked:
         if id(s) not in plan.mma:
             m = _match_store(s, plan.accumulators)
+            if m is None:
+                paths = paths or _ancestors(stmt, {id(x) for x in marked})
+                m = _match_store(s, plan.accumulators, _loop_ranges(paths.get(id(s), ())))
             if m is None:
                 return None, f"loop {s.var.name} is marked but is no fragment mma or store nest"
             plan.store[id(s)] = m

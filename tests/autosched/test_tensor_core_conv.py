@@ -1,0 +1,283 @@
+"""conv2d as an implicit GEMM (tensorir.ops.conv2d_gemm) without a GPU: the compute against a
+numpy convolution (built for llvm with the default schedule), the tensor-core sketch on it
+(states replay, lower, pass the GPU check, compute the conv as scalar loops, compile with nvcc
+to wmma PTX, run the epilogue in the fragment store nest), and the network partition that picks
+it for 16-bit CUDA convolutions only."""
+
+import random
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import autosched as ansor
+from autosched.hardware import HardwareParams
+from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.records import load_records, save_records
+from autosched.network.default_schedules import default_schedule
+from autosched.network.partition import partition
+from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
+from autosched.search.params import SearchParams
+from autosched.search.sketch import generate_sketches
+from autosched.task import SearchTask
+from codegen.cuda import build_cuda
+from tensorir.dag import ComputeDAG
+from tensorir.dtype import tolerance
+from tensorir.interp import eval_dag
+from tensorir.loop_interp import run_program
+from tensorir.lower import lower
+from tensorir.ops import NameScope, compute_op
+from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm, use_implicit_gemm
+from tensorir.passes.tensor_core import fragment_plan
+from tensorir.passes.verify_gpu import kernels
+
+NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+
+def conv_ref(x, w, stride, pad, dilation, layout):
+    """float64 conv2d from its definition: x NCHW / NHWC, w OIHW / HWIO."""
+    if layout == "NHWC":
+        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    w = w.astype(np.float64)
+    co, _, kh, kw = w.shape
+    oh = (x.shape[2] - (kh - 1) * dilation - 1) // stride + 1
+    ow = (x.shape[3] - (kw - 1) * dilation - 1) // stride + 1
+    out = np.zeros((x.shape[0], co, oh, ow))
+    for a in range(kh):
+        for b in range(kw):
+            win = x[:, :, a * dilation :: stride, b * dilation :: stride][:, :, :oh, :ow]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, a, b])
+    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
+
+
+def shapes(layout, n, ci, h, co, k):
+    if layout == "NHWC":
+        return (n, h, h, ci), (k, k, ci, co)
+    return (n, ci, h, h), (co, ci, k, k)
+
+
+def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False):
+    """The implicit-GEMM conv2d (fp16 operands, fp32 accumulation), maybe with the epilogue of
+    a to_mixed_precision network: cast to fp16, bias, relu."""
+    scope = NameScope()
+    xs, ws = shapes(layout, n, ci, h, co, k)
+    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
+    with scope:
+        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32")
+    ins = [x, w]
+    if epilogue:
+        b = scope.placeholder((co,), "float16")
+        ins.append(b)
+        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
+        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
+        out = compute_op("nn.relu", [out], {}, name_scope=scope)
+    return ComputeDAG([*ins, out])
+
+
+def random_args(dag, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+
+
+CASES = [
+    # (n, ci, h, co, k, stride, pad, dilation)
+    (1, 16, 6, 16, 3, 1, 1, 1),  # 3x3 s1: P = 36 (padded to 48), K = 144
+    (2, 16, 7, 24, 3, 2, 1, 1),  # 3x3 s2, batch 2, CO = 24 (padded to 32)
+    (1, 32, 6, 16, 1, 2, 0, 1),  # 1x1 s2: a plain gather
+    (1, 8, 7, 16, 3, 1, 2, 2),  # dilation 2, K = 72 (padded to 80)
+]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", CASES)
+def test_implicit_gemm_equals_conv2d_built_for_llvm(layout, case):
+    n, ci, h, co, k, s, p, d = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, d)
+    args = random_args(dag, seed=n + ci + k)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    ansor.build(default_schedule(dag, "llvm"), target="llvm")(*args, out)
+    want = conv_ref(*args, s, p, d, layout)
+    assert out.shape == want.shape
+    # fp16 inputs, float32 products and sums: only the summation order differs.
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule_for_using_it():
+    nhwc = ("NHWC", "HWIO")
+    assert use_implicit_gemm((1, 56, 56, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
+    assert use_implicit_gemm((1, 64, 7, 7), (512, 64, 1, 1), 1, 0, 1, 1, "NCHW", "", "bfloat16")
+    # 7x7 maps at batch 1: P = 49 padded to 64 (23%) still pays.
+    assert use_implicit_gemm((1, 7, 7, 512), (3, 3, 512, 512), 1, 1, 1, 1, *nhwc, "float16")
+    assert not use_implicit_gemm((1, 56, 56, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float32")
+    # RGB stem: 3 input channels.
+    assert not use_implicit_gemm((1, 224, 224, 3), (7, 7, 3, 64), 2, 3, 1, 1, *nhwc, "float16")
+    assert not use_implicit_gemm((1, 8, 8, 32), (3, 3, 16, 32), 1, 1, 1, 2, *nhwc, "float16")
+    # 3x3 output: P = 9 padded to 16 wastes 44%.
+    assert not use_implicit_gemm((1, 3, 3, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
+
+
+def gpu_task(dag):
+    hw = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
+    return SearchTask(dag, target="cuda", hardware_params=hw)
+
+
+def has_tc(state) -> bool:
+    return any(p == "tensor_core" for s in state.stages for _, p in s.pragmas)
+
+
+def valid_states(task, n=2, seed=0):
+    (sketch,) = generate_sketches(task)
+    assert has_tc(sketch), sketch
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
+    out = []
+    for _ in range(100):
+        s = sample_state_gpu(ctx, sketch, rng, task)
+        if s is not None:
+            out.append(s)
+            if len(out) == n:
+                break
+    assert len(out) == n
+    return out
+
+
+TC_CASES = [
+    # (layout, n, ci, h, co, k, stride, pad, epilogue, kernels): P = 64 or 128 fills whole
+    # fragments, so the epilogue runs in the fragment store (one kernel); P = 36 is padded
+    # to 48 and the output reads the GEMM back in a second kernel.
+    ("NHWC", 1, 16, 8, 32, 3, 1, 1, True, 1),
+    ("NCHW", 1, 16, 8, 32, 3, 1, 1, True, 1),
+    ("NHWC", 2, 16, 8, 16, 1, 1, 0, True, 1),
+    ("NHWC", 1, 16, 12, 16, 3, 2, 1, False, 2),
+]
+
+
+@pytest.mark.parametrize("case", TC_CASES)
+def test_tensor_core_states_replay_lower_validate_and_compute_the_conv(case, tmp_path):
+    layout, n, ci, h, co, k, s, p, epilogue, nkernels = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue)
+    task = gpu_task(dag)
+    states = valid_states(task)
+    path = tmp_path / "tc.json"
+    save_records(
+        path,
+        [MeasureInput(task, st) for st in states],
+        [MeasureResult((1.0,), MeasureErrorNo.NO_ERROR, "", 0.1, 1.0)] * len(states),
+    )
+    back = [inp.state.to_state(dag) for inp, _ in load_records(path)]
+    args = random_args(dag, seed=1)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    for st, r in zip(states, back, strict=True):
+        assert str(r) == str(st) and has_tc(r)
+        assert not gpu_state_errors(task, r)
+        prog = lower(r)
+        ks = kernels(prog)
+        assert len(ks) == nkernels
+        plan, why = fragment_plan(ks[0].stmt, ks[0].extents)
+        assert plan is not None and plan.mma, why
+        # The epilogue (or the plain store of the GEMM) is the fragment store nest.
+        assert plan.store
+        # No im2col or reshaped weight buffer in global memory: both are gathered into shared.
+        text = str(prog)
+        assert "data_im2col_shared" in text and "kernel_gemm_shared" in text
+        assert "data_im2col[" not in text and "kernel_gemm[" not in text
+        out = np.zeros(dag.output_tensors[0].shape, dag.output_tensors[0].dtype)
+        run_program(prog, [*args, out], simt=True)  # the scalar reading of the marked loops
+        np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_cuda_compiles_to_wmma_ptx(arch, tmp_path):
+    dag = conv_dag("NHWC", 1, 16, 8, 32, 3, 1, 1, 1, epilogue=True)
+    (st,) = valid_states(gpu_task(dag), 1, seed=3)
+    code = build_cuda(lower(st), arch=arch).code
+    assert "nvcuda::wmma::mma_sync" in code and "store_matrix_sync" in code
+    assert code.count("__global__") == 1  # conv, cast, bias and relu in one kernel
+    src = tmp_path / "k.cu"
+    src.write_text(code)
+    ptx = tmp_path / "k.ptx"
+    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
+                   check=True, capture_output=True)  # fmt: skip
+    text = ptx.read_text()
+    assert "wmma.mma.sync" in text and "wmma.load.a" in text and "wmma.store.d" in text
+
+
+def small_resnet_block(rng):
+    """conv 3x3 + bias + relu, then conv 1x1 s2 + bias: NHWC, 16 channels, 8x8."""
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    data = op.var("data", (1, 8, 8, 16))
+    params = {
+        "w1": rng.normal(0, 0.2, (3, 3, 16, 32)).astype("float32"),
+        "b1": rng.normal(0, 0.2, (32,)).astype("float32"),
+        "w2": rng.normal(0, 0.2, (1, 1, 32, 16)).astype("float32"),
+    }
+    w1, b1, w2 = (op.var(k, v.shape) for k, v in params.items())
+    nhwc = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
+    x = nn.relu(nn.bias_add(nn.conv2d(data, w1, padding=1, **nhwc), b1, axis=3))
+    x = nn.conv2d(x, w2, strides=2, **nhwc)
+    return gir.Module({"main": gir.Function((data, w1, b1, w2), x)}), params
+
+
+def _igemm_groups(groups):
+    return [gd for gd in groups if "conv2d_gemm" in [op.name for op in gd.dag.ops]]
+
+
+def test_partition_picks_the_implicit_gemm_for_16_bit_cuda_convs_only():
+    rng = np.random.default_rng(0)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    _, groups = partition(mixed, None, "cuda")
+    picked = _igemm_groups(groups)
+    assert len(picked) == 2 and all("conv2d" in gd.name for gd in picked)
+    assert not _igemm_groups(partition(mixed, None, "llvm")[1])
+    assert not _igemm_groups(partition(mod, params, "cuda")[1])  # float32
+    assert not _igemm_groups(partition(mixed, None, "cuda -arch=sm_61")[1])  # no wmma
+    # The tasks of the 16-bit network get the tensor-core sketch, epilogue fused.
+    tasks, _ = ansor.extract_tasks(mixed, None, "cuda")
+    convs = [t for t in tasks if "conv2d" in t.desc]
+    assert len(convs) == 2
+    for task in convs:
+        (sketch,) = generate_sketches(task)
+        assert has_tc(sketch)
+
+
+def test_the_switch_turns_it_off(monkeypatch):
+    import importlib
+
+    part = importlib.import_module("autosched.network.partition")
+
+    rng = np.random.default_rng(1)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    monkeypatch.setattr(part, "IMPLICIT_GEMM", False)
+    assert not _igemm_groups(partition(mixed, None, "cuda")[1])
+
+
+def test_a_16_bit_network_with_implicit_gemm_convs_matches_the_reference():
+    """The untuned CUDA build's groups (default GPU schedule) run as scalar loops on the CPU
+    equal the graph reference of the 16-bit network."""
+    from autosched.network.default_schedules import default_gpu_state
+    from tensorir.graph.reference import evaluate
+
+    rng = np.random.default_rng(2)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    func, groups = partition(mixed, None, "cuda")
+    assert _igemm_groups(groups)
+    x = rng.normal(0, 1, (1, 8, 8, 16)).astype("float32")
+    values = {id(func.params[0]): x}
+    for gd in groups:
+        args = [values[id(i)] if id(i) in values else i.value for i in gd.inputs]
+        args = [np.asarray(a) for a in args]
+        state = default_gpu_state(gd.dag, 256, 32, lambda s: None)
+        out = np.zeros(gd.dag.output_tensors[0].shape, gd.dag.output_tensors[0].dtype)
+        run_program(lower(state), [*args, out], simt=True)
+        values[id(gd.group.output)] = out
+    got = values[id(groups[-1].group.output)].astype(np.float32)
+    want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
+    assert got.shape == (1, 4, 4, 16) and np.abs(want).max() > 0.1
+    np.testing.assert_allclose(got, want, *tolerance("float16"))
