@@ -271,8 +271,8 @@ def test_a_16_bit_network_with_implicit_gemm_convs_matches_the_reference():
     x = rng.normal(0, 1, (1, 8, 8, 16)).astype("float32")
     values = {id(func.params[0]): x}
     for gd in groups:
-        args = [values[id(i)] if id(i) in values else i.value for i in gd.inputs]
-        args = [np.asarray(a) for a in args]
+        args = [np.asarray(values[id(i)] if id(i) in values else i.value)  # noqa: SIM401
+                for i in gd.inputs]  # fmt: skip
         state = default_gpu_state(gd.dag, 256, 32, lambda s: None)
         out = np.zeros(gd.dag.output_tensors[0].shape, gd.dag.output_tensors[0].dtype)
         run_program(lower(state), [*args, out], simt=True)
