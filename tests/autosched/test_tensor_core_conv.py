@@ -281,3 +281,74 @@ def test_a_16_bit_network_with_implicit_gemm_convs_matches_the_reference():
     want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
     assert got.shape == (1, 4, 4, 16) and np.abs(want).max() > 0.1
     np.testing.assert_allclose(got, want, *tolerance("float16"))
+
+
+def _as_word_copies(stmt):
+    """``stmt`` with every loop that codegen.cuda fetches as one word (a GatherCopy) replaced
+    by what that word copy does, lane by lane: ``dst[dbase + v] = cond ? src[sbase + v] : 0``."""
+    from dataclasses import replace
+
+    from codegen.vector_gather import gather_copy
+    from tensorir.expr import Binary, Const, IfThenElse
+    from tensorir.loops import Allocate, For, If, Load, Seq, Store
+
+    def visit(s):
+        if isinstance(s, For):
+            g = gather_copy(s, s.extent) if s.kind == "vectorized" else None
+            if g is not None:
+                visit.count += 1
+                dst, src, dbase, sbase, cond = g
+                v = s.var
+                value = Load(src, Binary("+", sbase, v, "int32"), src.dtype)
+                if cond is not None:
+                    value = IfThenElse(cond, value, Const(0.0, src.dtype), src.dtype)
+                return replace(s, body=Store(dst, Binary("+", dbase, v, "int32"), value))
+            return replace(s, body=visit(s.body))
+        if isinstance(s, Allocate):
+            return replace(s, body=visit(s.body))
+        if isinstance(s, Seq):
+            return replace(s, stmts=tuple(visit(x) for x in s.stmts))
+        if isinstance(s, If):
+            return replace(s, then=visit(s.then), else_=None if s.else_ is None else visit(s.else_))
+        return s
+
+    visit.count = 0
+    return visit(stmt), visit
+
+
+@pytest.mark.parametrize("case", [
+    ("NHWC", 1, 16, 8, 32, 3, 1, 1),  # 3x3, padded image border: words of zeros
+    ("NHWC", 2, 32, 8, 16, 3, 2, 1),  # strided, batch 2
+    ("NHWC", 1, 16, 8, 16, 1, 2, 0),  # 1x1 s2: no condition
+])  # fmt: skip
+def test_im2col_fetch_in_words_equals_the_gather(case):
+    """The im2col copy to shared runs as 16-byte words in CUDA (codegen.vector_gather); the
+    same loops with each word copy spelled out lane by lane compute the conv."""
+    from dataclasses import replace
+
+    layout, n, ci, h, co, k, s, p = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p)
+    (st,) = valid_states(gpu_task(dag), 1, seed=2)
+    prog = lower(st)
+    body, visit = _as_word_copies(prog.body)
+    assert visit.count >= 1  # the im2col copy (the weight's is a plain vector copy)
+    args = random_args(dag, seed=4)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    run_program(replace(prog, body=body), [*args, out], simt=True)
+    np.testing.assert_allclose(out, conv_ref(*args, s, p, 1, layout), rtol=1e-3, atol=1e-3)
+    code = build_cuda(prog, arch="sm_80").code
+    assert "*(const uint4*)&placeholder[" in code  # the data is read 16 bytes at a time
+
+
+def test_im2col_fetch_stays_scalar_where_a_word_would_cross_a_pixel():
+    """8 input channels with a 3x3 kernel: K = 72 is padded to 80 and 8 taps of a 16-wide k
+    tile are still one pixel, but the padding condition depends on the lane: no word."""
+    from codegen.vector_gather import gather_copy
+    from tensorir.loops import For, walk_stmts
+
+    dag = conv_dag("NHWC", 1, 8, 8, 16, 3, 1, 1)
+    (st,) = valid_states(gpu_task(dag), 1, seed=2)
+    prog = lower(st)
+    loops = [x for x in walk_stmts(prog.body) if isinstance(x, For) and x.kind == "vectorized"]
+    im2col = [x for x in loops if "im2col" in x.body.buffer.name]
+    assert im2col and all(gather_copy(x, x.extent) is None for x in im2col)
