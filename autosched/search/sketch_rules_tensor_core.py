@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from tensorir.arith import linear_form
 from tensorir.dtype import LOW_PRECISION
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
+from tensorir.ops.conv2d_gemm import GEMM_TAG
 
 from . import state_utils as su
 from .sketch_rules import APPLY_AND_SKIP_REST, SKIP, SketchRule
@@ -136,10 +137,13 @@ def flat_consumer(state, sid: int) -> tuple[int, list[list[int]]] | None:
     elementwise one of the GEMM, so the epilogue runs in the fragment store nest. Each GEMM
     index must be a bare axis or a row-major flattening of consecutive axes of the reader,
     covering exactly the GEMM's extent (no padded rows), in order; the reader's other axes
-    have extent 1 and lead; the reader reaches the single consumer elementwise.
+    have extent 1 and lead; the reader reaches the single consumer elementwise. Only for the
+    conv GEMM (tagged ``conv2d_gemm``).
     """
     dag = su.current_dag(state)
     g = dag.ops[dag.op_index(state.stages[sid].name)]
+    if g.tag != GEMM_TAG:  # dense / batch_matmul keep their sketch as it was
+        return None
     readers = dag.read_by(g)
     cons = su.consumer_ids(state, sid)
     if len(readers) != 1 or len(cons) != 1:

@@ -36,6 +36,7 @@ from .conv2d import conv_out_size
 
 __all__ = [
     "GEMM_ALIGN",
+    "GEMM_TAG",
     "IGEMM_MAX_PAD",
     "IGEMM_MIN_CHANNELS",
     "ConvGemmShape",
@@ -47,6 +48,9 @@ __all__ = [
 
 GEMM_ALIGN = 16
 """GEMM extents are padded to a multiple of this (a wmma fragment's M, N and K)."""
+GEMM_TAG = "conv2d_gemm"
+"""The tag of the GEMM stage (the tensor-core sketch fuses its reader's loops: see
+``autosched.search.sketch_rules_tensor_core.flat_consumer``)."""
 IGEMM_MAX_PAD = 0.25
 """The largest fraction of padded (zero) GEMM work :func:`use_implicit_gemm` accepts per axis."""
 IGEMM_MIN_CHANNELS = 16
@@ -227,7 +231,7 @@ def conv2d_implicit_gemm(
             lambda p, co: te.sum(rd(col, (p, rk)) * rd(w2, (rk, co)), axis=[rk]),
             "conv2d_gemm",
             ["p", "co"],
-            tag="conv2d_gemm",
+            tag=GEMM_TAG,
         )
         return compute(
             (N, OH, OW, CO),
@@ -242,7 +246,7 @@ def conv2d_implicit_gemm(
         lambda co, p: te.sum(rd(w2, (co, rk)) * rd(col, (p, rk)), axis=[rk]),
         "conv2d_gemm",
         ["co", "p"],
-        tag="conv2d_gemm",
+        tag=GEMM_TAG,
     )
     return compute(
         (N, CO, OH, OW),

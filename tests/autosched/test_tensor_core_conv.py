@@ -352,3 +352,20 @@ def test_im2col_fetch_stays_scalar_where_a_word_would_cross_a_pixel():
     loops = [x for x in walk_stmts(prog.body) if isinstance(x, For) and x.kind == "vectorized"]
     im2col = [x for x in loops if "im2col" in x.body.buffer.name]
     assert im2col and all(gather_copy(x, x.extent) is None for x in im2col)
+
+
+def test_a_dense_read_back_in_another_shape_keeps_its_sketch():
+    """Only the conv GEMM's reader gets its loops fused (dense / batch_matmul unchanged)."""
+    from autosched.search.sketch_rules_tensor_core import flat_consumer
+    from tensorir import te
+    from tensorir.ops.dense import dense
+
+    a = te.placeholder((32, 32), "float16", name="A")
+    b = te.placeholder((64, 32), "float16", name="B")
+    d = dense(a, b, out_dtype="float32")
+    r = te.compute((2, 16, 64), lambda x, y, z: d[x * 16 + y, z], name="R")
+    task = gpu_task(ComputeDAG([a, b, r]))
+    (sketch,) = generate_sketches(task)
+    assert has_tc(sketch) and any(s.name.endswith(".local") for s in sketch.stages)
+    init = task.compute_dag.get_init_state()
+    assert flat_consumer(init, init.stage_id(d.op.name)) is None
