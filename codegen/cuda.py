@@ -18,7 +18,7 @@ from functools import partial
 from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
 from tensorir.expr import Const, Var, walk
-from tensorir.loops import Allocate, Buffer, For, Load, Program, Store, walk_stmts
+from tensorir.loops import Allocate, Buffer, For, If, Load, Program, Store, walk_stmts
 from tensorir.passes.tensor_core import FRAGMENT, LANES, FragmentPlan, fragment_plan
 from tensorir.transform import rewrite, substitute
 
@@ -290,7 +290,9 @@ class CUDARenderer(CRenderer):
         def swap(n):
             return tile_load if isinstance(n, Load) and n.buffer is m.acc else None
 
-        super()._stmt(Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap)), ())
+        out = Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap))
+        guard = getattr(m, "guard", None)  # masked rows / columns of a padded conv GEMM
+        super()._stmt(out if guard is None else If(guard, out), ())
         self._close()
         self._line("__syncwarp();")
         self._close()

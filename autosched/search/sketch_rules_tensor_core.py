@@ -54,6 +54,9 @@ SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 8 elements long (see apply)
 FUSE_FLAT_CONSUMER = True
 """Run the epilogue of an implicit-GEMM conv2d (:func:`flat_consumer`) in the fragment store
 nest; False writes the GEMM to global memory and runs the epilogue as a second kernel."""
+FUSE_PADDED_ROWS = True
+"""Also where the GEMM is padded past the reader's pixels (P = 49 -> 64): the store nest then
+writes under an ``if`` on the real rows; False keeps those convs in two kernels."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ def flat_consumer(state, sid: int) -> tuple[int, list[list[int]]] | None:
     epilogue (cast, bias, relu): fusing ``n, oh, ow`` into one loop makes that consumer an
     elementwise one of the GEMM, so the epilogue runs in the fragment store nest. Each GEMM
     index must be a bare axis or a row-major flattening of consecutive axes of the reader,
-    covering exactly the GEMM's extent (no padded rows), in order; the reader's other axes
+    covering the GEMM's extent or, with :data:`FUSE_PADDED_ROWS`, less of it (padded rows:
+    the store nest is then guarded), in order; the reader's other axes
     have extent 1 and lead; the reader reaches the single consumer elementwise. Only for the
     conv GEMM (tagged ``conv2d_gemm``).
     """
@@ -158,7 +162,8 @@ def flat_consumer(state, sid: int) -> tuple[int, list[list[int]]] | None:
     groups = []
     for index, extent in zip(accesses[0], g.shape, strict=True):
         used = _flattened_axes(index, axes)
-        if used is None or math.prod(axes[k].extent for k in used) != extent:
+        covered = None if used is None else math.prod(axes[k].extent for k in used)
+        if covered is None or covered > extent or (covered < extent and not FUSE_PADDED_ROWS):
             return None
         groups.append(used)
     flat = [k for grp in groups for k in grp]

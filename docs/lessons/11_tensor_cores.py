@@ -18,10 +18,11 @@ the kernel reshaped to ``W2[r, co]``: ``tensorir.ops.conv2d_gemm`` writes it tha
 ``col`` and ``W2`` as compute stages and the output read back in NHWC. The sketch copies the
 GEMM's operands to shared memory as for dense, and inlines ``col`` and ``W2`` into the copies:
 each copy gathers straight from the image and the kernel, and no im2col matrix ever exists in
-memory. When the output pixels fill whole fragments, the output stage (with the bias and relu
-of its fused group) gets its pixel loops fused into one, so it is an elementwise consumer of
-the GEMM and runs in the fragment store nest: one kernel per conv. A network's 16-bit convs
-are built this way on CUDA (the network partition picks the compute; docs/gpu.md).
+memory. The output stage (with the bias and relu of its fused group) gets its pixel loops
+fused into one, so it is an elementwise consumer of the GEMM and runs in the fragment store
+nest (under a guard where the pixels do not fill whole fragments): one kernel per conv. A
+network's 16-bit convs are built this way on CUDA (the network partition picks the compute;
+docs/gpu.md).
 """
 
 import os

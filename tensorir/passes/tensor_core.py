@@ -13,7 +13,8 @@ validity check and :mod:`codegen.cuda`):
   column-major with a leading dimension that is a multiple of 8 elements and a 32-byte
   aligned start; ``acc`` reads ``(i, j)`` row-major in 16x16 tiles;
 - **fill** (the reduction's init, unmarked): ``for i, j in 16x16: acc[c] = constant``;
-- **store** (marked): ``for i, j in 16x16: out[o] = f(acc[c])``, any elementwise ``f``.
+- **store** (marked): ``for i, j in 16x16: out[o] = f(acc[c])``, any elementwise ``f``, maybe
+  under ``if`` conditions inside the nest (rows or columns past a padded GEMM's real ones).
 
 A :class:`FragmentPlan` holds them when every access to each accumulator is one of those, the
 nests are warp-uniform (the block has exactly 32 ``threadIdx.x`` lanes and no nest is inside a
@@ -92,7 +93,8 @@ class FragmentFill:
 
 @dataclass(frozen=True)
 class FragmentStore:
-    """``out[index(i, j)] = f(acc[acc_base + i * acc_ldm + j])`` over a 16x16 tile."""
+    """``out[index(i, j)] = f(acc[acc_base + i * acc_ldm + j])`` over a 16x16 tile, only where
+    ``guard`` holds when given (an implicit-GEMM conv's output rows past the real pixels)."""
 
     loop: For
     acc: Buffer
@@ -102,6 +104,7 @@ class FragmentStore:
     j: Var
     store: Store
     acc_load: Load
+    guard: Expr | None = None  # ``if`` conditions inside the nest (masked rows / columns)
 
 
 @dataclass
@@ -253,15 +256,35 @@ def _match_fill(s: For, accs: dict) -> FragmentFill | None:
     return None if tile is None else FragmentFill(s, st.buffer, tile[0], tile[1], st.value)
 
 
+def _guarded_nest(s: For, depth: int):
+    """``(vars, body, guard)``: :func:`_nest` that also steps through ``if`` statements without
+    an ``else`` between and inside the loops, and-ing their conditions into ``guard``."""
+    out, conds = [], []
+    for k in range(depth + 1):
+        while isinstance(s, If) and s.else_ is None:
+            conds.append(s.cond)
+            s = s.then
+        if k == depth:
+            break
+        if not (isinstance(s, For) and s.extent == FRAGMENT and s.kind in _KINDS):
+            return None
+        out.append(s.var)
+        s = s.body
+    guard = None
+    for c in conds:
+        guard = c if guard is None else Binary("&&", guard, c, "bool")
+    return out, s, guard
+
+
 def _match_store(s: For, accs: dict, ranges: dict | None = None) -> FragmentStore | None:
     """The store nest at ``s``; ``ranges`` (the enclosing loops' ``{Var: (lo, hi)}``), when
     given, simplify an accumulator index that is affine only under them: an implicit-GEMM
     conv2d's epilogue reads its tile at ``(n*OH + oh)*OW + ow`` of a fused loop, whose
     div/mod terms cancel only with the loop bounds (the GPU check lowers unsimplified)."""
-    got = _nest(s, 2)
+    got = _guarded_nest(s, 2)
     if got is None or not isinstance(got[1], Store):
         return None
-    (i, j), st = got
+    (i, j), st, guard = got
     if id(st.buffer) in accs:
         return None
     loads = [n for n in walk(st.value) if isinstance(n, Load) and id(n.buffer) in accs]
@@ -274,7 +297,9 @@ def _match_store(s: For, accs: dict, ranges: dict | None = None) -> FragmentStor
         tile = _acc_tile(simplify_expr(loads[0].index, {**ranges, **inner}), i, j)
     if tile is None:
         return None
-    return FragmentStore(s, loads[0].buffer, tile[0], tile[1], i, j, st, loads[0])
+    if guard is not None and any(isinstance(n, Load) and id(n.buffer) in accs for n in walk(guard)):
+        return None
+    return FragmentStore(s, loads[0].buffer, tile[0], tile[1], i, j, st, loads[0], guard)
 
 
 def _loop_ranges(path) -> dict:

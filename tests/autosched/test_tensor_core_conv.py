@@ -143,13 +143,16 @@ def valid_states(task, n=2, seed=0):
 
 
 TC_CASES = [
-    # (layout, n, ci, h, co, k, stride, pad, epilogue, kernels): P = 64 or 128 fills whole
-    # fragments, so the epilogue runs in the fragment store (one kernel); P = 36 is padded
-    # to 48 and the output reads the GEMM back in a second kernel.
+    # (layout, n, ci, h, co, k, stride, pad, epilogue, kernels): the epilogue runs in the
+    # fragment store (one kernel); where P (36, 49) or CO (24) is padded to whole fragments,
+    # under a guard on the real rows / columns.
     ("NHWC", 1, 16, 8, 32, 3, 1, 1, True, 1),
     ("NCHW", 1, 16, 8, 32, 3, 1, 1, True, 1),
     ("NHWC", 2, 16, 8, 16, 1, 1, 0, True, 1),
-    ("NHWC", 1, 16, 12, 16, 3, 2, 1, False, 2),
+    ("NHWC", 1, 16, 12, 16, 3, 2, 1, False, 1),
+    ("NHWC", 1, 16, 7, 32, 3, 1, 1, True, 1),
+    ("NCHW", 1, 16, 7, 16, 3, 1, 1, True, 1),
+    ("NHWC", 1, 16, 8, 24, 3, 1, 1, True, 1),
 ]
 
 
@@ -187,14 +190,37 @@ def test_tensor_core_states_replay_lower_validate_and_compute_the_conv(case, tmp
         np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
 
 
+@pytest.mark.parametrize("switch", ["FUSE_PADDED_ROWS", "FUSE_FLAT_CONSUMER"])
+def test_the_fusion_switches_give_two_kernels(switch, monkeypatch):
+    """Off, a padded conv GEMM (P = 49) is written to global memory and read back with its
+    epilogue by a second kernel; still right."""
+    import importlib
+
+    rule = importlib.import_module("autosched.search.sketch_rules_tensor_core")
+    monkeypatch.setattr(rule, switch, False)
+    dag = conv_dag("NHWC", 1, 16, 7, 16, 3, 1, 1, 1, epilogue=True)
+    (st,) = valid_states(gpu_task(dag), 1)
+    prog = lower(st)
+    assert len(kernels(prog)) == 2
+    args = random_args(dag, seed=5)
+    out = np.zeros(dag.output_tensors[0].shape, np.float16)
+    run_program(prog, [*args, out], simt=True)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_generated_cuda_compiles_to_wmma_ptx(arch, tmp_path):
-    dag = conv_dag("NHWC", 1, 16, 8, 32, 3, 1, 1, 1, epilogue=True)
+@pytest.mark.parametrize("h", [8, 7])
+def test_generated_cuda_compiles_to_wmma_ptx(arch, h, tmp_path):
+    dag = conv_dag("NHWC", 1, 16, h, 32, 3, 1, 1, 1, epilogue=True)
     (st,) = valid_states(gpu_task(dag), 1, seed=3)
     code = build_cuda(lower(st), arch=arch).code
     assert "nvcuda::wmma::mma_sync" in code and "store_matrix_sync" in code
     assert code.count("__global__") == 1  # conv, cast, bias and relu in one kernel
+    if h == 7:  # 49 pixels in 64 GEMM rows: the store writes the real ones only
+        store = code[code.index("store_matrix_sync") :]
+        assert "< 49)" in store[: store.index("__syncwarp();", store.index("wmma_e"))]
     src = tmp_path / "k.cu"
     src.write_text(code)
     ptx = tmp_path / "k.ptx"
