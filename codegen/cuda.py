@@ -26,7 +26,7 @@ from functools import partial
 from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
 from tensorir.expr import Const, Var, walk
-from tensorir.loops import Allocate, Barrier, Buffer, For, Load, Program, Store, walk_stmts
+from tensorir.loops import Allocate, Barrier, Buffer, For, If, Load, Program, Store, walk_stmts
 from tensorir.passes.double_buffer import is_double_buffered
 from tensorir.passes.tensor_core import (
     FRAGMENT,
@@ -42,6 +42,7 @@ from .c_like import CRenderer
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .llvm_vector import depends_on
 from .source import Source
+from .vector_gather import gather_copy
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,7 @@ class CUDARenderer(CRenderer):
         self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time
         self._plan: FragmentPlan | None = None  # this kernel's wmma fragment nests
         self._vec_copies: dict = {}  # id(For) -> a vectorized copy run as one wide word
+        self._gathers: dict = {}  # id(For) -> a GatherCopy (an im2col fetch) as one wide word
         self._aligned16: set[int] = set()
         self._caches: dict = {}  # reused operand fragments (see _operand_caches)
         self._caches_declared = False
@@ -226,8 +228,10 @@ class CUDARenderer(CRenderer):
                 for x in walk_stmts(info.stmt)
                 if isinstance(x, For) and (c := _vector_copy(x)) is not None
             }
+        self._gathers = _gather_copies(info.stmt, self._vec_copies) if self._plan else {}
         self._aligned16 = {id(b) for d, sbuf, *_ in self._vec_copies.values() for b in (d, sbuf)}
         self._cp_async = self._async_copies(info.stmt)
+        self._aligned16 |= {id(b) for d, sbuf, *_ in self._gathers.values() for b in (d, sbuf)}
         lines, launch = super()._kernel(program, info)
         if self._stage is not None:  # declared once a store nest named it
             acc = next(iter(self._plan.accumulators.values()))
@@ -409,7 +413,9 @@ class CUDARenderer(CRenderer):
         def swap(n):
             return tile_load if isinstance(n, Load) and n.buffer is m.acc else None
 
-        super()._stmt(Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap)), ())
+        out = Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap))
+        guard = getattr(m, "guard", None)  # masked rows / columns of a padded conv GEMM
+        super()._stmt(out if guard is None else If(guard, out), ())
         self._close()
         self._line("__syncwarp();")
         self._close()
@@ -441,6 +447,10 @@ class CUDARenderer(CRenderer):
                     f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}];"
                 )
                 return
+            gather = self._gathers.get(id(s))
+            if gather is not None:
+                self._gather_line(gather)
+                return
         dot = None if guards else self._dp4a_loops.get(id(s))
         if dot is None:
             super()._for(s, guards)
@@ -452,6 +462,15 @@ class CUDARenderer(CRenderer):
             self._k.lines.append("#else")
             super()._for(s, guards)
             self._k.lines.append("#endif")
+
+    def _gather_line(self, g) -> None:
+        """One word of an im2col fetch: the source word, or zeros off the image."""
+        dst, src, dbase, sbase, cond, nbytes = g
+        word = _WORDS[nbytes]
+        load = f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}]"
+        if cond is not None:
+            load = f"(({self.expr(cond)}) ? {load} : {_ZERO_WORDS[nbytes]})"
+        self._line(f"*({word}*)&{self._name(dst)}[{self.expr(dbase)}] = {load};")
 
     def _dp4a_loop(self, s: For, dot: ByteDot) -> None:
         """``acc += dot(a[k:k+4], b[k:k+4])`` for k = 0, 4, 8, ...: loads of 4-byte words."""
@@ -552,6 +571,29 @@ def render(program: Program, target, options) -> Source:
 
 
 _WORDS = {4: "unsigned int", 8: "uint2", 16: "uint4"}
+_ZERO_WORDS = {4: "0u", 8: "make_uint2(0u, 0u)", 16: "make_uint4(0u, 0u, 0u, 0u)"}
+VECTOR_GATHER = True
+"""Fetch an implicit-GEMM conv2d's im2col tile to shared memory in 16-byte words
+(:mod:`codegen.vector_gather`); False keeps the element-by-element gather."""
+
+
+def _gather_copies(stmt, vec_copies: dict) -> dict:
+    """id(For) -> GatherCopy for the vectorized loops of a tensor-core kernel that are no plain
+    vector copy but gather whole words (:data:`VECTOR_GATHER`)."""
+    if not VECTOR_GATHER:
+        return {}
+    out = {}
+    for x in walk_stmts(stmt):
+        if not isinstance(x, For) or x.kind != "vectorized" or id(x) in vec_copies:
+            continue
+        if not isinstance(x.body, Store) or x.body.buffer.scope != "shared":
+            continue
+        nbytes = x.extent * itemsize(x.body.buffer.dtype)
+        if nbytes in _WORDS:
+            g = gather_copy(x, x.extent)
+            if g is not None and g[1].scope == "global":
+                out[id(x)] = (*g, nbytes)
+    return out
 
 
 def _vector_copy(s: For):

@@ -19,11 +19,28 @@ from codegen.target import Target
 from runtime.environment import env
 from tensorir.dag import ComputeDAG
 from tensorir.graph import ir as gir
-from tensorir.ops import NameScope, compute_op
+from tensorir.ops import NameScope, compute_op, op_attrs
+from tensorir.ops.conv2d_gemm import implicit_gemm_conv2d_op
 
 from ..display.tasks import TaskList
 from ..hardware import HardwareParams
 from ..task import SearchTask
+
+IMPLICIT_GEMM = True
+"""On CUDA, build 16-bit conv2d as an implicit GEMM (``tensorir.ops.conv2d_gemm``), which the
+tensor-core sketch tiles onto wmma fragments; False keeps the direct conv2d (scalar sketches)."""
+
+
+def tensor_core_convs(target) -> bool:
+    """Whether ``target``'s conv2d groups are built for tensor cores (:data:`IMPLICIT_GEMM`):
+    CUDA, unless its ``-arch`` is older than sm_70 (no wmma). The dtype is checked per conv
+    (``use_implicit_gemm``: float16 / bfloat16 operands only)."""
+    target = Target(target)
+    if not IMPLICIT_GEMM or target.kind != "cuda":
+        return False
+    from codegen.cuda import wmma_available  # the CUDA backend: only needed for cuda targets
+
+    return wmma_available(target.get("arch"), "float16") is not False
 
 
 def _passes():
@@ -70,7 +87,10 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
-    return func, [_group_dag(g, i, layout_rewrite=on_host) for i, g in enumerate(groups)]
+    igemm = tensor_core_convs(target)
+    return func, [
+        _group_dag(g, i, layout_rewrite=on_host, implicit_gemm=igemm) for i, g in enumerate(groups)
+    ]
 
 
 def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
@@ -86,7 +106,20 @@ def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _group_dag(group, index: int, layout_rewrite: bool = False) -> GroupDAG:
+def _call_compute(call, args, scope: NameScope, implicit_gemm: bool):
+    """The te compute of one graph call: the op table's, except a conv2d that runs as an
+    implicit GEMM on tensor cores (the op strategy: which compute a target gets)."""
+    if implicit_gemm and call.op == "nn.conv2d":
+        with scope:
+            out = implicit_gemm_conv2d_op(*args, op_attrs(call.op, dict(call.attrs)))
+        if out is not None:
+            return out
+    return compute_op(call.op, args, dict(call.attrs), name_scope=scope)
+
+
+def _group_dag(
+    group, index: int, layout_rewrite: bool = False, implicit_gemm: bool = False
+) -> GroupDAG:
     scope = NameScope()
     tensor_of = {}
     placeholders = []
@@ -97,7 +130,7 @@ def _group_dag(group, index: int, layout_rewrite: bool = False) -> GroupDAG:
     for call in group.calls:
         args = [tensor_of[a] for a in call.args]
         try:
-            tensor_of[call] = compute_op(call.op, args, dict(call.attrs), name_scope=scope)
+            tensor_of[call] = _call_compute(call, args, scope, implicit_gemm)
         except Exception as e:
             raise type(e)(
                 f"building the te compute of {call.op} in fused group {index}: {e}"

@@ -38,12 +38,15 @@ equal to the warp-collective ``wmma`` calls the CUDA backend emits for the marke
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from codegen.cuda import cp_async_available
+from tensorir.arith import linear_form
 from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
+from tensorir.ops.conv2d_gemm import GEMM_TAG
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
 
 from . import state_utils as su
@@ -66,6 +69,12 @@ LANES = 32
 FETCH_BYTES = 16  # per lane and shared-memory fetch: 8 halves or 4 floats
 SHARED_ROW_ALIGN = 32  # shared rows are 32*m + 16 bytes' worth of elements long (see apply)
 SHARED_ROW_PAD_BYTES = 16
+FUSE_FLAT_CONSUMER = True
+"""Run the epilogue of an implicit-GEMM conv2d (:func:`flat_consumer`) in the fragment store
+nest; False writes the GEMM to global memory and runs the epilogue as a second kernel."""
+FUSE_PADDED_ROWS = True
+"""Also where the GEMM is padded past the reader's pixels (P = 49 -> 64): the store nest then
+writes under an ``if`` on the real rows; False keeps those convs in two kernels."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,70 @@ def tensor_core_gemm(op, dtypes=LOW_PRECISION) -> TensorCoreGemm | None:
                           k.var.name, x.dtype)  # fmt: skip
 
 
+def _flattened_axes(index, axes) -> list[int] | None:
+    """Positions of the consecutive ``axes`` (IterVars) that ``index`` flattens row-major
+    (``(a*E1 + b)*E2 + c`` over axes of extents E0, E1, E2), or None."""
+    form = linear_form(index)
+    if form is None:
+        return None
+    terms, const = form
+    pos = {id(ax.var): k for k, ax in enumerate(axes)}
+    if const or not terms or any(not isinstance(v, Var) or id(v) not in pos for v in terms):
+        return None
+    used = sorted(pos[id(v)] for v in terms)
+    if used != list(range(used[0], used[-1] + 1)):
+        return None
+    stride = 1
+    for k in reversed(used):
+        if terms.get(axes[k].var) != stride:
+            return None
+        stride *= axes[k].extent
+    return used
+
+
+def flat_consumer(state, sid: int) -> tuple[int, list[list[int]]] | None:
+    """The stage that writes ``sid``'s GEMM result in another shape, and the groups of its
+    iterators (positions) to fuse so that it matches the GEMM's axes; or None.
+
+    :func:`tensorir.ops.conv2d_gemm.conv2d_implicit_gemm` computes ``gemm[p, co]`` and reads
+    it back as ``out[n, oh, ow, co] = gemm[(n*OH + oh)*OW + ow, co]``, followed by its
+    epilogue (cast, bias, relu): fusing ``n, oh, ow`` into one loop makes that consumer an
+    elementwise one of the GEMM, so the epilogue runs in the fragment store nest. Each GEMM
+    index must be a bare axis or a row-major flattening of consecutive axes of the reader,
+    covering the GEMM's extent or, with :data:`FUSE_PADDED_ROWS`, less of it (padded rows:
+    the store nest is then guarded), in order; the reader's other axes
+    have extent 1 and lead; the reader reaches the single consumer elementwise. Only for the
+    conv GEMM (tagged ``conv2d_gemm``).
+    """
+    dag = su.current_dag(state)
+    g = dag.ops[dag.op_index(state.stages[sid].name)]
+    if g.tag != GEMM_TAG:  # dense / batch_matmul keep their sketch as it was
+        return None
+    readers = dag.read_by(g)
+    cons = su.consumer_ids(state, sid)
+    if len(readers) != 1 or len(cons) != 1:
+        return None
+    ((rname, accesses),) = readers.items()
+    reader = dag.ops[dag.op_index(rname)]
+    if reader is g or not dag.elementwise_match(reader, state.stages[cons[0]].name):
+        return None
+    if len({tuple(str(e) for e in acc) for acc in accesses}) != 1:
+        return None
+    axes = reader.axes
+    groups = []
+    for index, extent in zip(accesses[0], g.shape, strict=True):
+        used = _flattened_axes(index, axes)
+        covered = None if used is None else math.prod(axes[k].extent for k in used)
+        if covered is None or covered > extent or (covered < extent and not FUSE_PADDED_ROWS):
+            return None
+        groups.append(used)
+    flat = [k for grp in groups for k in grp]
+    lead = len(axes) - len(flat)
+    if flat != list(range(lead, len(axes))) or any(ax.extent != 1 for ax in axes[:lead]):
+        return None
+    return cons[0], groups
+
+
 class MultiLevelTilingTensorCore(SketchRule):
     """Tile a :func:`tensor_core_gemm` stage onto wmma fragments (module docstring)."""
 
@@ -166,12 +239,18 @@ class MultiLevelTilingTensorCore(SketchRule):
         dtype = tensor_core_gemm(state.stages[sid].op, _dtypes(ctx)).dtype
         shape = FRAGMENT_SHAPES[dtype]
         vector = FETCH_BYTES // itemsize(dtype)
-        cons = su.has_single_elementwise_consumer(state, sid)
+        cons, groups = su.has_single_elementwise_consumer(state, sid), []
+        if cons is None and FUSE_FLAT_CONSUMER:
+            cons, groups = flat_consumer(state, sid) or (None, [])
         if cons is None:
             s.cache_write(sid, "local")  # G = name.local, O = name
             g, o = f"{name}.local", name
         else:
             g, o = name, state.stages[cons].name
+        o_iters = [it.name for it in s[o].iters]
+        for grp in groups:  # O's loops as the GEMM's: out[n, oh, ow, co] -> [n@oh@ow, co]
+            if len(grp) > 1:
+                s.fuse(o, [o_iters[k] for k in grp])
         reads = [op.name for op in su.current_dag(s).producers(g)]
         # The iterators by position (cache_write renames them ``i.c``): batch.., i, j, k.
         spatial = [it.name for it in s[g].iters if it.kind == "spatial"]

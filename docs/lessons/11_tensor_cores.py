@@ -15,6 +15,18 @@ into one while tile t is multiplied from the other (a prologue loads tile 0 befo
 one barrier ends each iteration), and on sm_80+ the CUDA backend issues those copies as
 ``cp.async``, so the loads overlap the tensor-core work. This lesson needs no GPU: it prints
 the sketch, a sampled program, and the CUDA it generates (nvcc compiles it when present).
+
+Convolutions reach the same rule as an *implicit GEMM* (the last part of the lesson). A conv2d
+is a GEMM over an im2col matrix ``col[p, r]`` (``p`` an output pixel, ``r`` a kernel tap) and
+the kernel reshaped to ``W2[r, co]``: ``tensorir.ops.conv2d_gemm`` writes it that way, with
+``col`` and ``W2`` as compute stages and the output read back in NHWC. The sketch copies the
+GEMM's operands to shared memory as for dense, and inlines ``col`` and ``W2`` into the copies:
+each copy gathers straight from the image and the kernel, and no im2col matrix ever exists in
+memory. The output stage (with the bias and relu of its fused group) gets its pixel loops
+fused into one, so it is an elementwise consumer of the GEMM and runs in the fragment store
+nest (under a guard where the pixels do not fill whole fragments): one kernel per conv. A
+network's 16-bit convs are built this way on CUDA (the network partition picks the compute;
+docs/gpu.md).
 """
 
 import os
@@ -106,3 +118,25 @@ if nvcc:
             text = f.read()
         n, a = text.count("wmma.mma.sync"), text.count("cp.async.cg.shared.global")
         print(f"~ nvcc: the PTX holds {n} wmma.mma.sync and {a} cp.async instructions")
+
+# Convolution as an implicit GEMM: 16 input channels, 8x8 image, 3x3 kernel, bias + relu.
+from tensorir.ops import NameScope, compute_op  # noqa: E402
+from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm  # noqa: E402
+
+scope = NameScope()
+X = scope.placeholder((1, 8, 8, 16), "float16", name="data")
+W = scope.placeholder((3, 3, 16, 32), "float16", name="kernel")
+bias = scope.placeholder((32,), "float16", name="bias")
+with scope:
+    conv = conv2d_implicit_gemm(X, W, strides=1, padding=1, data_layout="NHWC", out_dtype="float32")
+y = compute_op("cast", [conv], {"dtype": "float16"}, name_scope=scope)
+y = compute_op("nn.relu", [compute_op("nn.bias_add", [y, bias], {"axis": 3}, name_scope=scope)],
+               name_scope=scope)  # fmt: skip
+conv_task = ansor.SearchTask(ansor.ComputeDAG([X, W, bias, y]), target="cuda",
+                             hardware_params=hardware)  # fmt: skip
+print("== conv2d as an implicit GEMM: the compute (im2col and the reshaped kernel are stages)")
+print(conv_task.compute_dag)
+(conv_sketch,) = generate_sketches(conv_task)
+print("== its tensor-core sketch: the copies to shared gather from data and kernel, and the")
+print("   bias + relu run in the fragment store nest of T_relu (its pixel loops fused)")
+print(conv_sketch)

@@ -14,7 +14,8 @@ validity check and :mod:`codegen.cuda`):
   row- or column-major with a leading dimension that is a multiple of 16 bytes and a 32-byte
   aligned start; ``acc`` reads ``(i, j)`` row-major in 16x16 tiles;
 - **fill** (the reduction's init, unmarked): ``for i, j in 16x16: acc[c] = constant``;
-- **store** (marked): ``for i, j in 16x16: out[o] = f(acc[c])``, any elementwise ``f``.
+- **store** (marked): ``for i, j in 16x16: out[o] = f(acc[c])``, any elementwise ``f``, maybe
+  under ``if`` conditions inside the nest (rows or columns past a padded GEMM's real ones).
 
 A :class:`FragmentPlan` holds them when every access to each accumulator is one of those, the
 nests are warp-uniform (the block has exactly 32 ``threadIdx.x`` lanes and no nest is inside a
@@ -137,7 +138,8 @@ class FragmentFill:
 
 @dataclass(frozen=True)
 class FragmentStore:
-    """``out[index(i, j)] = f(acc[acc_base + i * acc_ldm + j])`` over a 16x16 tile."""
+    """``out[index(i, j)] = f(acc[acc_base + i * acc_ldm + j])`` over a 16x16 tile, only where
+    ``guard`` holds when given (an implicit-GEMM conv's output rows past the real pixels)."""
 
     loop: For
     acc: Buffer
@@ -147,6 +149,7 @@ class FragmentStore:
     j: Var
     store: Store
     acc_load: Load
+    guard: Expr | None = None  # ``if`` conditions inside the nest (masked rows / columns)
 
 
 @dataclass
@@ -314,11 +317,35 @@ def _match_fill(s: For, accs: dict) -> FragmentFill | None:
     return None if tile is None else FragmentFill(s, st.buffer, tile[0], tile[1], st.value)
 
 
-def _match_store(s: For, accs: dict) -> FragmentStore | None:
-    got = _nest(s, (FRAGMENT, FRAGMENT))
+def _guarded_nest(s: For, depth: int):
+    """``(vars, body, guard)``: :func:`_nest` that also steps through ``if`` statements without
+    an ``else`` between and inside the loops, and-ing their conditions into ``guard``."""
+    out, conds = [], []
+    for k in range(depth + 1):
+        while isinstance(s, If) and s.else_ is None:
+            conds.append(s.cond)
+            s = s.then
+        if k == depth:
+            break
+        if not (isinstance(s, For) and s.extent == FRAGMENT and s.kind in _KINDS):
+            return None
+        out.append(s.var)
+        s = s.body
+    guard = None
+    for c in conds:
+        guard = c if guard is None else Binary("&&", guard, c, "bool")
+    return out, s, guard
+
+
+def _match_store(s: For, accs: dict, ranges: dict | None = None) -> FragmentStore | None:
+    """The store nest at ``s``; ``ranges`` (the enclosing loops' ``{Var: (lo, hi)}``), when
+    given, simplify an accumulator index that is affine only under them: an implicit-GEMM
+    conv2d's epilogue reads its tile at ``(n*OH + oh)*OW + ow`` of a fused loop, whose
+    div/mod terms cancel only with the loop bounds (the GPU check lowers unsimplified)."""
+    got = _guarded_nest(s, 2)
     if got is None or not isinstance(got[1], Store):
         return None
-    (i, j), st = got
+    (i, j), st, guard = got
     if id(st.buffer) in accs:
         return None
     loads = [n for n in walk(st.value) if isinstance(n, Load) and id(n.buffer) in accs]
@@ -326,9 +353,20 @@ def _match_store(s: For, accs: dict) -> FragmentStore | None:
     if not loads or len({(id(n.buffer), str(n.index)) for n in loads}) != 1:
         return None
     tile = _acc_tile(loads[0].index, i, j)
+    if tile is None and ranges is not None:
+        inner = {i: (0, FRAGMENT - 1), j: (0, FRAGMENT - 1)}
+        tile = _acc_tile(simplify_expr(loads[0].index, {**ranges, **inner}), i, j)
     if tile is None:
         return None
-    return FragmentStore(s, loads[0].buffer, tile[0], tile[1], i, j, st, loads[0])
+    if guard is not None and any(isinstance(n, Load) and id(n.buffer) in accs for n in walk(guard)):
+        return None
+    return FragmentStore(s, loads[0].buffer, tile[0], tile[1], i, j, st, loads[0], guard)
+
+
+def _loop_ranges(path) -> dict:
+    """``{Var: (0, extent - 1)}`` of the loops among ``path`` with constant extents."""
+    return {f.var: (0, f.extent - 1) for f in path
+            if isinstance(f, For) and isinstance(f.extent, int)}  # fmt: skip
 
 
 def _thread_x_loops(stmt: Stmt) -> set:
@@ -365,9 +403,13 @@ def fragment_plan(stmt: Stmt, extents: dict) -> tuple[FragmentPlan | None, str]:
         return None, "the fragment operands mix dtypes"
     if len({a.dtype for a in plan.accumulators.values()}) != 1:
         return None, "the accumulators mix dtypes"
+    paths = None
     for s in marked:
         if id(s) not in plan.mma:
             m = _match_store(s, plan.accumulators)
+            if m is None:
+                paths = paths or _ancestors(stmt, {id(x) for x in marked})
+                m = _match_store(s, plan.accumulators, _loop_ranges(paths.get(id(s), ())))
             if m is None:
                 return None, f"loop {s.var.name} is marked but is no fragment mma or store nest"
             plan.store[id(s)] = m

@@ -1,0 +1,275 @@
+"""2-D convolution as an implicit GEMM: the form tensor cores run a 16-bit conv2d in.
+
+A conv2d with ``groups == 1`` is a matrix product over an im2col operand. With ``p`` an output
+pixel (batch included: ``p = (n*OH + oh)*OW + ow``) and ``r`` a tap ``(rc, ry, rx)`` numbered
+so that the weight is a plain reshape of the stored kernel::
+
+    col[p, r]    = data[n(p), .., oh(p)*s + ry(r)*d - pad, ow(p)*s + rx(r)*d - pad, rc(r)]
+                   (0 off the image)
+    NHWC (HWIO):  r = (ry*KW + rx)*CI + rc,  W2[r, co] = weight[ry, rx, rc, co]
+                  conv2d_gemm[p, co] = sum_r col[p, r] * W2[r, co]      (X[i, k] * Y[k, j])
+    NCHW (OIHW):  r = (rc*KH + ry)*KW + rx,  W2[co, r] = weight[co, rc, ry, rx]
+                  conv2d_gemm[co, p] = sum_r W2[co, r] * col[p, r]      (X[i, k] * Y[j, k])
+
+and the convolution's output is the GEMM read back in the layout's shape (for NHWC, and NCHW
+at batch 1, the same memory order). ``col`` and ``W2`` are compute stages that nothing
+materialises on a GPU: the tensor-core sketch (:mod:`autosched.search.sketch_rules_tensor_core`)
+stages them through shared memory and inlines them into those copies, so each copy gathers from
+``data`` and ``weight`` directly (MetaSchedule's ReIndex). On other schedules they inline into
+the GEMM like any injective stage.
+
+The GEMM extents are padded to multiples of :data:`GEMM_ALIGN` (the fragment size): ``col``
+and ``W2`` are zero past the real ``P = N*OH*OW``, ``K = CI*KH*KW`` and ``CO`` (a condition in
+their bodies), and the output reads only the real rows. :func:`use_implicit_gemm` says when
+that pays (see its rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import te
+from ..dtype import LOW_PRECISION
+from ..tensor import Tensor, TensorError
+from ._util import as_tuple, cast_to, compute, spatial_padding, tap
+from .conv2d import conv_out_size
+
+__all__ = [
+    "GEMM_ALIGN",
+    "GEMM_TAG",
+    "IGEMM_MAX_PAD",
+    "IGEMM_MIN_CHANNELS",
+    "ConvGemmShape",
+    "conv2d_gemm_shape",
+    "conv2d_implicit_gemm",
+    "implicit_gemm_conv2d_op",
+    "use_implicit_gemm",
+]
+
+GEMM_ALIGN = 16
+"""GEMM extents are padded to a multiple of this (a wmma fragment's M, N and K)."""
+GEMM_TAG = "conv2d_gemm"
+"""The tag of the GEMM stage (the tensor-core sketch fuses its reader's loops: see
+``autosched.search.sketch_rules_tensor_core.flat_consumer``)."""
+IGEMM_MAX_PAD = 0.25
+"""The largest fraction of padded (zero) GEMM work :func:`use_implicit_gemm` accepts per axis."""
+IGEMM_MIN_CHANNELS = 16
+"""Fewer input channels than this (an RGB stem) stay on the scalar sketches: a k tile of 16
+would gather across several kernel taps, and the whole conv is a small share of the network."""
+
+_LAYOUTS = {"NHWC": "HWIO", "NCHW": "OIHW"}
+
+
+def _ceil(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+@dataclass(frozen=True)
+class ConvGemmShape:
+    """The GEMM of a conv2d: ``p`` rows (output pixels), ``k`` taps, ``co`` output channels,
+    each with its padded extent (a multiple of :data:`GEMM_ALIGN`)."""
+
+    p: int
+    k: int
+    co: int
+
+    @property
+    def padded(self) -> tuple[int, int, int]:
+        return tuple(_ceil(x, GEMM_ALIGN) for x in (self.p, self.k, self.co))
+
+    @property
+    def waste(self) -> float:
+        """The largest fraction of padding along one GEMM axis (0: no padding)."""
+        return max((q - x) / q for x, q in zip((self.p, self.k, self.co), self.padded))
+
+
+def _params(strides, padding, dilation):
+    s = as_tuple(strides, 2, "conv2d_gemm", "strides")
+    d = as_tuple(dilation, 2, "conv2d_gemm", "dilation")
+    before, after = spatial_padding(padding, 2, "conv2d_gemm")
+    return s, d, before, after
+
+
+def _dims(data_shape, weight_shape, layout: str):
+    """``(N, H, W, CI), (KH, KW, WCI, CO)`` from either layout."""
+    if layout == "NHWC":
+        (n, h, w, ci), (kh, kw, wci, co) = data_shape, weight_shape
+    else:
+        (n, ci, h, w), (co, wci, kh, kw) = data_shape, weight_shape
+    return (n, h, w, ci), (kh, kw, wci, co)
+
+
+def conv2d_gemm_shape(
+    data_shape, weight_shape, strides, padding, dilation, data_layout: str
+) -> ConvGemmShape:
+    """The GEMM extents of a ``groups == 1`` conv2d in ``data_layout`` (NHWC/HWIO, NCHW/OIHW)."""
+    (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
+    (n, h, w, ci), (kh, kw, _, co) = _dims(data_shape, weight_shape, data_layout)
+    oh = conv_out_size(h, kh, sh, dh, before[0] + after[0])
+    ow = conv_out_size(w, kw, sw, dw, before[1] + after[1])
+    return ConvGemmShape(n * oh * ow, ci * kh * kw, co)
+
+
+def use_implicit_gemm(
+    data_shape,
+    weight_shape,
+    strides,
+    padding,
+    dilation,
+    groups: int,
+    data_layout: str,
+    kernel_layout: str,
+    dtype: str,
+) -> bool:
+    """Whether a conv2d runs as :func:`conv2d_implicit_gemm` on tensor cores.
+
+    The rule: 16-bit float operands (``dtype``), ``groups == 1``, NHWC/HWIO or NCHW/OIHW, at
+    least :data:`IGEMM_MIN_CHANNELS` input channels, and padding the GEMM to multiples of 16
+    wastes at most :data:`IGEMM_MAX_PAD` of any axis (resnet's 7x7 maps at batch 1 have
+    ``P = 49``, padded to 64: 23%; a 3-channel stem has ``K = 147``). The others keep the
+    direct conv2d and the scalar sketches.
+    """
+    if dtype not in LOW_PRECISION or groups != 1:
+        return False
+    if _LAYOUTS.get(data_layout) != (kernel_layout or _LAYOUTS.get(data_layout)):
+        return False
+    (_, _, _, ci), (_, _, wci, _) = _dims(data_shape, weight_shape, data_layout)
+    if ci != wci or ci < IGEMM_MIN_CHANNELS:
+        return False
+    shape = conv2d_gemm_shape(data_shape, weight_shape, strides, padding, dilation, data_layout)
+    return shape.waste <= IGEMM_MAX_PAD
+
+
+def conv2d_implicit_gemm(
+    data: Tensor,
+    weight: Tensor,
+    strides=(1, 1),
+    padding=(0, 0, 0, 0),
+    dilation=(1, 1),
+    data_layout: str = "NHWC",
+    out_dtype: str = "",
+) -> Tensor:
+    """A ``groups == 1`` conv2d computed as the GEMM of the module docstring.
+
+    Parameters
+    ----------
+    data, weight : Tensor
+        NHWC data with an HWIO kernel, or NCHW data with an OIHW kernel.
+    strides, padding, dilation : int or tuple of int
+        As :func:`tensorir.ops.conv2d`.
+    data_layout : "NHWC" or "NCHW"
+    out_dtype : str
+        Accumulation and output dtype; empty means the input dtype.
+
+    Returns
+    -------
+    Tensor
+        ``conv2d(data, weight, ...)``: NHWC ``(N, OH, OW, CO)`` or NCHW ``(N, CO, OH, OW)``.
+    """
+    if data_layout not in _LAYOUTS:
+        raise TensorError(
+            f"conv2d_gemm: data_layout {data_layout!r} is not supported; use 'NHWC' or 'NCHW'"
+        )
+    (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
+    (N, H, W, CI), (KH, KW, WCI, CO) = _dims(data.shape, weight.shape, data_layout)
+    if WCI != CI:
+        raise TensorError(
+            f"conv2d_gemm: the weight has {WCI} input channels and the data {CI}; the "
+            "implicit GEMM takes groups=1 only (use tensorir.ops.conv2d)"
+        )
+    out_dtype = out_dtype or data.dtype
+    OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])
+    OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
+    OHW = OH * OW
+    shape = ConvGemmShape(N * OHW, CI * KH * KW, CO)
+    PP, KP, COP = shape.padded
+    nhwc = data_layout == "NHWC"
+    zero = te.const(0.0, data.dtype)
+
+    def taps(r):  # (rc, ry, rx) of tap r: the stored kernel's order
+        if nhwc:
+            return r % CI, r // (KW * CI), r // CI % KW
+        return r // (KH * KW), r // KW % KH, r % KW
+
+    def fcol(p, r):
+        n, oh, ow = p // OHW, p // OW % OH, p % OW
+        rc, ry, rx = taps(r)
+        ih = tap(oh, ry, sh, dh) - before[0] if before[0] else tap(oh, ry, sh, dh)
+        iw = tap(ow, rx, sw, dw) - before[1] if before[1] else tap(ow, rx, sw, dw)
+        # Only the bounds a tap can cross (none for an unpadded 1x1 conv: a plain gather).
+        conds = [ih >= 0] if before[0] else []
+        conds += [ih < H] if (OH - 1) * sh + (KH - 1) * dh - before[0] >= H else []
+        conds += [iw >= 0] if before[1] else []
+        conds += [iw < W] if (OW - 1) * sw + (KW - 1) * dw - before[1] >= W else []
+        conds += [p < shape.p] if shape.p != PP else []
+        conds += [r < shape.k] if shape.k != KP else []
+        value = data[(n, ih, iw, rc) if nhwc else (n, rc, ih, iw)]
+        return te.if_then_else(te.all(*conds), value, zero) if conds else value
+
+    col = compute((PP, KP), fcol, "data_im2col", ["p", "r"], tag="injective,im2col")
+
+    def fw2(co, r):
+        rc, ry, rx = taps(r)
+        value = weight[(ry, rx, rc, co) if nhwc else (co, rc, ry, rx)]
+        conds = [co < CO] if COP != CO else []
+        conds += [r < shape.k] if shape.k != KP else []
+        return te.if_then_else(te.all(*conds), value, zero) if conds else value
+
+    def rd(t, idx):
+        return cast_to(t[idx], out_dtype)
+
+    def pixel(n, oh, ow):  # the GEMM row of an output pixel (no n term at batch 1: the
+        # NCHW output then reads gemm[co, oh*OW + ow], a loop fusion of its last two axes)
+        return (n * OH + oh) * OW + ow if N > 1 else oh * OW + ow
+
+    rk = te.reduce_axis((0, KP), name="rk")
+    if nhwc:
+        w2 = compute((KP, COP), lambda r, co: fw2(co, r), "kernel_gemm", ["r", "co"],
+                     tag="injective")  # fmt: skip
+        gemm = compute(
+            (PP, COP),
+            lambda p, co: te.sum(rd(col, (p, rk)) * rd(w2, (rk, co)), axis=[rk]),
+            "conv2d_gemm",
+            ["p", "co"],
+            tag=GEMM_TAG,
+        )
+        return compute(
+            (N, OH, OW, CO),
+            lambda n, oh, ow, co: gemm[pixel(n, oh, ow), co],
+            "conv2d_gemm_nhwc",
+            ["nn", "yy", "xx", "ff"],
+            tag="conv2d_nhwc,conv2d_gemm",
+        )
+    w2 = compute((COP, KP), fw2, "kernel_gemm", ["co", "r"], tag="injective")
+    gemm = compute(
+        (COP, PP),
+        lambda co, p: te.sum(rd(w2, (co, rk)) * rd(col, (p, rk)), axis=[rk]),
+        "conv2d_gemm",
+        ["co", "p"],
+        tag=GEMM_TAG,
+    )
+    return compute(
+        (N, CO, OH, OW),
+        lambda n, co, oh, ow: gemm[co, pixel(n, oh, ow)],
+        "conv2d_gemm_nchw",
+        ["nn", "ff", "yy", "xx"],
+        tag="conv2d_nchw,conv2d_gemm",
+    )
+
+
+def implicit_gemm_conv2d_op(data: Tensor, weight: Tensor, attrs) -> Tensor | None:
+    """The implicit-GEMM compute of Relay's ``nn.conv2d`` with ``attrs`` (as
+    ``tensorir.ops.op_attrs`` fills them) when :func:`use_implicit_gemm` accepts it, else None
+    (the caller builds the direct conv2d). The operand dtype decides: ``to_mixed_precision``
+    gives a float16 conv ``out_dtype="float32"``, which the GEMM accumulates in."""
+    a = attrs
+    if not use_implicit_gemm(
+        data.shape, weight.shape, a["strides"], a["padding"], a["dilation"], a["groups"],
+        a["data_layout"], a["kernel_layout"], data.dtype,
+    ):  # fmt: skip
+        return None
+    if weight.dtype != data.dtype:
+        return None
+    return conv2d_implicit_gemm(
+        data, weight, a["strides"], a["padding"], a["dilation"], a["data_layout"], a["out_dtype"]
+    )

@@ -1,0 +1,408 @@
+"""conv2d as an implicit GEMM (tensorir.ops.conv2d_gemm) without a GPU: the compute against a
+numpy convolution (built for llvm with the default schedule), the tensor-core sketch on it
+(states replay, lower, pass the GPU check, compute the conv as scalar loops, compile with nvcc
+to wmma PTX, run the epilogue in the fragment store nest), and the network partition that picks
+it for 16-bit CUDA convolutions only."""
+
+import random
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import autosched as ansor
+from autosched.hardware import HardwareParams
+from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.records import load_records, save_records
+from autosched.network.default_schedules import default_schedule
+from autosched.network.partition import partition
+from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
+from autosched.search.params import SearchParams
+from autosched.search.sketch import generate_sketches
+from autosched.task import SearchTask
+from codegen.cuda import build_cuda
+from tensorir.dag import ComputeDAG
+from tensorir.dtype import tolerance
+from tensorir.interp import eval_dag
+from tensorir.loop_interp import run_program
+from tensorir.lower import lower
+from tensorir.ops import NameScope, compute_op
+from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm, use_implicit_gemm
+from tensorir.passes.tensor_core import fragment_plan
+from tensorir.passes.verify_gpu import kernels
+
+NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+
+def conv_ref(x, w, stride, pad, dilation, layout):
+    """float64 conv2d from its definition: x NCHW / NHWC, w OIHW / HWIO."""
+    if layout == "NHWC":
+        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    w = w.astype(np.float64)
+    co, _, kh, kw = w.shape
+    oh = (x.shape[2] - (kh - 1) * dilation - 1) // stride + 1
+    ow = (x.shape[3] - (kw - 1) * dilation - 1) // stride + 1
+    out = np.zeros((x.shape[0], co, oh, ow))
+    for a in range(kh):
+        for b in range(kw):
+            win = x[:, :, a * dilation :: stride, b * dilation :: stride][:, :, :oh, :ow]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, a, b])
+    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
+
+
+def shapes(layout, n, ci, h, co, k):
+    if layout == "NHWC":
+        return (n, h, h, ci), (k, k, ci, co)
+    return (n, ci, h, h), (co, ci, k, k)
+
+
+def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False):
+    """The implicit-GEMM conv2d (fp16 operands, fp32 accumulation), maybe with the epilogue of
+    a to_mixed_precision network: cast to fp16, bias, relu."""
+    scope = NameScope()
+    xs, ws = shapes(layout, n, ci, h, co, k)
+    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
+    with scope:
+        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32")
+    ins = [x, w]
+    if epilogue:
+        b = scope.placeholder((co,), "float16")
+        ins.append(b)
+        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
+        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
+        out = compute_op("nn.relu", [out], {}, name_scope=scope)
+    return ComputeDAG([*ins, out])
+
+
+def random_args(dag, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+
+
+CASES = [
+    # (n, ci, h, co, k, stride, pad, dilation)
+    (1, 16, 6, 16, 3, 1, 1, 1),  # 3x3 s1: P = 36 (padded to 48), K = 144
+    (2, 16, 7, 24, 3, 2, 1, 1),  # 3x3 s2, batch 2, CO = 24 (padded to 32)
+    (1, 32, 6, 16, 1, 2, 0, 1),  # 1x1 s2: a plain gather
+    (1, 8, 7, 16, 3, 1, 2, 2),  # dilation 2, K = 72 (padded to 80)
+]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", CASES)
+def test_implicit_gemm_equals_conv2d_built_for_llvm(layout, case):
+    n, ci, h, co, k, s, p, d = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, d)
+    args = random_args(dag, seed=n + ci + k)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    ansor.build(default_schedule(dag, "llvm"), target="llvm")(*args, out)
+    want = conv_ref(*args, s, p, d, layout)
+    assert out.shape == want.shape
+    # fp16 inputs, float32 products and sums: only the summation order differs.
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule_for_using_it():
+    nhwc = ("NHWC", "HWIO")
+    assert use_implicit_gemm((1, 56, 56, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
+    assert use_implicit_gemm((1, 64, 7, 7), (512, 64, 1, 1), 1, 0, 1, 1, "NCHW", "", "bfloat16")
+    # 7x7 maps at batch 1: P = 49 padded to 64 (23%) still pays.
+    assert use_implicit_gemm((1, 7, 7, 512), (3, 3, 512, 512), 1, 1, 1, 1, *nhwc, "float16")
+    assert not use_implicit_gemm((1, 56, 56, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float32")
+    # RGB stem: 3 input channels.
+    assert not use_implicit_gemm((1, 224, 224, 3), (7, 7, 3, 64), 2, 3, 1, 1, *nhwc, "float16")
+    assert not use_implicit_gemm((1, 8, 8, 32), (3, 3, 16, 32), 1, 1, 1, 2, *nhwc, "float16")
+    # 3x3 output: P = 9 padded to 16 wastes 44%.
+    assert not use_implicit_gemm((1, 3, 3, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
+
+
+def gpu_task(dag):
+    hw = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
+    return SearchTask(dag, target="cuda", hardware_params=hw)
+
+
+def has_tc(state) -> bool:
+    return any(p == "tensor_core" for s in state.stages for _, p in s.pragmas)
+
+
+def valid_states(task, n=2, seed=0):
+    (sketch,) = generate_sketches(task)
+    assert has_tc(sketch), sketch
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
+    out = []
+    for _ in range(100):
+        s = sample_state_gpu(ctx, sketch, rng, task)
+        if s is not None:
+            out.append(s)
+            if len(out) == n:
+                break
+    assert len(out) == n
+    return out
+
+
+TC_CASES = [
+    # (layout, n, ci, h, co, k, stride, pad, epilogue, kernels): the epilogue runs in the
+    # fragment store (one kernel); where P (36, 49) or CO (24) is padded to whole fragments,
+    # under a guard on the real rows / columns.
+    ("NHWC", 1, 16, 8, 16, 3, 1, 1, True, 1),
+    ("NCHW", 1, 16, 8, 16, 3, 1, 1, True, 1),
+    ("NHWC", 2, 16, 8, 16, 1, 1, 0, True, 1),
+    ("NHWC", 1, 16, 12, 16, 3, 2, 1, False, 1),
+    ("NHWC", 1, 16, 7, 16, 3, 1, 1, True, 1),
+    ("NCHW", 1, 16, 7, 16, 1, 1, 0, True, 1),
+    ("NHWC", 1, 16, 4, 24, 3, 1, 1, True, 1),
+]
+
+
+@pytest.mark.parametrize("case", TC_CASES)
+def test_tensor_core_states_replay_lower_validate_and_compute_the_conv(case, tmp_path):
+    layout, n, ci, h, co, k, s, p, epilogue, nkernels = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue)
+    task = gpu_task(dag)
+    states = valid_states(task, 1)
+    path = tmp_path / "tc.json"
+    save_records(
+        path,
+        [MeasureInput(task, st) for st in states],
+        [MeasureResult((1.0,), MeasureErrorNo.NO_ERROR, "", 0.1, 1.0)] * len(states),
+    )
+    back = [inp.state.to_state(dag) for inp, _ in load_records(path)]
+    args = random_args(dag, seed=1)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    for st, r in zip(states, back, strict=True):
+        assert str(r) == str(st) and has_tc(r)
+        assert not gpu_state_errors(task, r)
+        prog = lower(r)
+        ks = kernels(prog)
+        assert len(ks) == nkernels
+        plan, why = fragment_plan(ks[0].stmt, ks[0].extents)
+        assert plan is not None and plan.mma, why
+        # The epilogue (or the plain store of the GEMM) is the fragment store nest.
+        assert plan.store
+        # No im2col or reshaped weight buffer in global memory: both are gathered into shared.
+        text = str(prog)
+        assert "data_im2col_shared" in text and "kernel_gemm_shared" in text
+        assert "data_im2col[" not in text and "kernel_gemm[" not in text
+        out = np.zeros(dag.output_tensors[0].shape, dag.output_tensors[0].dtype)
+        run_program(prog, [*args, out], simt=True)  # the scalar reading of the marked loops
+        np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
+
+
+@pytest.mark.parametrize("switch", ["FUSE_PADDED_ROWS", "FUSE_FLAT_CONSUMER"])
+def test_the_fusion_switches_give_two_kernels(switch, monkeypatch):
+    """Off, a padded conv GEMM (P = 49) is written to global memory and read back with its
+    epilogue by a second kernel; still right."""
+    import importlib
+
+    rule = importlib.import_module("autosched.search.sketch_rules_tensor_core")
+    monkeypatch.setattr(rule, switch, False)
+    dag = conv_dag("NHWC", 1, 16, 7, 16, 3, 1, 1, 1, epilogue=True)
+    (st,) = valid_states(gpu_task(dag), 1)
+    prog = lower(st)
+    assert len(kernels(prog)) == 2
+    args = random_args(dag, seed=5)
+    out = np.zeros(dag.output_tensors[0].shape, np.float16)
+    run_program(prog, [*args, out], simt=True)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("h", [8, 7])
+def test_generated_cuda_compiles_to_wmma_ptx(arch, h, tmp_path):
+    dag = conv_dag("NHWC", 1, 16, h, 32, 3, 1, 1, 1, epilogue=True)
+    (st,) = valid_states(gpu_task(dag), 1, seed=3)
+    code = build_cuda(lower(st), arch=arch).code
+    assert "nvcuda::wmma::mma_sync" in code and "store_matrix_sync" in code
+    assert code.count("__global__") == 1  # conv, cast, bias and relu in one kernel
+    if h == 7:  # 49 pixels in 64 GEMM rows: the store writes the real ones only
+        store = code[code.index("store_matrix_sync") :]
+        assert "< 49)" in store[: store.index("__syncwarp();", store.index("wmma_e"))]
+    src = tmp_path / "k.cu"
+    src.write_text(code)
+    ptx = tmp_path / "k.ptx"
+    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
+                   check=True, capture_output=True)  # fmt: skip
+    text = ptx.read_text()
+    assert "wmma.mma.sync" in text and "wmma.load.a" in text and "wmma.store.d" in text
+
+
+def small_resnet_block(rng):
+    """conv 3x3 + bias + relu, then conv 1x1 s2 + bias: NHWC, 16 channels, 8x8."""
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    data = op.var("data", (1, 8, 8, 16))
+    params = {
+        "w1": rng.normal(0, 0.2, (3, 3, 16, 32)).astype("float32"),
+        "b1": rng.normal(0, 0.2, (32,)).astype("float32"),
+        "w2": rng.normal(0, 0.2, (1, 1, 32, 16)).astype("float32"),
+    }
+    w1, b1, w2 = (op.var(k, v.shape) for k, v in params.items())
+    nhwc = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
+    x = nn.relu(nn.bias_add(nn.conv2d(data, w1, padding=1, **nhwc), b1, axis=3))
+    x = nn.conv2d(x, w2, strides=2, **nhwc)
+    return gir.Module({"main": gir.Function((data, w1, b1, w2), x)}), params
+
+
+def _igemm_groups(groups):
+    return [gd for gd in groups if "conv2d_gemm" in [op.name for op in gd.dag.ops]]
+
+
+def test_partition_picks_the_implicit_gemm_for_16_bit_cuda_convs_only():
+    rng = np.random.default_rng(0)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    _, groups = partition(mixed, None, "cuda")
+    picked = _igemm_groups(groups)
+    assert len(picked) == 2 and all("conv2d" in gd.name for gd in picked)
+    assert not _igemm_groups(partition(mixed, None, "llvm")[1])
+    assert not _igemm_groups(partition(mod, params, "cuda")[1])  # float32
+    assert not _igemm_groups(partition(mixed, None, "cuda -arch=sm_61")[1])  # no wmma
+    # The tasks of the 16-bit network get the tensor-core sketch, epilogue fused.
+    tasks, _ = ansor.extract_tasks(mixed, None, "cuda")
+    convs = [t for t in tasks if "conv2d" in t.desc]
+    assert len(convs) == 2
+    for task in convs:
+        (sketch,) = generate_sketches(task)
+        assert has_tc(sketch)
+
+
+def test_the_switch_turns_it_off(monkeypatch):
+    import importlib
+
+    part = importlib.import_module("autosched.network.partition")
+
+    rng = np.random.default_rng(1)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    monkeypatch.setattr(part, "IMPLICIT_GEMM", False)
+    assert not _igemm_groups(partition(mixed, None, "cuda")[1])
+
+
+def test_a_16_bit_network_with_implicit_gemm_convs_matches_the_reference():
+    """The untuned CUDA build's groups (default GPU schedule) run as scalar loops on the CPU
+    equal the graph reference of the 16-bit network."""
+    from autosched.network.default_schedules import default_gpu_state
+    from tensorir.graph.reference import evaluate
+
+    rng = np.random.default_rng(2)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    func, groups = partition(mixed, None, "cuda")
+    assert _igemm_groups(groups)
+    x = rng.normal(0, 1, (1, 8, 8, 16)).astype("float32")
+    values = {id(func.params[0]): x}
+    for gd in groups:
+        args = [np.asarray(values[id(i)] if id(i) in values else i.value)  # noqa: SIM401
+                for i in gd.inputs]  # fmt: skip
+        state = default_gpu_state(gd.dag, 256, 32, lambda s: None)
+        out = np.zeros(gd.dag.output_tensors[0].shape, gd.dag.output_tensors[0].dtype)
+        run_program(lower(state), [*args, out], simt=True)
+        values[id(gd.group.output)] = out
+    got = values[id(groups[-1].group.output)].astype(np.float32)
+    want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
+    assert got.shape == (1, 4, 4, 16) and np.abs(want).max() > 0.1
+    np.testing.assert_allclose(got, want, *tolerance("float16"))
+
+
+def _as_word_copies(stmt):
+    """``stmt`` with every loop that codegen.cuda fetches as one word (a GatherCopy) replaced
+    by what that word copy does, lane by lane: ``dst[dbase + v] = cond ? src[sbase + v] : 0``."""
+    from dataclasses import replace
+
+    from codegen.vector_gather import gather_copy
+    from tensorir.expr import Binary, Const, IfThenElse
+    from tensorir.loops import Allocate, For, If, Load, Seq, Store
+
+    def visit(s):
+        if isinstance(s, For):
+            g = gather_copy(s, s.extent) if s.kind == "vectorized" else None
+            if g is not None:
+                visit.count += 1
+                dst, src, dbase, sbase, cond = g
+                v = s.var
+                value = Load(src, Binary("+", sbase, v, "int32"), src.dtype)
+                if cond is not None:
+                    value = IfThenElse(cond, value, Const(0.0, src.dtype), src.dtype)
+                return replace(s, body=Store(dst, Binary("+", dbase, v, "int32"), value))
+            return replace(s, body=visit(s.body))
+        if isinstance(s, Allocate):
+            return replace(s, body=visit(s.body))
+        if isinstance(s, Seq):
+            return replace(s, stmts=tuple(visit(x) for x in s.stmts))
+        if isinstance(s, If):
+            return replace(s, then=visit(s.then), else_=None if s.else_ is None else visit(s.else_))
+        return s
+
+    visit.count = 0
+    return visit(stmt), visit
+
+
+@pytest.mark.parametrize("case", [
+    ("NHWC", 1, 16, 8, 16, 3, 1, 1),  # 3x3, padded image border: words of zeros
+    ("NHWC", 2, 32, 8, 16, 3, 2, 1),  # strided, batch 2
+    ("NHWC", 1, 16, 8, 16, 1, 2, 0),  # 1x1 s2: no condition
+])  # fmt: skip
+def test_im2col_fetch_in_words_equals_the_gather(case):
+    """The im2col copy to shared runs as 16-byte words in CUDA (codegen.vector_gather); the
+    same loops with each word copy spelled out lane by lane compute the conv."""
+    from dataclasses import replace
+
+    layout, n, ci, h, co, k, s, p = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p)
+    (st,) = valid_states(gpu_task(dag), 1, seed=2)
+    prog = lower(st)
+    body, visit = _as_word_copies(prog.body)
+    assert visit.count >= 1  # the im2col copy (the weight's is a plain vector copy)
+    args = random_args(dag, seed=4)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    run_program(replace(prog, body=body), [*args, out], simt=True)
+    np.testing.assert_allclose(out, conv_ref(*args, s, p, 1, layout), rtol=1e-3, atol=1e-3)
+    code = build_cuda(prog, arch="sm_80").code
+    assert "*(const uint4*)&placeholder[" in code  # the data is read 16 bytes at a time
+
+
+def test_im2col_fetch_stays_scalar_where_a_word_would_cross_a_pixel():
+    """8 input channels with a 3x3 kernel: K = 72 is padded to 80 and 8 taps of a 16-wide k
+    tile are still one pixel, but the padding condition depends on the lane: no word."""
+    from codegen.vector_gather import gather_copy
+    from tensorir.loops import For, walk_stmts
+
+    dag = conv_dag("NHWC", 1, 8, 8, 16, 3, 1, 1)
+    (st,) = valid_states(gpu_task(dag), 1, seed=2)
+    prog = lower(st)
+    loops = [x for x in walk_stmts(prog.body) if isinstance(x, For) and x.kind == "vectorized"]
+    im2col = [x for x in loops if "im2col" in x.body.buffer.name]
+    assert im2col and all(gather_copy(x, x.extent) is None for x in im2col)
+
+
+def test_a_dense_read_back_in_another_shape_keeps_its_sketch():
+    """Only the conv GEMM's reader gets its loops fused (dense / batch_matmul unchanged)."""
+    from autosched.search.sketch_rules_tensor_core import flat_consumer
+    from tensorir import te
+    from tensorir.ops.dense import dense
+
+    a = te.placeholder((32, 32), "float16", name="A")
+    b = te.placeholder((64, 32), "float16", name="B")
+    d = dense(a, b, out_dtype="float32")
+    r = te.compute((2, 16, 64), lambda x, y, z: d[x * 16 + y, z], name="R")
+    task = gpu_task(ComputeDAG([a, b, r]))
+    (sketch,) = generate_sketches(task)
+    assert has_tc(sketch) and any(s.name.endswith(".local") for s in sketch.stages)
+    init = task.compute_dag.get_init_state()
+    assert flat_consumer(init, init.stage_id(d.op.name)) is None
+
+
+def test_bad_input_names_the_op_and_what_to_do():
+    from tensorir.tensor import TensorError
+
+    scope = NameScope()
+    x = scope.placeholder((1, 8, 8, 16), "float16")
+    with pytest.raises(TensorError, match=r"conv2d_gemm: data_layout 'NCDHW'.*'NHWC' or 'NCHW'"):
+        conv2d_implicit_gemm(x, scope.placeholder((3, 3, 16, 16), "float16"), data_layout="NCDHW")
+    with pytest.raises(TensorError, match=r"conv2d_gemm: the weight has 8 input channels.*16"):
+        conv2d_implicit_gemm(x, scope.placeholder((3, 3, 8, 16), "float16"))

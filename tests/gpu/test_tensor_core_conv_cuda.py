@@ -1,0 +1,153 @@
+"""conv2d as an implicit GEMM on tensor cores, on a real GPU: sampled states of the wmma sketch
+equal a float64 numpy convolution within fp16 tolerance (both layouts, strided, 1x1, padded
+GEMM tails, fused epilogue), and resnet-18 in float16 with a wmma kernel for every implicit-GEMM
+conv (one sampled state each, written as records) runs and matches the float32 network."""
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import autosched as ansor
+from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.measure.records import save_records
+from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
+from autosched.search.params import SearchParams
+from autosched.search.sketch import generate_sketches
+from tensorir.dag import ComputeDAG
+from tensorir.dtype import tolerance
+from tensorir.graph import evaluate
+from tensorir.ops import NameScope, compute_op
+from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm
+
+from .conftest import CUDA_REASON
+
+
+def _conv_ref(x, w, b, stride, pad, layout):
+    """float64 conv2d (+ bias, relu when ``b`` is given) from its definition."""
+    if layout == "NHWC":
+        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    w = w.astype(np.float64)
+    co, _, kh, kw = w.shape
+    oh, ow = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], co, oh, ow))
+    for a in range(kh):
+        for c in range(kw):
+            win = x[:, :, a::stride, c::stride][:, :, :oh, :ow]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, a, c])
+    if b is not None:
+        out = np.maximum(out + b.astype(np.float64)[None, :, None, None], 0)
+    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
+
+
+def _dag(layout, n, ci, h, co, k, stride, pad, epilogue):
+    scope = NameScope()
+    xs = (n, h, h, ci) if layout == "NHWC" else (n, ci, h, h)
+    ws = (k, k, ci, co) if layout == "NHWC" else (co, ci, k, k)
+    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
+    with scope:
+        out = conv2d_implicit_gemm(x, w, stride, pad, 1, layout, "float32")
+    ins = [x, w]
+    if epilogue:
+        b = scope.placeholder((co,), "float16")
+        ins.append(b)
+        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
+        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
+        out = compute_op("nn.relu", [out], {}, name_scope=scope)
+    return ComputeDAG([*ins, out])
+
+
+CASES = {
+    # resnet-like shapes: whole fragments (epilogue in the fragment store), strided, 1x1,
+    # and 14x14 / 7x7 maps whose GEMM rows are padded (196 -> 208, 49 -> 64).
+    "nhwc_3x3_s1_relu": ("NHWC", 1, 64, 16, 64, 3, 1, 1, True),
+    "nchw_3x3_s1_relu": ("NCHW", 1, 32, 16, 64, 3, 1, 1, True),
+    "nhwc_3x3_s2_batch2": ("NHWC", 2, 32, 16, 64, 3, 2, 1, False),
+    "nhwc_1x1_s2": ("NHWC", 1, 64, 16, 128, 1, 2, 0, True),
+    "nhwc_14x14_padded_rows": ("NHWC", 1, 64, 14, 64, 3, 1, 1, True),
+    "nhwc_7x7_padded_rows": ("NHWC", 1, 128, 7, 128, 3, 1, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
+    from runtime import device
+
+    layout, n, ci, h, co, k, s, p, epilogue = CASES[name]
+    dag = _dag(layout, n, ci, h, co, k, s, p, epilogue)
+    task = ansor.SearchTask(dag, target="cuda")
+    (sketch,) = generate_sketches(task)
+    assert any(pr == "tensor_core" for st in sketch.stages for _, pr in st.pragmas)
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(11)
+    data = np.random.default_rng(4)
+    args = [data.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+    want = _conv_ref(args[0], args[1], args[2] if epilogue else None, s, p, layout)
+    checked = 0
+    for _ in range(300):
+        st = sample_state_gpu(ctx, sketch, rng, task)
+        if st is None:
+            continue
+        func = ansor.build(st, "cuda", device=device("cuda"))
+        assert "wmma::mma_sync" in func.get_source()
+        out = np.full(dag.output_tensors[0].shape, np.nan, dag.output_tensors[0].dtype)
+        func(*args, out)
+        # K up to 1152 products of fp16 inputs in [-1, 1], accumulated in float32; the
+        # epilogue rounds to fp16 (|out| up to ~40: a half ulp of 0.016).
+        np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=5e-2,
+                                   err_msg=str(st))  # fmt: skip
+        checked += 1
+        if checked == 3:
+            break
+    assert checked == 3
+
+
+def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):
+    """Every implicit-GEMM conv task of resnet-18 float16 gets one sampled wmma state (as a
+    record); the network built from those records runs and agrees with the float32 network."""
+    from autosched.network.build import build_network
+    from runtime import device
+
+    if CUDA_REASON:
+        pytest.skip(CUDA_REASON)
+    mod, params, input_shape, _ = ansor.networks.get_network("resnet-18", 1, "NHWC")
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    tasks, _ = ansor.extract_tasks(mixed, None, "cuda")
+    log = tmp_path / "resnet18_fp16_wmma.json"
+    inputs, rng = [], random.Random(0)
+    for task in tasks:
+        if "conv2d_gemm" not in [op.name for op in task.compute_dag.ops]:
+            continue
+        (sketch,) = generate_sketches(task)
+        ctx = gpu_context(task, SearchParams())
+        st = next(x for x in (sample_state_gpu(ctx, sketch, rng, task) for _ in range(200)) if x)
+        inputs.append(MeasureInput(task, st))
+    assert len(inputs) >= 15  # every conv but the RGB stem (19 distinct tasks today)
+    ok = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.1, 1.0)
+    save_records(log, inputs, [ok] * len(inputs))
+    dev = device("cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the default schedules of the other groups
+        with ansor.ApplyHistoryBest(str(log)):
+            lib = build_network(mixed, "cuda", device=dev)
+    assert lib.get_source().count("wmma::mma_sync") >= len(inputs)
+    x = np.random.default_rng(0).uniform(-1, 1, input_shape).astype("float32")
+    module = ansor.GraphModule(lib, dev)
+    module.set_input("data", x)
+    module.run()
+    low = module.get_output(0).numpy().astype(np.float64)
+    # As the CLI checks a 16-bit build: against the numpy reference of the same 16-bit network.
+    own = evaluate(mixed, {"data": x})
+    own = np.asarray(own[0] if isinstance(own, list) else own, np.float64)
+    # The output is softmax probabilities (~1e-3): the fp16 tolerance relative to its scale.
+    rtol, atol = tolerance("float16")
+    np.testing.assert_allclose(low, own, rtol=rtol, atol=atol * np.abs(own).max())
+    want = evaluate(mod, {"data": x}, params)  # the float32 network's numpy reference
+    want = np.asarray(want[0] if isinstance(want, list) else want, np.float64)
+    # The accuracy report's measure: error relative to the output's scale; the same top-1.
+    err = np.abs(low - want).max()
+    assert err / np.abs(want).max() < 2e-2  # 2.3e-3 between the two numpy references
+    top2 = np.sort(want.ravel())[-2:]
+    if top2[1] - top2[0] > 2 * err:  # the same top-1 where rounding cannot swap it
+        assert low.argmax() == want.argmax()
