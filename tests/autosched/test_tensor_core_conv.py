@@ -377,7 +377,11 @@ def test_im2col_fetch_stays_scalar_where_a_word_would_cross_a_pixel():
     prog = lower(st)
     loops = [x for x in walk_stmts(prog.body) if isinstance(x, For) and x.kind == "vectorized"]
     im2col = [x for x in loops if "im2col" in x.body.buffer.name]
-    assert im2col and all(gather_copy(x, x.extent) is None for x in im2col)
+    # Double buffered, the copy appears twice: the prologue's (k tile 0, every tap inside K,
+    # so no lane-dependent condition is left: a word is right there) and the loop's, whose
+    # ``r < 72`` and image conditions depend on the lane.
+    lane_dependent = [x for x in im2col if "<72)" in str(x.body.value)]
+    assert lane_dependent and all(gather_copy(x, x.extent) is None for x in lane_dependent)
 
 
 def test_a_dense_read_back_in_another_shape_keeps_its_sketch():
