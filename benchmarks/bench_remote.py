@@ -169,10 +169,21 @@ def tune_breakdown(target: str, trials: int, size: int) -> dict:
         "record_run_s": sum(r.run_s for r in results if not math.isnan(r.run_s)) / n,
         "line": policy.ledger.line(),
     }  # fmt: skip
+    # What the server reported (a build of autosched that reports it): its build, its run
+    # (load, check, timing) and the rest of each request (transfer, queueing).
+    got = getattr(runner, "server_seconds", {})
+    if got:
+        row["server_s_per_trial"] = {
+            "build": got["build"] / n, "run": got["run"] / n,
+            "transfer": (got["request"] - got["build"] - got["run"]) / n,
+        }  # fmt: skip
     print(f"[{target}] {n} trials ({row['ok']} ok): measuring {row['measure_s_per_trial']:.3f} "
           f"s/trial = build phases {row['build_phases_s_per_trial']:.3f} + run "
           f"{row['run_s_per_trial']:.3f}; per record: build_s {row['record_build_s']:.3f}, "
           f"run_s {row['record_run_s']:.3f}\n  {row['line']}", flush=True)  # fmt: skip
+    if "server_s_per_trial" in row:
+        print("  server, s/trial: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in row["server_s_per_trial"].items()), flush=True)  # fmt: skip
     return row
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import logging
 import math
 import threading
@@ -35,13 +36,13 @@ import warnings
 from collections.abc import Sequence
 
 from ..measure.data import (
-    MAX_COST,
     BuildResult,
     MeasureErrorNo,
     MeasureInput,
     MeasureResult,
     failed_result,
     state_data,
+    steps_json_of,
 )
 from ..measure.local import ReferenceCache
 from ..measure.timing import BUILD_PHASES
@@ -118,6 +119,9 @@ class RPCRunner:
         self._refs = ReferenceCache()
         # Candidates each server answered (by address), for checking that servers share work.
         self.server_counts: collections.Counter = collections.Counter()
+        # Seconds of the answered measure requests: "build" and "run" (load, check, timing)
+        # as the servers reported them, "request" as seen here (the rest is transfer, queue).
+        self.server_seconds: collections.Counter = collections.Counter()
         # Servers that did not answer in time: this runner sends them nothing more.
         self.hung_servers: set[str] = set()
 
@@ -215,7 +219,7 @@ class RPCRunner:
             codes of ``LocalBuilder``: INSTANTIATION_ERROR, COMPILE_HOST, COMPILE_DEVICE,
             BUILD_TIMEOUT) in both; ``time_cost`` and ``phases`` are what the server reported
             (0 and none when no reply came). The measure results have ``build_s`` and
-            ``run_s`` filled as well.
+            ``run_s`` filled (the server's build, the rest of the request).
 
         Raises
         ------
@@ -239,18 +243,22 @@ class RPCRunner:
         payloads = {}
         for i in todo:
             try:
-                payloads[i] = self._payload(inputs[i], None)
-            except Exception as exc:  # a state that cannot be sent: the client's build error
-                msg = f"serialising the state: {short_error(exc)}"
+                steps_json_of(inputs[i].state)
+            except Exception as exc:  # as in LocalBuilder: steps that cannot be sent
+                msg = f"serialising the steps: {short_error(exc)}"
                 results[i] = failed_result(MeasureErrorNo.INSTANTIATION_ERROR, msg, spent[i])
+                continue
+            payloads[i] = self._payload(inputs[i])
         if not payloads:
             return
 
         def finish(i, reply, secs, server):
             result, build = self._result(reply, secs, server)
-            if builds is not None:
-                builds[i] = build
-            return result
+            if builds is None or build is None:
+                return result
+            builds[i] = build  # the server's build is this candidate's: its seconds are too
+            run_s = max(0.0, secs - build.time_cost)
+            return dataclasses.replace(result, build_s=build.time_cost, run_s=run_s)
 
         self.run_jobs("measure", list(payloads), payloads.__getitem__, finish,
                       spent.__getitem__, results)  # fmt: skip
@@ -366,17 +374,16 @@ class RPCRunner:
         reply does not report it."""
         costs, code, msg = check_measure_reply(reply, server, self.repeat)
         report = check_build_report(reply, server)
-        if report is None:
-            build, split = None, {}
-        else:
-            built, build_s, phases = report
+        build = None
+        if report is not None:
+            built, build_s, run_s, phases = report
+            self.server_seconds.update(build=build_s, run=run_s, request=secs)
             failed = not built and code != MeasureErrorNo.NO_ERROR
             build = BuildResult(None, code if failed else MeasureErrorNo.NO_ERROR,
                                 msg if failed else "", build_s, phases)  # fmt: skip
-            split = {"build_s": build_s, "run_s": max(0.0, secs - build_s)}
         if code != MeasureErrorNo.NO_ERROR:
-            costs = (MAX_COST,)
-        return MeasureResult(costs, code, msg, secs, time.time(), **split), build
+            return failed_result(code, msg, secs), build
+        return MeasureResult(costs, 0, "", secs, time.time()), build
 
     @staticmethod
     def _cancel(future) -> None:
@@ -449,10 +456,10 @@ BUILD_ERRORS = frozenset({MeasureErrorNo.INSTANTIATION_ERROR, MeasureErrorNo.COM
 
 
 def check_build_report(reply: dict, server: str) -> tuple | None:
-    """``(built, build_s, phases)`` of a measure reply's build report (the server's build of
-    the state: whether it succeeded, its seconds, those of its ``lower`` / ``codegen`` /
-    ``compile`` stages), None when the reply has none (a server of an older autosched), or
-    :class:`BadReply` naming ``server`` when it is malformed."""
+    """``(built, build_s, run_s, phases)`` of a measure reply's report (the server's build of
+    the state: whether it succeeded, its seconds, then the run's seconds and the build's
+    ``lower`` / ``codegen`` / ``compile`` stages'), None when the reply has none (a server of
+    an older autosched), or :class:`BadReply` naming ``server`` when it is malformed."""
     if "built" not in reply:
         return None
     built, phases = reply.get("built"), reply.get("phases")
@@ -463,7 +470,7 @@ def check_build_report(reply: dict, server: str) -> tuple | None:
                        f"{', '.join(BUILD_PHASES[:3])} to seconds")  # fmt: skip
     seconds = [check_seconds(reply.get(k), server, k) for k in ("build_s", "run_s")]
     phases = {k: check_seconds(v, server, f"phases.{k}") for k, v in phases.items()}
-    return built, seconds[0], phases
+    return built, seconds[0], seconds[1], phases
 
 
 def check_seconds(value, server: str, what: str) -> float:

@@ -103,7 +103,8 @@ def test_server_says_whether_the_build_or_the_run_failed(
     assert set(reply["phases"]) <= set(PHASES)
     if built:
         assert reply["build_s"] == 0.25 and reply["phases"] == PHASES and reply["run_s"] >= 0
-    assert check_build_report(reply, "s") == (built, reply["build_s"], reply["phases"])
+    report = (built, reply["build_s"], reply["run_s"], reply["phases"])
+    assert check_build_report(reply, "s") == report
 
 
 def test_measure_halves_are_not_operations_a_client_may_call(monkeypatch):
@@ -133,7 +134,6 @@ def test_runner_turns_the_server_build_into_build_results():
     runner = _runner()
     res, build = runner._result(_reply(), 0.5, "tcp://s")
     assert res.error_no == 0 and res.costs == (1e-4,) and res.all_cost == 0.5
-    assert (res.build_s, res.run_s) == (0.3, pytest.approx(0.2))
     assert build == BuildResult(None, 0, "", 0.3, PHASES)
     failed = _reply(costs=[], error_no=int(E.COMPILE_HOST), error_msg="building: LLVM",
                     built=False)  # fmt: skip
@@ -143,10 +143,44 @@ def test_runner_turns_the_server_build_into_build_results():
     # A run error is not a build error.
     res, build = runner._result(_reply(costs=[], error_no=int(E.WRONG_ANSWER)), 0.4, "tcp://s")
     assert res.error_no == E.WRONG_ANSWER and build.error_no == E.NO_ERROR
-    # A reply without a report (an older server): no build result, the split unknown.
+    # A reply without a report (an older server): no build result.
     old = {k: v for k, v in _reply().items() if k not in ("built", "build_s", "phases")}
     res, build = runner._result(old, 0.4, "tcp://s")
-    assert build is None and res.error_no == 0 and math.isnan(res.build_s)
+    assert build is None and res.error_no == 0
+
+
+def test_build_and_run_returns_the_servers_builds_and_the_split(task, monkeypatch):
+    runner = _runner()
+    replies = [_reply(), _reply(costs=[], error_no=int(E.BUILD_TIMEOUT), built=False,
+                                error_msg="build did not finish"), None]  # fmt: skip
+    sent = []
+
+    def run_jobs(op, todo, payload, finish, spent, results):  # the servers, answering
+        for i in todo:
+            sent.append(payload(i))
+            if replies[i] is None:  # no reply: the runner's own error record
+                results[i] = MeasureResult((1e10,), int(E.RUN_TIMEOUT), "no reply", 9.0)
+            else:
+                results[i] = finish(i, replies[i], 0.5, "tcp://s")
+
+    monkeypatch.setattr(runner, "run_jobs", run_jobs)
+    good = MeasureInput(task, task.compute_dag.get_init_state())
+
+    class Unserialisable:
+        dag = task.compute_dag
+        steps = [object()]
+
+    bad = MeasureInput(task, Unserialisable())
+    builds, results = runner.build_and_run([good, good, good, bad])
+    assert len(sent) == 3 and all(p["steps"] == [] and "dag" in p for p in sent)
+    assert [r.error_no for r in results] == [0, E.BUILD_TIMEOUT, E.RUN_TIMEOUT,
+                                             E.INSTANTIATION_ERROR]  # fmt: skip
+    assert [b.error_no for b in builds] == [0, E.BUILD_TIMEOUT, 0, E.INSTANTIATION_ERROR]
+    assert (results[0].build_s, results[0].run_s) == (0.3, pytest.approx(0.2))
+    assert builds[0].phases == PHASES and builds[2].time_cost == 0.0
+    assert "serialising the steps" in results[3].error_msg
+    # What the servers said they spent, and the requests as seen here (transfer included).
+    assert runner.server_seconds == {"build": 0.6, "run": 0.2, "request": 1.0}
 
 
 @pytest.mark.parametrize(
