@@ -52,6 +52,7 @@ def default_devices(key: str) -> tuple:
 
 
 NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
 COMPILE_HOST = int(MeasureErrorNo.COMPILE_HOST)
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
 BUILD_TIMEOUT = int(MeasureErrorNo.BUILD_TIMEOUT)
@@ -324,8 +325,8 @@ def _measure(job: dict, timeout: float | None) -> dict:
     if reply[0] == "died":  # e.g. a crash in LLVM: a build error, as in the local builder
         return result((), COMPILE_HOST, f"building on {_describe()}: the device process "
                                         f"{reply[1]}")  # fmt: skip
-    if reply[0] != "ok":
-        return result((), RUNTIME_DEVICE, reply[1])
+    if reply[0] != "ok":  # build_one reports its own errors: the request was malformed
+        return result((), INSTANTIATION_ERROR, f"the server refuses the state: {reply[1]}")
     built = reply[1]
     report.update(build_s=float(built["build_s"]), phases=dict(built["phases"]))
     if built["error_no"] != NO_ERROR:

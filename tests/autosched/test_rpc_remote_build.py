@@ -80,6 +80,8 @@ BUILT = ("ok", {"error_no": 0, "error_msg": "", "build_s": 0.25, "phases": PHASE
         # The build crashed or hung the device process: build errors, as a local build's.
         ([("died", "died of SIGSEGV")], E.COMPILE_HOST, False, "building on"),
         ([("timeout", None)], E.BUILD_TIMEOUT, False, "building the candidate did not finish"),
+        ([("error", "build_candidate: KeyError: 'steps'")], E.INSTANTIATION_ERROR, False,
+         "refuses the state"),
         # The build itself reported an error (here a step that does not replay).
         ([("ok", {"error_no": 1, "error_msg": "building on the server: replaying the steps",
                   "build_s": 0.01, "phases": {}})],
