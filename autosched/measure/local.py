@@ -506,7 +506,8 @@ class MeasureStats:
     Attributes
     ----------
     build_s, run_s : float
-        Wall seconds spent in the builder and in the runner.
+        Wall seconds spent in the builder and in the runner (the servers' builds included
+        when the runner builds its candidates itself, :func:`runner_builds`).
     measured, errors : int
         Candidates measured, and how many of them failed.
     """
@@ -525,6 +526,10 @@ class MeasureStats:
 
 class ProgramMeasurer:
     """Builds and runs candidates batch by batch, keeps the best per workload, calls callbacks.
+
+    A runner that builds its candidates itself (:func:`runner_builds`: ``RPCRunner``, whose
+    servers run only what they built) measures them with ``build_and_run``, and the builder
+    is not used.
 
     Parameters
     ----------
