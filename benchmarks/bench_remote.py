@@ -14,6 +14,13 @@ on this machine; each runner measures the same set. Reported:
   about 180 ms for this matmul on a loaded 2-core machine, where loading a sent object file
   took about 25 ms.
 
+``--tune TARGETS`` (``llvm``, ``opencl`` or both, comma-separated) instead tunes one small
+matmul through ``RPCRunner`` with one server of the target's device on this machine (a
+cold PoCL kernel cache) and breaks each trial's measurement down: the timing ledger's build
+phases and run, and the records' ``build_s`` / ``run_s`` of each candidate:
+
+    python benchmarks/bench_remote.py --tune llvm,opencl --trials 24
+
 Servers are started with ``python -m autosched.exec.rpc_server`` against a tracker started
 with ``python -m autosched.exec.rpc_tracker``, each pinned to its own core when there are
 enough cores (``taskset``), and stopped at the end. Parallel loops run ``--threads`` threads
@@ -67,12 +74,13 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def start(self, n_servers: int):
+    def start(self, n_servers: int, device: str = "cpu", pin: bool = True):
         self._start("tracker", ["autosched.exec.rpc_tracker", "--port", str(self.port)])
-        pin = len(self.cores) >= n_servers
+        pin = pin and len(self.cores) >= n_servers
         for i in range(n_servers):
             args = ["autosched.exec.rpc_server", "--tracker", f"127.0.0.1:{self.port}"]
-            self._start(f"server{i}", [*args, "--key", "bench"], self.cores[i] if pin else None)
+            args += ["--key", "bench", "--device", device]
+            self._start(f"server{i}", args, self.cores[i] if pin else None)
         deadline = time.monotonic() + 120
         while True:
             with (
@@ -114,6 +122,71 @@ def time_runner(runner, inputs, built) -> tuple[float, int]:
     return secs, sum(r.error_no == MeasureErrorNo.NO_ERROR for r in results)
 
 
+def tune_breakdown(target: str, trials: int, size: int) -> dict:
+    """Tune a ``size``^3 matmul for ``trials`` trials through one server of ``target``'s
+    device; the per-trial seconds of the measurement and where they go."""
+    import math
+
+    dag = ansor.ComputeDAG(workloads.matmul(size, size, size))
+    task = ansor.SearchTask(dag, target=target)
+    cluster = Cluster(Path(tempfile.mkdtemp(prefix="bench-remote-")))
+    # A cold PoCL kernel cache, as for the new kernels of a real tune (a second run of the
+    # same seed would otherwise find every candidate compiled).
+    os.environ["POCL_CACHE_DIR"] = str(cluster.logdir / "pocl-cache")
+    try:
+        cluster.start(1, "opencl" if target.startswith("opencl") else "cpu", pin=False)
+        runner = rpc.RPCRunner("bench", "127.0.0.1", cluster.port, number=1, repeat=1,
+                               min_repeat_ms=0, timeout=60)  # fmt: skip
+        log = Path(cluster.logdir) / "tune.json"
+        options = ansor.TuningOptions(
+            num_measure_trials=trials, num_measures_per_round=8, verbose=0, runner=runner,
+            measure_callbacks=[ansor.RecordToFile(str(log))],
+        )  # fmt: skip
+        policy = ansor.SketchPolicy(task, ansor.RandomModel(0), seed=0, verbose=0)
+        with runner:
+            task.tune(options, policy)
+    finally:
+        cluster.close()
+    from autosched.measure.records import load_records
+    from autosched.measure.timing import BUILD_PHASES
+
+    results = [r for _, r in load_records(log)]
+    n = len(results)
+    sec = policy.ledger.seconds
+    build = sum(sec[k] for k in BUILD_PHASES)
+    row = {
+        "target": target, "trials": n,
+        "ok": sum(r.error_no == MeasureErrorNo.NO_ERROR for r in results),
+        "measure_s_per_trial": (build + sec["run"]) / n,
+        # The ledger's lower + codegen + compile + wait: the builder pool's wall time when
+        # candidates are built here, the servers' builds when only they build.
+        "build_phases_s_per_trial": build / n,
+        "run_s_per_trial": sec["run"] / n,
+        # The records' split of each candidate: build_s is the builder's (here) or the
+        # server's build, run_s the rest of the request (transfer, server build when it was
+        # built here too, load, check, timing).
+        "record_build_s": sum(r.build_s for r in results if not math.isnan(r.build_s)) / n,
+        "record_run_s": sum(r.run_s for r in results if not math.isnan(r.run_s)) / n,
+        "line": policy.ledger.line(),
+    }  # fmt: skip
+    # What the server reported (a build of autosched that reports it): its build, its run
+    # (load, check, timing) and the rest of each request (transfer, queueing).
+    got = getattr(runner, "server_seconds", {})
+    if got:
+        row["server_s_per_trial"] = {
+            "build": got["build"] / n, "run": got["run"] / n,
+            "transfer": (got["request"] - got["build"] - got["run"]) / n,
+        }  # fmt: skip
+    print(f"[{target}] {n} trials ({row['ok']} ok): measuring {row['measure_s_per_trial']:.3f} "
+          f"s/trial = build phases {row['build_phases_s_per_trial']:.3f} + run "
+          f"{row['run_s_per_trial']:.3f}; per record: build_s {row['record_build_s']:.3f}, "
+          f"run_s {row['record_run_s']:.3f}\n  {row['line']}", flush=True)  # fmt: skip
+    if "server_s_per_trial" in row:
+        print("  server, s/trial: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in row["server_s_per_trial"].items()), flush=True)  # fmt: skip
+    return row
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--servers", default="1,2,4", help="server counts to try")
@@ -123,7 +196,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--threads", type=int, default=1, help="threads of parallel loops (servers and local)"
     )
+    parser.add_argument("--tune", default="", help="targets to tune through one server "
+                        "(llvm, opencl), with the per-trial breakdown")  # fmt: skip
+    parser.add_argument("--trials", type=int, default=24, help="--tune: trials per target")
     args = parser.parse_args(argv)
+    if args.tune:
+        for target in args.tune.split(","):
+            tune_breakdown(target, args.trials, 64)
+        return 0
     # The same for every runner: LocalRunner's worker and the servers inherit it.
     os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
     inputs, built = candidates(args.size, args.candidates)

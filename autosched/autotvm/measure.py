@@ -16,6 +16,7 @@ from ..measure.data import MeasureErrorNo, MeasureResult, failed_result
 from ..measure.data import MeasureInput as StateInput
 from ..measure.local import LocalBuilder as _LocalBuilder
 from ..measure.local import LocalRunner as _LocalRunner
+from ..measure.local import runner_builds
 from ..rpc.cluster import DEFAULT_HOST, DEFAULT_PORT
 from ..rpc.runner import RPCRunner as _RemoteRunner
 from .measure_input import MeasureInput
@@ -192,8 +193,10 @@ def measure_batch(task, configs, builder, runner) -> tuple[list, list]:
             todo.append(k)
     if todo:
         state_inputs = [StateInput(task.search_task, inputs[k].state) for k in todo]
-        built = builder.build(state_inputs)
-        ran = runner.run(state_inputs, built)
+        if runner_builds(builder, runner):  # RPC servers build what they run, not this host
+            _, ran = runner.build_and_run(state_inputs)
+        else:
+            ran = runner.run(state_inputs, builder.build(state_inputs))
         for k, res in zip(todo, ran, strict=True):
             results[k] = res
     return inputs, results

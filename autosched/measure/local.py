@@ -43,6 +43,7 @@ __all__ = [
     "MeasureStats",
     "ProgramMeasurer",
     "measure",
+    "runner_builds",
 ]
 
 
@@ -505,7 +506,8 @@ class MeasureStats:
     Attributes
     ----------
     build_s, run_s : float
-        Wall seconds spent in the builder and in the runner.
+        Wall seconds spent in the builder and in the runner (the servers' builds included
+        when the runner builds its candidates itself, :func:`runner_builds`).
     measured, errors : int
         Candidates measured, and how many of them failed.
     """
@@ -524,6 +526,10 @@ class MeasureStats:
 
 class ProgramMeasurer:
     """Builds and runs candidates batch by batch, keeps the best per workload, calls callbacks.
+
+    A runner that builds its candidates itself (:func:`runner_builds`: ``RPCRunner``, whose
+    servers run only what they built) measures them with ``build_and_run``, and the builder
+    is not used.
 
     Parameters
     ----------
@@ -565,10 +571,14 @@ class ProgramMeasurer:
         results: list[MeasureResult] = []
         for lo in range(0, len(inputs), batch):
             chunk = inputs[lo : lo + batch]
-            t0 = time.perf_counter()
-            built = self.builder.build(chunk)
-            t1 = time.perf_counter()
-            ran = self.runner.run(chunk, built)
+            remote = runner_builds(self.builder, self.runner)
+            t0 = t1 = time.perf_counter()
+            if remote:  # the servers build (an RPC server runs only what it built itself)
+                built, ran = self.runner.build_and_run(chunk)
+            else:
+                built = self.builder.build(chunk)
+                t1 = time.perf_counter()
+                ran = self.runner.run(chunk, built)
             if note:
                 ok = MeasureErrorNo.NO_ERROR
                 ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
@@ -579,9 +589,16 @@ class ProgramMeasurer:
             self.stats.run_s += t2 - t1
             ledger = _timing.current()
             if ledger is not None:
-                workers = getattr(self.builder, "n_parallel", 1)
-                ledger.add_build(t1 - t0, [getattr(b, "phases", {}) for b in built], workers)
-                ledger.add("run", t2 - t1)
+                phases = [getattr(b, "phases", {}) for b in built]
+                if remote:
+                    # The servers' builds, inside the runner's wall time: the candidates in
+                    # flight at once (on average) divide their seconds, as the builders' do.
+                    busy = sum(r.all_cost for r in ran) / max(t2 - t1, 1e-9)
+                    ledger.add_build(t2 - t1, phases, max(1, round(busy)), rest="run")
+                else:
+                    workers = getattr(self.builder, "n_parallel", 1)
+                    ledger.add_build(t1 - t0, phases, workers)
+                    ledger.add("run", t2 - t1)
             self.stats.measured += len(chunk)
             self.stats.errors += sum(r.error_no != MeasureErrorNo.NO_ERROR for r in ran)
             for inp, res in zip(chunk, ran):
@@ -605,6 +622,23 @@ class ProgramMeasurer:
             close = getattr(part, "close", None)
             if close is not None:
                 close()
+
+
+def runner_builds(builder, runner) -> bool:
+    """Whether ``runner`` builds the candidates itself (``runner.build_and_run(inputs) ->
+    (build results, measure results)``, e.g. ``RPCRunner``, whose servers run only what they
+    built from the states), so that building them with ``builder`` would only be thrown
+    away. False when the builder does more than build: a ``build_func`` that links each
+    candidate with the device's toolchain, or a builder other than :class:`LocalBuilder`."""
+    if not getattr(runner, "builds_candidates", False):
+        return False
+    if builder == "local":
+        return True
+    return (
+        isinstance(builder, LocalBuilder)
+        and type(builder).build is LocalBuilder.build
+        and builder.build_func == "default"
+    )
 
 
 def _with_split(built, ran) -> list[MeasureResult]:

@@ -101,11 +101,14 @@ class TimeLedger:
         if self._stack:
             self._stack[-1][2] += seconds
 
-    def add_build(self, wall: float, reports: Sequence[Mapping], workers: int) -> None:
+    def add_build(
+        self, wall: float, reports: Sequence[Mapping], workers: int, rest: str = "wait"
+    ) -> None:
         """Charge a batch build of ``wall`` seconds: the workers' ``lower`` / ``codegen`` /
         ``compile`` seconds (one report per candidate) divided by the busy workers, the rest
-        to ``wait``. Without any report (a builder that does not say) it all goes to
-        ``compile``."""
+        to ``rest`` (``"run"`` when the builds happened inside a runner's wall time: RPC
+        servers build what they measure). Without any report (a builder that does not say)
+        it all goes to ``compile``."""
         busy = max(1, min(int(workers), len(reports)))
         totals = {k: sum(float(r.get(k, 0.0)) for r in reports) / busy for k in BUILD_PHASES[:3]}
         inside = sum(totals.values())
@@ -115,7 +118,7 @@ class TimeLedger:
         scale = min(1.0, wall / inside)  # the workers' clocks cannot exceed the batch's wall
         for k, v in totals.items():
             self.add(k, v * scale)
-        self.add("wait", wall - inside * scale)
+        self.add(rest, wall - inside * scale)
 
     # ------------------------------------------------------------------ rounds
 

@@ -37,6 +37,8 @@ class DeviceState:
         # The local runner's timing code (time_evaluator, cache flush).
         self.timer = CandidateRunner()
         self.libraries: dict[str, object] = {}
+        # The measure request being served: (its kernel built here, the request).
+        self.candidate: tuple | None = None
         self.graphs: dict[str, object] = {}
 
     # ------------------------------------------------------------------ device facts
@@ -52,11 +54,31 @@ class DeviceState:
         return attrs
 
     # ------------------------------------------------------------------ measurement
-    def measure(self, job: dict, timeout: float) -> tuple:
-        """``(costs, error_no, error_msg, restart)`` for one state (see ``RPCRunner``'s
-        payload), built here; ``restart`` asks the server to replace this process (its GPU
-        context is broken, e.g. after a CUDA illegal address)."""
-        costs, code, msg, dev = self._measure(job, timeout)
+    # A measure request is two requests to this process, so that the server knows which
+    # stage failed (a build that crashes or hangs this process is a build error, as in the
+    # local builder) and what each took: build_candidate builds the state and keeps the
+    # kernel and the request here, run_candidate then loads, checks and times it.
+
+    def build_candidate(self, job: dict, timeout: float) -> dict:
+        """Build the state of measure request ``job`` (see ``RPCRunner``'s payload) and keep
+        it for :meth:`run_candidate`: ``{"error_no", "error_msg", "build_s", "phases"}``, the
+        build's seconds and those of its ``lower`` / ``codegen`` / ``compile`` stages."""
+        self.candidate = None
+        src, code, msg, secs, phases = self.build_timed(job, timeout)
+        if src is not None:
+            self.candidate = (src, job)
+        else:
+            msg = f"building on the server: {msg}"
+        return {"error_no": code, "error_msg": msg, "build_s": secs, "phases": phases}
+
+    def run_candidate(self) -> tuple:
+        """``(costs, error_no, error_msg, restart)`` of the kernel :meth:`build_candidate`
+        built; ``restart`` asks the server to replace this process (its GPU context is broken,
+        e.g. after a CUDA illegal address)."""
+        if self.candidate is None:
+            raise RuntimeError("no built candidate to run (build_candidate first)")
+        (src, job), self.candidate = self.candidate, None
+        costs, code, msg, dev = self._run(src, job)
         restart = code == RUNTIME_DEVICE and dev is not None and not dev.on_host
         return costs, code, msg, restart and not device_usable(dev)
 
@@ -66,6 +88,11 @@ class DeviceState:
         compiler (the DAG decoded strictly, never code). A library's kernel
         (:mod:`autosched.rpc.rebuild`) also names its kernel (``name``) and says whether its
         weights are stored in loop order (``layout_rewrite``)."""
+        return self.build_timed(job, timeout)[:3]
+
+    def build_timed(self, job: dict, timeout: float) -> tuple:
+        """:meth:`build`'s ``(source or None, error_no, error_msg)`` plus the build's seconds
+        and its stages' (``lower``, ``codegen``, ``compile``)."""
         from tensorir.dag_data import dag_from_data
 
         from ..hardware import with_device_arch
@@ -80,16 +107,13 @@ class DeviceState:
             if not isinstance(layout_rewrite, bool):
                 raise ValueError("layout_rewrite must be true or false")
         except Exception as exc:
-            return None, INSTANTIATION_ERROR, f"the server refuses the state: {short_error(exc)}"
-        src, code, msg, _, _ = build_one((dag, job["steps"], target, timeout), name, layout_rewrite)
-        return src, code, msg
+            msg = f"the server refuses the state: {short_error(exc)}"
+            return None, INSTANTIATION_ERROR, msg, 0.0, {}
+        return build_one((dag, job["steps"], target, timeout), name, layout_rewrite)
 
-    def _measure(self, job: dict, timeout: float) -> tuple:
+    def _run(self, src: dict, job: dict) -> tuple:
         from runtime.module import LANG_DEVICE
 
-        src, code, msg = self.build(job, timeout)
-        if src is None:
-            return (), code, f"building on the server: {msg}", None
         dev = self.runtime.device(LANG_DEVICE[src["lang"]])
         keys = ("lang", "code", "params", "workspaces", "launches", "layouts", "binary")
         try:
@@ -228,7 +252,8 @@ class DeviceState:
 # The operations a request may name, and the DeviceState method each runs.
 OPS = {
     "attributes": "attributes",
-    "measure": "measure",
+    "build_candidate": "build_candidate",
+    "run_candidate": "run_candidate",
     "vta_measure": "vta_measure",
     "load": "load",
     "call": "call",
@@ -238,6 +263,11 @@ OPS = {
     "graph_benchmark": "graph_benchmark",
     "free": "free",
 }
+
+
+#: The two halves of a measure request, which the server sends itself (``server._measure``);
+#: a client's ``"measure"`` goes through its checks, never straight to these.
+MEASURE_OPS = ("build_candidate", "run_candidate")
 
 
 def device_main(conn) -> None:

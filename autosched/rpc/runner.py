@@ -1,12 +1,20 @@
 """``RPCRunner``: measure tuning candidates on the device servers of a key.
 
-Builds happen on the tuning machine (``LocalBuilder``, in parallel, as for local runs), which
-finds the candidates that do not build. For each built candidate the runner sends plain data
-to a server: the *state* (the DAG as plain data, the steps as records store them, the
-target), never code, and the reference inputs and outputs, computed here once per workload.
-The server builds the kernel with its own compiler, checks its outputs, times it and answers
-``{costs, error_no, error_msg, server}``, which is validated here and becomes the
-``MeasureResult``; a malformed reply becomes an error record naming the server.
+For each candidate the runner sends plain data to a server: the *state* (the DAG as plain
+data, the steps as records store them, the target), never code, and the reference inputs
+and outputs, computed here once per workload. The server builds the kernel with its own
+compiler (it runs only what it built), checks its outputs, times it and answers ``{costs,
+error_no, error_msg, server}`` and how its build went (``built``, ``build_s``, ``phases``,
+``run_s``), which is validated here and becomes the ``MeasureResult``; a malformed reply
+becomes an error record naming the server.
+
+So the tuning machine does not build the candidates: :meth:`RPCRunner.build_and_run` (which
+``ProgramMeasurer`` and AutoTVM's ``measure_batch`` call instead of the builder and
+:meth:`RPCRunner.run`) returns the servers' builds as the ``BuildResult``s, with their error
+codes (a candidate that does not build is a build error, as with a local build), seconds and
+stages, for the records and the timing ledger. :meth:`RPCRunner.run` still takes candidates
+built here (a builder that links each candidate with the board's toolchain,
+``LocalBuilder(build_func="ndk")``, finds those that do not link before anything is sent).
 
 Each server has at most one of this runner's requests at a time (``n_parallel`` in flight in
 all). A request not answered within twice ``timeout`` (build and run) plus a margin is
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import logging
 import math
 import threading
@@ -33,9 +42,11 @@ from ..measure.data import (
     MeasureResult,
     failed_result,
     state_data,
+    steps_json_of,
 )
 from ..measure.local import ReferenceCache
-from ..measure.worker import random_inputs
+from ..measure.timing import BUILD_PHASES
+from ..measure.worker import random_inputs, short_error
 from .cluster import DEFAULT_HOST, DEFAULT_PORT
 from .server import STATE_FORMAT, STATE_VERSION
 from .wire import BadReply
@@ -62,8 +73,8 @@ class RPCRunner:
     n_parallel : int or None
         Candidates in flight at once; None: as many as the key has servers (each run asks).
     timeout : float
-        Seconds one candidate may take on its server (load, check and timing), and how long
-        to wait for a server of ``key`` to register.
+        Seconds the server's build of one candidate may take, and again its run (load, check
+        and timing); also how long to wait for a server of ``key`` to register.
     number, repeat, min_repeat_ms, enable_cpu_cache_flush : see ``LocalRunner``.
     cooldown_interval : float
         Seconds the server rests after each candidate.
@@ -108,6 +119,9 @@ class RPCRunner:
         self._refs = ReferenceCache()
         # Candidates each server answered (by address), for checking that servers share work.
         self.server_counts: collections.Counter = collections.Counter()
+        # Seconds of the answered measure requests: "build" and "run" (load, check, timing)
+        # as the servers reported them, "request" as seen here (the rest is transfer, queue).
+        self.server_seconds: collections.Counter = collections.Counter()
         # Servers that did not answer in time: this runner sends them nothing more.
         self.hung_servers: set[str] = set()
 
@@ -140,9 +154,10 @@ class RPCRunner:
         outs = {t.name: a for t, a in zip(dag.output_tensors, ref[1])}
         return ins, outs
 
-    def _payload(self, inp: MeasureInput, br: BuildResult) -> dict:
+    def _payload(self, inp: MeasureInput, br: BuildResult | None = None) -> dict:
         """The plain data of one measurement: the state (DAG, steps, target) and the
-        reference arrays by tensor name; ``br`` was built here only to find errors early."""
+        reference arrays by tensor name; ``br``, when it was built here, is not sent (the
+        server builds the state itself)."""
         del br
         ins, outs = self._reference(inp.task)
         flush = self.enable_cpu_cache_flush
@@ -183,16 +198,70 @@ class RPCRunner:
                 results[i] = failed_result(br.error_no, br.error_msg, br.time_cost)
             else:
                 todo.append(i)
-        if todo:
-            self.run_jobs(
-                "measure",
-                todo,
-                payload=lambda i: self._payload(inputs[i], build_results[i]),
-                finish=lambda i, reply, secs, server: self._result(reply, secs, server),
-                spent=lambda i: build_results[i].time_cost,
-                results=results,
-            )
+        self._measure(inputs, todo, results, [b.time_cost for b in build_results])
         return results  # type: ignore[return-value]
+
+    #: ``ProgramMeasurer`` and AutoTVM's ``measure_batch`` call :meth:`build_and_run` instead
+    #: of building candidates here for :meth:`run` (``autosched.measure.local.runner_builds``).
+    builds_candidates = True
+
+    def build_and_run(
+        self, inputs: Sequence[MeasureInput]
+    ) -> tuple[list[BuildResult], list[MeasureResult]]:
+        """Build and measure each input on the servers, with no build here: a server runs only
+        what it built from the state, so a build here would be thrown away.
+
+        Returns
+        -------
+        (list of BuildResult, list of MeasureResult)
+            One each per input. The build results are the servers' (no source: the code stays
+            on the server): a candidate that did not build there has its build error (the
+            codes of ``LocalBuilder``: INSTANTIATION_ERROR, COMPILE_HOST, COMPILE_DEVICE,
+            BUILD_TIMEOUT) in both; ``time_cost`` and ``phases`` are what the server reported
+            (0 and none when no reply came). The measure results have ``build_s`` and
+            ``run_s`` filled (the server's build, the rest of the request).
+
+        Raises
+        ------
+        autosched.rpc.NoServerError, ConnectionError
+            As :meth:`run`.
+        """
+        n = len(inputs)
+        results: list[MeasureResult | None] = [None] * n
+        builds: list[BuildResult | None] = [None] * n
+        self._measure(inputs, list(range(n)), results, [0.0] * n, builds)
+        for i, res in enumerate(results):
+            if builds[i] is None:  # no build report (no reply, a malformed one, refused)
+                builds[i] = BuildResult(None, MeasureErrorNo.NO_ERROR, "", 0.0)
+                if res.error_no in BUILD_ERRORS:
+                    builds[i] = BuildResult(None, res.error_no, res.error_msg, 0.0)
+        return builds, results  # type: ignore[return-value]
+
+    def _measure(self, inputs, todo, results: list, spent: list, builds: list | None = None):
+        """Measure ``inputs[i]`` for ``i`` in ``todo`` into ``results[i]`` (``spent[i]``: the
+        seconds spent on it before); ``builds``, when given, gets the servers' builds."""
+        payloads = {}
+        for i in todo:
+            try:
+                steps_json_of(inputs[i].state)
+            except Exception as exc:  # as in LocalBuilder: steps that cannot be sent
+                msg = f"serialising the steps: {short_error(exc)}"
+                results[i] = failed_result(MeasureErrorNo.INSTANTIATION_ERROR, msg, spent[i])
+                continue
+            payloads[i] = self._payload(inputs[i])
+        if not payloads:
+            return
+
+        def finish(i, reply, secs, server):
+            result, build = self._result(reply, secs, server)
+            if builds is None or build is None:
+                return result
+            builds[i] = build  # the server's build is this candidate's: its seconds are too
+            run_s = max(0.0, secs - build.time_cost)
+            return dataclasses.replace(result, build_s=build.time_cost, run_s=run_s)
+
+        self.run_jobs("measure", list(payloads), payloads.__getitem__, finish,
+                      spent.__getitem__, results)  # fmt: skip
 
     def run_jobs(self, op: str, todo, payload, finish, spent, results: list) -> None:
         """Run one server request ``op`` per index of ``todo`` on the servers of ``key``,
@@ -299,12 +368,22 @@ class RPCRunner:
                 self._fail(in_flight, pending, results, spent, msg)
                 return
 
-    def _result(self, reply, secs: float, server: str) -> MeasureResult:
-        """The MeasureResult of a measure reply, validated (:class:`BadReply` otherwise)."""
+    def _result(self, reply, secs: float, server: str) -> tuple:
+        """``(MeasureResult, BuildResult or None)`` of a measure reply, validated
+        (:class:`BadReply` otherwise); the build result is the server's build, None when the
+        reply does not report it."""
         costs, code, msg = check_measure_reply(reply, server, self.repeat)
+        report = check_build_report(reply, server)
+        build = None
+        if report is not None:
+            built, build_s, run_s, phases = report
+            self.server_seconds.update(build=build_s, run=run_s, request=secs)
+            failed = not built and code != MeasureErrorNo.NO_ERROR
+            build = BuildResult(None, code if failed else MeasureErrorNo.NO_ERROR,
+                                msg if failed else "", build_s, phases)  # fmt: skip
         if code != MeasureErrorNo.NO_ERROR:
-            return failed_result(code, msg, secs)
-        return MeasureResult(costs, 0, "", secs, time.time())
+            return failed_result(code, msg, secs), build
+        return MeasureResult(costs, 0, "", secs, time.time()), build
 
     @staticmethod
     def _cancel(future) -> None:
@@ -368,6 +447,39 @@ def check_error_fields(reply, server: str) -> tuple[int, str]:
     if code != MeasureErrorNo.NO_ERROR and server not in msg:
         msg = f"{msg} (on {server})"
     return code, msg
+
+
+#: The codes of a failed build (``LocalBuilder``'s): a reply without its build report that
+#: fails with one of these failed building.
+BUILD_ERRORS = frozenset({MeasureErrorNo.INSTANTIATION_ERROR, MeasureErrorNo.COMPILE_HOST,
+                          MeasureErrorNo.BUILD_TIMEOUT})  # fmt: skip
+
+
+def check_build_report(reply: dict, server: str) -> tuple | None:
+    """``(built, build_s, run_s, phases)`` of a measure reply's report (the server's build of
+    the state: whether it succeeded, its seconds, then the run's seconds and the build's
+    ``lower`` / ``codegen`` / ``compile`` stages'), None when the reply has none (a server of
+    an older autosched), or :class:`BadReply` naming ``server`` when it is malformed."""
+    if "built" not in reply:
+        return None
+    built, phases = reply.get("built"), reply.get("phases")
+    if not isinstance(built, bool):
+        raise BadReply(f"malformed reply from {server}: built is not true or false")
+    if not isinstance(phases, dict) or not set(phases) <= set(BUILD_PHASES):
+        raise BadReply(f"malformed reply from {server}: phases must map "
+                       f"{', '.join(BUILD_PHASES[:3])} to seconds")  # fmt: skip
+    seconds = [check_seconds(reply.get(k), server, k) for k in ("build_s", "run_s")]
+    phases = {k: check_seconds(v, server, f"phases.{k}") for k, v in phases.items()}
+    return built, seconds[0], seconds[1], phases
+
+
+def check_seconds(value, server: str, what: str) -> float:
+    """A duration a server reported: a finite float >= 0, or :class:`BadReply`."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value >= 0):
+        raise BadReply(f"malformed reply from {server}: {what} {value!r} is not a number of "
+                       "seconds"[:300])  # fmt: skip
+    return float(value)
 
 
 def check_cost(value, server: str, what: str = "cost") -> float:

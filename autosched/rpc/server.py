@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,11 @@ def default_devices(key: str) -> tuple:
     return (VTA_DEVICE,) if key in VTA_KEYS else ("cpu",)
 
 
+NO_ERROR = int(MeasureErrorNo.NO_ERROR)
+INSTANTIATION_ERROR = int(MeasureErrorNo.INSTANTIATION_ERROR)
+COMPILE_HOST = int(MeasureErrorNo.COMPILE_HOST)
 COMPILE_DEVICE = int(MeasureErrorNo.COMPILE_DEVICE)
+BUILD_TIMEOUT = int(MeasureErrorNo.BUILD_TIMEOUT)
 RUNTIME_DEVICE = int(MeasureErrorNo.RUNTIME_DEVICE)
 RUN_TIMEOUT = int(MeasureErrorNo.RUN_TIMEOUT)
 
@@ -61,6 +66,8 @@ _lock = threading.Lock()
 _device: dict = {"proc": None}
 
 START_TIMEOUT = 120.0
+# Seconds past a measure request's build timeout before its device process is called hung.
+BUILD_GRACE_S = 5.0
 SESSION_OP_TIMEOUT = 600.0
 
 
@@ -232,7 +239,7 @@ def device_call(op: str, args: dict, timeout: float | None = None) -> bytes:
 
 
 def _dispatch(op: str, args: dict, timeout: float | None):
-    from .device_process import OPS
+    from .device_process import MEASURE_OPS, OPS
 
     if op == "info":
         return {
@@ -247,7 +254,7 @@ def _dispatch(op: str, args: dict, timeout: float | None):
         return _measure(args, timeout)
     if op == "vta_measure":
         return _measure_vta(args, timeout)
-    if op not in OPS:
+    if op not in OPS or op in MEASURE_OPS:
         raise RuntimeError(f"{_describe()}: unknown operation {op!r}")
     if op == "load":
         path = str(_workfile(args["name"]))
@@ -287,24 +294,55 @@ def _check_rebuildable(path: str) -> None:
 
 def _measure(job: dict, timeout: float | None) -> dict:
     """Build the state of ``job`` here and measure it: ``{"costs", "error_no", "error_msg",
-    "server"}``. The build and the run each get ``timeout`` seconds."""
+    "server", "built", "build_s", "phases", "run_s"}``.
+
+    The build gets ``timeout`` seconds and the run (load, check, timing) the rest of
+    ``2 * timeout``, in the device process; ``built`` says whether the build succeeded (so
+    the client classifies a failure as a build or a run error, as a local build would),
+    ``build_s`` and ``phases`` are the build's seconds and its stages' (``lower``,
+    ``codegen``, ``compile``), ``run_s`` the run's, all measured here (0 for a stage that did
+    not happen).
+    """
     server = f"{_server['key']}@{os.getpid()}"
+    report = {"built": False, "build_s": 0.0, "phases": {}, "run_s": 0.0}
 
     def result(costs, code, msg) -> dict:
-        return {"costs": list(costs), "error_no": int(code), "error_msg": msg, "server": server}
+        return {"costs": list(costs), "error_no": int(code), "error_msg": msg,
+                "server": server, **report}  # fmt: skip
 
     problem = request_problem(job)
     if problem:
         return result((), COMPILE_DEVICE, problem)
     timeout = float(timeout or 10.0)
-    reply = _ask("measure", {"job": job, "timeout": timeout}, 2 * timeout)
+    start = time.perf_counter()
+    # The build stops itself at ``timeout`` (build_one's alarm); the grace covers a build
+    # stuck in C code, within the 2 * timeout the client allows the request.
+    reply = _ask("build_candidate", {"job": job, "timeout": timeout}, timeout + BUILD_GRACE_S)
+    report["build_s"] = time.perf_counter() - start
+    if reply[0] == "timeout":
+        msg = f"building the candidate did not finish within {timeout:g} s on {_describe()}"
+        return result((), BUILD_TIMEOUT, msg)
+    if reply[0] == "died":  # e.g. a crash in LLVM: a build error, as in the local builder
+        return result((), COMPILE_HOST, f"building on {_describe()}: the device process "
+                                        f"{reply[1]}")  # fmt: skip
+    if reply[0] != "ok":  # build_one reports its own errors: the request was malformed
+        return result((), INSTANTIATION_ERROR, f"the server refuses the state: {reply[1]}")
+    built = reply[1]
+    report.update(build_s=float(built["build_s"]), phases=dict(built["phases"]))
+    if built["error_no"] != NO_ERROR:
+        return result((), built["error_no"], built["error_msg"])
+    report["built"] = True
+    start = time.perf_counter()
+    left = max(timeout, 2 * timeout - report["build_s"])
+    reply = _ask("run_candidate", {}, left)
+    report["run_s"] = time.perf_counter() - start
     if reply[0] == "ok":
         costs, code, msg, restart = reply[1]
         if restart:  # the device context is broken: the next candidate gets a fresh process
             _replace_device_process()
         return result(costs, code, msg)
     if reply[0] == "timeout":
-        msg = f"the candidate did not finish within {timeout:g} s on {_describe()}"
+        msg = f"the candidate did not finish within {left:g} s on {_describe()}"
         return result((), RUN_TIMEOUT, msg)
     if reply[0] == "died":
         return result((), RUNTIME_DEVICE, f"the device process of {_describe()} {reply[1]}")

@@ -12,6 +12,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -176,6 +177,60 @@ def test_tune_through_rpc_runner_writes_valid_records(cluster, task, tmp_path):
     c = np.empty((32, 32), "float32")
     func(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_remote_tune_builds_on_the_server_only(cluster, task, tmp_path, monkeypatch):
+    """The client builds nothing (a server runs only what it built from the state), and the
+    records keep the server's build seconds, as a local build's."""
+    local_builds = []
+    build = ansor.LocalBuilder.build
+
+    def counted(self, inputs):
+        local_builds.append(len(inputs))
+        return build(self, inputs)
+
+    monkeypatch.setattr(ansor.LocalBuilder, "build", counted)
+    log = tmp_path / "rpc.json"
+    runner = rpc.RPCRunner("cpu", "127.0.0.1", cluster["port"], n_parallel=2, timeout=20)
+    with runner:
+        options = ansor.TuningOptions(
+            num_measure_trials=4, num_measures_per_round=4, verbose=0, runner=runner,
+            measure_callbacks=[ansor.RecordToFile(log)],
+        )  # fmt: skip
+        policy = ansor.SketchPolicy(task, ansor.RandomModel(0), seed=1, verbose=0)
+        task.tune(options, policy)
+    records = [r for _, r in load_records(log)]
+    assert local_builds == [] and len(records) == 4
+    ok = [r for r in records if r.error_no == MeasureErrorNo.NO_ERROR]
+    assert len(ok) >= 3, [r.error_msg for r in records]
+    assert all(0 < r.build_s < r.all_cost and 0 < r.run_s < r.all_cost for r in ok)
+    # The servers' builds are in the timing ledger: code generation and LLVM's compile.
+    assert policy.ledger.seconds["compile"] > 0 and policy.ledger.seconds["wait"] == 0
+
+
+def test_server_build_errors_stay_build_errors(cluster, task):
+    runner = rpc.RPCRunner("solo", "127.0.0.1", cluster["port"], timeout=20)
+    good = MeasureInput(task, task.compute_dag.get_init_state())
+    bad = MeasureInput(task, SimpleNamespace(dag=task.compute_dag,
+                                             steps_json='[["SP", 9, 0, 32, [4], 1]]'))  # fmt: skip
+    with runner:
+        builds, results = runner.build_and_run([bad, good])
+    assert [b.error_no for b in builds] == [MeasureErrorNo.INSTANTIATION_ERROR, 0], builds
+    assert [r.error_no for r in results] == [MeasureErrorNo.INSTANTIATION_ERROR, 0], results
+    assert "building on the server: replaying the steps" in results[0].error_msg
+    assert builds[1].source is None and builds[1].phases["compile"] > 0
+    assert results[1].build_s == builds[1].time_cost > 0
+    # The server's build timeout is a build timeout, not a run timeout; a tampered state
+    # (a DAG that calls a function the server does not know) is refused before it builds.
+    payload = runner._payload(good)
+    reply = _measure(cluster["tracker"], "solo", payload, timeout=1e-4)
+    assert reply["error_no"] == MeasureErrorNo.BUILD_TIMEOUT and reply["built"] is False, reply
+    system = ["compute", "x", [], ["call", "system", [], "int32"], "", {"dict": []}]
+    reply = _measure(
+        cluster["tracker"], "solo", dict(payload, dag=dict(payload["dag"], ops=[system]))
+    )
+    assert reply["error_no"] == MeasureErrorNo.INSTANTIATION_ERROR and not reply["built"], reply
+    assert "only the math functions" in reply["error_msg"], reply
 
 
 def test_killing_a_server_mid_run_loses_at_most_its_candidate(cluster, task):
