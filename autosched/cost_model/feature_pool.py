@@ -37,9 +37,7 @@ __all__ = [
     "DEFAULT_CACHE",
     "MIN_BATCH",
     "FeatureCache",
-    "extract_groups",
     "extract_many",
-    "groups_features",
     "num_workers",
     "shutdown",
     "states_features",
@@ -147,32 +145,23 @@ def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
     workers : int
         Worker processes to spread the states over (at least 1).
     """
-    return extract_groups([(task, steps_json)], workers)[0]
-
-
-def extract_groups(groups: list[tuple], workers: int) -> list[list[np.ndarray]]:
-    """:func:`extract_many` of several tasks' states in one parallel batch: ``groups`` is a
-    list of ``(task, steps_json)``; returns each group's rows, in order (a resumed tune's
-    records are a few per task, too few per task to be worth the workers)."""
-    total = sum(len(steps) for _, steps in groups)
+    limits = task.hardware_params.as_limits() if task.target.is_gpu else None
+    line = task.hardware_params.cache_line_bytes or 64
     # Two chunks per worker: one slow chunk does not leave the other workers idle for long.
-    size = max(1, -(-total // (2 * workers)))
-    jobs, owners = [], []
-    for g, (task, steps_json) in enumerate(groups):
-        limits = task.hardware_params.as_limits() if task.target.is_gpu else None
-        line = task.hardware_params.cache_line_bytes or 64
-        for lo in range(0, len(steps_json), size):
-            jobs.append(((task.compute_dag, limits, line, steps_json[lo : lo + size]),))
-            owners.append(g)
-    out: list[list[np.ndarray]] = [[] for _ in groups]
-    outcomes = _workers(workers).map(_extract_chunk, jobs)
-    for g, outcome in zip(owners, outcomes, strict=True):
+    n_chunks = min(len(steps_json), 2 * workers)
+    bounds = np.linspace(0, len(steps_json), n_chunks + 1).astype(int)
+    jobs = [
+        (task.compute_dag, limits, line, steps_json[lo:hi])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    out: list[np.ndarray] = []
+    for outcome in _workers(workers).map(_extract_chunk, [(job,) for job in jobs]):
         if not outcome.ok:
             why = outcome.detail if outcome.error is None else repr(outcome.error)
             raise RuntimeError(f"feature extraction in a worker process failed: {why}")
         rows, errors = outcome.value
         merge_suppressed(errors)
-        out[g].extend(rows)
+        out.extend(rows)
     return out
 
 
@@ -234,28 +223,34 @@ def states_features(
     Returns read-only arrays (cached arrays are shared). The time is charged to the
     ``features`` phase of the current timing ledger.
     """
-    return groups_features([(task, states)], cache, store)[0]
-
-
-def groups_features(
-    groups: list[tuple], cache: FeatureCache | None = None, store: FeatureStore | None = None
-) -> list[list[np.ndarray]]:
-    """:func:`states_features` of several tasks' states (``groups``: ``(task, states)`` pairs),
-    their new states extracted together, in one parallel batch when there are enough."""
     with phase("features"):
-        return _groups_features(groups, DEFAULT_CACHE if cache is None else cache, store)
+        return _states_features(task, states, cache, store)
 
 
-def _groups_features(groups, cache, store) -> list[list[np.ndarray]]:
-    plans = [_Lookup(task, states, cache, store) for task, states in groups]
-    todo = [(plan, i) for plan in plans for i in plan.first.values()]
+def _states_features(task, states, cache, store=None) -> list[np.ndarray]:
+    cache = DEFAULT_CACHE if cache is None else cache
+    keys = [cache.key(task, s) for s in states]
+    stored = _store_keys(task, keys) if store is not None else None
+    out: list = [None] * len(keys)
+    first: dict = {}  # key of a state to extract -> its first index in the batch
+    for i, key in enumerate(keys):
+        if key in first:  # a duplicate within the batch is extracted once
+            cache.hits += 1
+            continue
+        out[i] = cache.get(key)
+        if out[i] is None and stored is not None:
+            out[i] = store.get(stored[i])
+            if out[i] is not None:
+                cache.put(key, out[i])
+        if out[i] is None:
+            first[key] = i
+    missing = [i for i, arr in enumerate(out) if arr is None]
+    todo = list(first.values())
     workers = num_workers() if len(todo) >= MIN_BATCH else 0
     rows = None
     if workers:
         try:
-            parts = extract_groups([(p.task, [p.keys[i][2] for i in p.first.values()])
-                                    for p in plans], workers)  # fmt: skip
-            rows = [arr for part in parts for arr in part]
+            rows = extract_many(task, [keys[i][2] for i in todo], workers)
         except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
             # An internal fallback (results are the same, only slower): a diagnostic for the
             # "autosched" logger, not a warning addressed to the user.
@@ -267,43 +262,17 @@ def _groups_features(groups, cache, store) -> list[list[np.ndarray]]:
             shutdown()
     if rows is None:
         with _older_objects_frozen():
-            rows = [state_features(plan.task, plan.states[i]) for plan, i in todo]
-    for (plan, i), arr in zip(todo, rows, strict=True):
-        cache.put(plan.keys[i], arr)
-        plan.fresh[plan.keys[i]] = arr
-    return [plan.finish(store) for plan in plans]
-
-
-class _Lookup:
-    """One task's batch: its states found in the cache or the store, and those to extract
-    (``first``: key -> first index; a duplicate within the batch is extracted once)."""
-
-    def __init__(self, task, states, cache: FeatureCache, store):
-        self.task, self.states = task, states
-        self.keys = [cache.key(task, s) for s in states]
-        self.stored = _store_keys(task, self.keys) if store is not None else None
-        self.out: list = [None] * len(states)
-        self.first: dict = {}
-        self.fresh: dict = {}
-        for i, key in enumerate(self.keys):
-            if key in self.first:
-                cache.hits += 1
-                continue
-            self.out[i] = cache.get(key)
-            if self.out[i] is None and store is not None:
-                self.out[i] = store.get(self.stored[i])
-                if self.out[i] is not None:
-                    cache.put(key, self.out[i])
-            if self.out[i] is None:
-                self.first[key] = i
-
-    def finish(self, store) -> list[np.ndarray]:
-        """The batch's rows, the extracted ones (``fresh``) filled in; all added to ``store``."""
-        out = [self.fresh[k] if a is None else a for k, a in zip(self.keys, self.out, strict=True)]
-        if store is not None:
-            for skey, arr in zip(self.stored, out, strict=True):
-                store.add(skey, arr)
-        return out
+            rows = [state_features(task, states[i]) for i in todo]
+    fresh = {}
+    for i, arr in zip(todo, rows, strict=True):
+        cache.put(keys[i], arr)
+        fresh[keys[i]] = arr
+    for i in missing:
+        out[i] = fresh[keys[i]]
+    if stored is not None:
+        for skey, arr in zip(stored, out, strict=True):
+            store.add(skey, arr)
+    return out
 
 
 def store_keys(task, states) -> list[bytes]:

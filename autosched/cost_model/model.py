@@ -23,7 +23,7 @@ import numpy as np
 
 from ..measure.data import MAX_COST, MeasureErrorNo
 from ..measure.timing import phase
-from .feature_pool import groups_features, states_features
+from .feature_pool import states_features
 from .model_file import load_model_file as _load_model_file
 from .model_file import save_model_file as _save_model_file
 from .record_inputs import resolve_inputs
@@ -177,11 +177,9 @@ class LGBModel(CostModel):
             by_task.setdefault(id(inp.task), (inp.task, []))[1].append(k)
         feats: list = [None] * len(inputs)
         store = self.feature_store
-        # All tasks' new programs at once: one parallel batch for a resumed tune's records.
-        groups = [(task, [inputs[k].state for k in idx]) for task, idx in by_task.values()]
-        rows = groups_features(groups, store=store)
-        for (_, idx), part in zip(by_task.values(), rows, strict=True):
-            for k, f in zip(idx, part, strict=True):
+        for task, idx in by_task.values():
+            states = [inputs[k].state for k in idx]
+            for k, f in zip(idx, states_features(task, states, store=store), strict=True):
                 feats[k] = f
         if store is not None:
             with phase("records"):  # written beside the log, as its records are

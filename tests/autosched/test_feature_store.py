@@ -240,29 +240,3 @@ def test_a_write_that_fails_is_logged_and_the_tune_goes_on(task, tmp_path, caplo
         store.flush()
     assert len(rows) == 2 and len(store) == 2 and not path.exists()
     assert "not written" in caplog.text and str(path) in caplog.text
-
-
-def test_records_of_several_tasks_are_extracted_in_one_parallel_batch(task, monkeypatch):
-    """What is not in the store (an old log, other feature code) is lowered by the workers,
-    all tasks together (a resumed tune's records are a few per task): the same rows."""
-    other = SearchTask(ComputeDAG(workloads.matmul(16, 32, 8)), target="llvm")
-    groups = [(task, _states(task, 5, seed=11)), (other, _states(other, 4, seed=12))]
-    batches = []
-    real = feature_pool.extract_groups
-
-    def counted(groups, workers):
-        batches.append([len(steps) for _, steps in groups])
-        return real(groups, workers)
-
-    monkeypatch.setattr(feature_pool, "extract_groups", counted)
-    monkeypatch.setattr(feature_pool, "MIN_BATCH", 8)
-    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "2")
-    try:
-        par = feature_pool.groups_features(groups, cache=FeatureCache())
-    finally:
-        feature_pool.shutdown()
-    assert batches == [[5, 4]]
-    assert [len(rows) for rows in par] == [5, 4]
-    for (t, states), rows in zip(groups, par, strict=True):
-        for s, got in zip(states, rows, strict=True):
-            assert len(got) and got.tobytes() == state_features(t, s).tobytes()

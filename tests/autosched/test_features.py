@@ -263,7 +263,7 @@ def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
     s2.split("C", s2["C"].iters[0], [4])
     monkeypatch.setattr(feature_pool, "MIN_BATCH", 1)
     monkeypatch.setattr(feature_pool, "num_workers", lambda: 2)
-    monkeypatch.setattr(feature_pool, "extract_groups", broken)
+    monkeypatch.setattr(feature_pool, "extract_many", broken)
     with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="autosched"):
         warnings.simplefilter("error")
         rows = states_features(task, [s, s2], cache=FeatureCache())
