@@ -30,6 +30,7 @@ from ..suppressed import counts as suppressed_counts
 from ..suppressed import merge as merge_suppressed
 from ..suppressed import suppressed
 from ..workers import WorkerPool, cpu_count, env
+from .feature_store import FeatureStore, entry_key, hardware_part
 from .features import N_FEATURES, lowered_features, state_features
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "num_workers",
     "shutdown",
     "states_features",
+    "store_keys",
     "worker_pool",
 ]
 
@@ -206,22 +208,29 @@ class FeatureCache:
 DEFAULT_CACHE = FeatureCache()
 
 
-def states_features(task, states, cache: FeatureCache | None = None) -> list[np.ndarray]:
+def states_features(
+    task, states, cache: FeatureCache | None = None, store: FeatureStore | None = None
+) -> list[np.ndarray]:
     """:func:`state_features` of many states, reusing ``cache`` (default: a module-wide LRU).
 
     A large batch of new states is extracted in parallel worker processes
     (this module's pool); the rows are the same as in-process.
 
+    With a ``store`` (the feature rows kept beside a log, used for measured programs), a
+    state missing from ``cache`` is looked up there before it is lowered, and every state's
+    rows end up in the store (written by its next flush).
+
     Returns read-only arrays (cached arrays are shared). The time is charged to the
     ``features`` phase of the current timing ledger.
     """
     with phase("features"):
-        return _states_features(task, states, cache)
+        return _states_features(task, states, cache, store)
 
 
-def _states_features(task, states, cache) -> list[np.ndarray]:
+def _states_features(task, states, cache, store=None) -> list[np.ndarray]:
     cache = DEFAULT_CACHE if cache is None else cache
     keys = [cache.key(task, s) for s in states]
+    stored = _store_keys(task, keys) if store is not None else None
     out: list = [None] * len(keys)
     first: dict = {}  # key of a state to extract -> its first index in the batch
     for i, key in enumerate(keys):
@@ -229,6 +238,10 @@ def _states_features(task, states, cache) -> list[np.ndarray]:
             cache.hits += 1
             continue
         out[i] = cache.get(key)
+        if out[i] is None and stored is not None:
+            out[i] = store.get(stored[i])
+            if out[i] is not None:
+                cache.put(key, out[i])
         if out[i] is None:
             first[key] = i
     missing = [i for i, arr in enumerate(out) if arr is None]
@@ -256,4 +269,19 @@ def _states_features(task, states, cache) -> list[np.ndarray]:
         fresh[keys[i]] = arr
     for i in missing:
         out[i] = fresh[keys[i]]
+    if stored is not None:
+        for skey, arr in zip(stored, out, strict=True):
+            store.add(skey, arr)
     return out
+
+
+def store_keys(task, states) -> list[bytes]:
+    """The feature store's keys of ``states`` of ``task``
+    (:func:`autosched.cost_model.feature_store.entry_key`)."""
+    return _store_keys(task, [FeatureCache.key(task, s) for s in states])
+
+
+def _store_keys(task, keys: list[tuple]) -> list[bytes]:
+    """The feature store's keys of the states whose in-memory cache keys are ``keys``."""
+    hardware = hardware_part(task)
+    return [entry_key(wk, target, hardware, steps) for wk, target, steps in keys]

@@ -104,6 +104,11 @@ class LGBModel(CostModel):
         Wall time of the latest training.
     last_train_programs : int
         Programs (measured without error) the latest training fitted.
+    feature_store : FeatureStore or None
+        The feature rows of measured programs kept beside the tuning log
+        (:mod:`autosched.cost_model.feature_store`): :meth:`update` reads the rows of programs
+        found there instead of lowering them, and adds the others. ``TaskScheduler`` sets it
+        when it writes a log.
     """
 
     def __init__(
@@ -151,6 +156,8 @@ class LGBModel(CostModel):
         self.base_score = 0.0  # added to every row's raw prediction
         self.last_train_seconds = 0.0
         self.last_train_programs = 0
+        # Where measured programs' rows are kept across runs (set by the task scheduler).
+        self.feature_store = None
         # All measured programs: feature rows, task key, cost (MAX_COST when failed).
         self.features: list[np.ndarray] = []
         self.keys: list[tuple] = []
@@ -169,11 +176,14 @@ class LGBModel(CostModel):
         for k, inp in enumerate(inputs):
             by_task.setdefault(id(inp.task), (inp.task, []))[1].append(k)
         feats: list = [None] * len(inputs)
+        store = self.feature_store
         for task, idx in by_task.values():
-            for k, f in zip(
-                idx, states_features(task, [inputs[k].state for k in idx]), strict=True
-            ):
+            states = [inputs[k].state for k in idx]
+            for k, f in zip(idx, states_features(task, states, store=store), strict=True):
                 feats[k] = f
+        if store is not None:
+            with phase("records"):  # written beside the log, as its records are
+                store.flush()
         for inp, res, f in zip(inputs, results, feats, strict=True):
             ok = res.error_no == MeasureErrorNo.NO_ERROR
             self.features.append(f)

@@ -316,6 +316,7 @@ class TaskScheduler:
         self.strategy = strategy
         self.load_model_file = load_model_file
         self.load_log_file = load_log_file
+        self._log_records = 0  # records read from load_log_file
         self.alpha = alpha
         self.beta = beta
         self.gamma = gamma
@@ -433,9 +434,10 @@ class TaskScheduler:
         if early_stopping is None or early_stopping < 0:
             early_stopping = None
 
-        self.search_policies = self._make_policies(
-            search_policy, search_policy_params, adaptive_training, resumed
-        )
+        with self.ledger.active():  # a resume's training on the log is part of the run
+            self.search_policies = self._make_policies(
+                search_policy, search_policy_params, adaptive_training, resumed
+            )
         for policy in self.search_policies:
             if hasattr(policy, "ledger"):
                 policy.ledger = self.ledger  # one ledger for the whole run
@@ -818,12 +820,14 @@ class TaskScheduler:
             model_kind, len(self.tasks) * self.num_measures_per_round, adaptive_training
         )
         if model_kind != "random":
+            model.feature_store = self._open_feature_store(records)
             if self.load_model_file and os.path.exists(self.load_model_file):
                 model.load(self.load_model_file)
             elif records:
                 inputs = [inp for i in sorted(records) for inp in records[i][0]]
                 results = [res for i in sorted(records) for res in records[i][1]]
-                model.update(inputs, results)
+                with phase("train"):  # (its feature extraction is charged to "features")
+                    model.update(inputs, results)
         if isinstance(params, dict):
             params = SearchParams(**params)
         policies = []
@@ -835,6 +839,30 @@ class TaskScheduler:
             policies.append(SketchPolicy(task, model, params, verbose=verbose,
                                          init_search_callbacks=callbacks))  # fmt: skip
         return policies
+
+    def _open_feature_store(self, records: dict):
+        """The feature rows kept beside the log this tune writes (``<log>.features.npz``),
+        or None without a log. Resuming from that same log, the store keeps the rows of its
+        records (``records``: the replayed ones per task); otherwise it starts afresh."""
+        from ..cost_model.feature_pool import store_keys
+        from ..cost_model.feature_store import FeatureStore, store_path
+
+        log = record_file(self.tune_option)
+        if log is None:
+            return None
+        try:
+            same = self.load_log_file is not None and os.path.samefile(self.load_log_file, log)
+        except OSError:  # either file is missing: nothing to resume from
+            same = False
+        if not same:
+            return FeatureStore.open(store_path(log))
+        with phase("features"):
+            keep = {
+                key
+                for i, (inputs, _) in records.items()
+                for key in store_keys(self.tasks[i], [inp.state for inp in inputs])
+            }
+            return FeatureStore.open(store_path(log), keep=keep, limit=self._log_records)
 
     def _restore_status(self, log_file) -> dict[int, tuple[list, list]]:
         """Counts, best costs and histories from ``log_file``; returns the replayed records
@@ -886,6 +914,7 @@ class TaskScheduler:
             if rounds and self._stalled(i):
                 self.dead_tasks.add(i)
         self.cur_score = self._compute_score(self.best_costs)
+        self._log_records = total
         used = sum(self.task_trials)
         self._say(
             f"TaskScheduler: loaded {total} records from {log_file} ({used} of these tasks)"

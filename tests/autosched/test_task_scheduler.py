@@ -13,6 +13,7 @@ import pytest
 
 import autosched as ansor
 from autosched import workloads
+from autosched.cost_model.features import state_features
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import load_records, log_ended_cleanly
 from autosched.network.task_scheduler import derive_similarity_tag
@@ -497,3 +498,41 @@ def test_cpu_tasks_measure_their_default_schedule_first():
         assert len(pol.pending_seeds) == 1
         assert any(it.annotation == "parallel" for st in pol.pending_seeds[0].stages
                    for it in st.iters)  # fmt: skip
+
+
+def _preload(log):
+    """What ``tune`` does with ``load_log_file=log`` before its first round; the cost model."""
+    ts = ansor.TaskScheduler(_tasks(), WEIGHTS, load_log_file=str(log))
+    ts.tune_option = ansor.TuningOptions(measure_callbacks=[ansor.RecordToFile(log)])
+    ts.num_measures_per_round = 8
+    return ts._make_policies("default", SMALL, False, ts._restore_status(str(log)))[0].model
+
+
+def test_resume_reads_the_feature_store_instead_of_lowering(tuned, tmp_path, monkeypatch):
+    """The first tune left <log>.features.npz; resuming trains on the log's records with those
+    rows (none lowered again), the same rows as lowering gives."""
+    from autosched.cost_model import feature_pool
+    from autosched.cost_model.feature_store import store_path
+
+    first_log, first, _ = tuned
+    log, bare = tmp_path / "log.json", tmp_path / "bare.json"
+    shutil.copy(first_log, log)
+    shutil.copy(store_path(first_log), store_path(log))
+    shutil.copy(first_log, bare)  # the same log without its store
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "0")
+    lowered = []
+
+    def counted(task, state):
+        lowered.append(state)
+        return state_features(task, state)
+
+    monkeypatch.setattr(feature_pool, "state_features", counted)
+    feature_pool.DEFAULT_CACHE.clear()
+    model = _preload(log)
+    assert lowered == [] and len(model.features) == sum(first.task_trials)
+    assert model.feature_store.hits == len(model.features)
+    feature_pool.DEFAULT_CACHE.clear()
+    lowered_again = _preload(bare)
+    assert len(lowered) == len(model.features) and lowered_again.feature_store.hits == 0
+    assert [f.tobytes() for f in model.features] == [f.tobytes() for f in lowered_again.features]
+    assert store_path(bare).exists()  # written for the next resume
