@@ -163,6 +163,8 @@ class _Generator(ExprEmitter):
         self.n_parallel = 0
         self.n_blocks = 0
         self._has_var_memo: dict = {}
+        self._skippable_memo: dict = {}
+        self._cse: dict = {}  # ExprEmitter.pure's instructions
         self._keep_alive: list = []
         self.has_threads = any(
             isinstance(s, For) and s.kind == "thread" for s in walk_stmts(program.body)
