@@ -6,6 +6,8 @@ matmul against numpy.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -420,6 +422,35 @@ def test_large_unroll_uses_metadata_and_matches_interpreter():
     run(p, x, y)
     run_program(p, [x, ref])
     np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_constant_matrix_of_unrolled_loops_is_folded(kind):
+    # Winograd's transforms read constant matrices as select chains over the loop variables;
+    # with those loops unrolled, every condition is constant: the chain must fold at emission
+    # (no compare of two constants, no select on a constant) and give numpy's answer. The
+    # index arithmetic that every unrolled copy repeats (j // 8, j % 8) is emitted once.
+    n, t = 16, 4
+    mat = RNG.standard_normal((t, t)).astype("float32")
+    a, b = Buffer("A", (t * n,), "float32"), Buffer("B", (t * n,), "float32")
+    i, r, j = Var("i"), Var("r"), Var("j")
+    entry = const(0.0)
+    for x in range(t):
+        for y in range(t):
+            entry = select(equal(r, x) & equal(i, y), const(float(mat[x, y])), entry)
+    jj = floordiv(j, 8) * 8 + floormod(j, 8)
+    acc = Store(b, i * n + jj, ld(b, i * n + jj) + ld(a, r * n + jj) * entry)
+    body = For(i, t, Seq((Store(b, i * n + jj, const(0.0)), For(r, t, acc, "unrolled"))),
+               "unrolled")  # fmt: skip
+    p = Program("const_matrix", (a, b), (), For(j, n, body, kind))
+    code = build_llvm(p).code
+    assert not re.search(r"icmp \w+ i64 -?\d+, -?\d+|select i1 (true|false)", code)
+    if kind == "serial":
+        assert code.count(" udiv ") == 1 and code.count(" urem ") == 1
+    x, y = rand(t * n), np.zeros(t * n, "float32")
+    run(p, x, y)
+    ref = mat.T @ x.reshape(t, n)  # B[i, j] = sum_r M[r, i] A[r, j]
+    np.testing.assert_allclose(y.reshape(t, n), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_thread_loops_run_serially_and_barrier_rules():
