@@ -20,6 +20,13 @@ How loop kinds are emitted:
   ``[begin, end)``; the closure holds the captured buffer pointers and loop variables;
   ``autosched_parallel_for(task, closure, extent)`` (runtime/cpu.py) calls it over ranges that
   cover the loop, as its thread pool hands them out (runtime/cpu_pool.py).
+
+The IR stays proportional to what the kernel computes, since the builders parse and optimize
+all of it for every candidate: integer operations on constants (unrolled loops bind their
+variables to constants) are folded while emitting, a select or ``IfThenElse`` whose condition
+folds emits only its taken side, and a basic block's repeated integer and address instructions
+(every unrolled copy's index arithmetic) are emitted once (``ExprEmitter.pure``). LLVM would
+fold and merge them too; doing it here cut a winograd candidate's IR from 2.4 MB to 0.17 MB.
 """
 
 from __future__ import annotations
