@@ -172,6 +172,8 @@ class _Generator(ExprEmitter):
         self._has_var_memo: dict = {}
         self._skippable_memo: dict = {}
         self._cse: dict = {}  # ExprEmitter.pure's instructions
+        self._pure_vars_memo: dict = {}
+        self._expr_memo: dict = {}  # ExprEmitter.expr's values of pure Binary nodes
         self._keep_alive: list = []
         self.has_threads = any(
             isinstance(s, For) and s.kind == "thread" for s in walk_stmts(program.body)

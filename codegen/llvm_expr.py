@@ -155,6 +155,17 @@ def _operand_key(v) -> object:
     return id(v)
 
 
+# Nodes whose value is a function of their variables' bindings alone (ExprEmitter.pure_vars).
+_PURE_NODES = (Const, Var, Binary, Cast, Not, Select)
+
+
+def _binding_key(v) -> object:
+    """What identifies a variable's binding in :meth:`ExprEmitter.expr`'s memo."""
+    if isinstance(v, VecVar):
+        return ("vec", _operand_key(v.base), v.lanes)
+    return _operand_key(v)
+
+
 def _is_scalar_const(v: ir.Value) -> bool:
     """Whether ``v`` is a scalar integer (or i1) constant with a known value."""
     return type(v) is ir.Constant and isinstance(v.type, ir.IntType) and isinstance(v.constant, int)
@@ -293,7 +304,17 @@ class ExprEmitter:
         if isinstance(e, Var):
             return self._var(e, wide)
         if isinstance(e, Binary):
-            return self._binary(e, wide)
+            names = self.pure_vars(e)
+            if names is None:
+                return self._binary(e, wide)
+            # Unrolled copies re-emit the same index arithmetic: with the same bindings of its
+            # variables, in the same block, the value emitted before is the value.
+            fvars = self.fn.vars
+            key = (id(e), wide, self.b.block, *(_binding_key(fvars.get(v)) for v in names))
+            hit = self._expr_memo.get(key)
+            if hit is None:
+                hit = self._expr_memo[key] = self._binary(e, wide)
+            return hit
         if isinstance(e, Load):
             return self.load(e, wide)
         if isinstance(e, Cast):
@@ -333,6 +354,22 @@ class ExprEmitter:
         if hit is None:
             hit = any(isinstance(n, Var) for n in walk(e))
             self._has_var_memo[key] = hit
+            self._keep_alive.append(e)
+        return hit
+
+    def pure_vars(self, e: Expr) -> tuple | None:
+        """The variables of ``e`` when its value depends on nothing else (arithmetic of
+        variables and constants: no memory, call or branch), else None (memoised per node)."""
+        key = id(e)
+        hit = self._pure_vars_memo.get(key, False)
+        if hit is False:
+            nodes = list(walk(e))
+            hit = (
+                tuple(dict.fromkeys(n for n in nodes if isinstance(n, Var)))
+                if all(isinstance(n, _PURE_NODES) for n in nodes)
+                else None
+            )
+            self._pure_vars_memo[key] = hit
             self._keep_alive.append(e)
         return hit
 
