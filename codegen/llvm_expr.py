@@ -324,7 +324,7 @@ class ExprEmitter:
         if isinstance(e, Not):
             v = self.expr(e.a)
             if _is_scalar_const(v):
-                return ir.Constant(v.type, 1 - int(v.constant))
+                return ir.Constant(v.type, int(v.constant) ^ 1)
             return self.b.xor(v, self.const_like(v.type, 1))
         if isinstance(e, Select):
             cond = self.expr(e.cond)
