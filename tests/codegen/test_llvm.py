@@ -453,6 +453,28 @@ def test_constant_matrix_of_unrolled_loops_is_folded(kind):
     np.testing.assert_allclose(y.reshape(t, n), ref, rtol=1e-5, atol=1e-5)
 
 
+def test_folded_constant_index_arithmetic_keeps_floor_semantics():
+    # Unrolled, the index arithmetic is all constants: folded at emission where both operands
+    # and the result are non-negative, emitted otherwise (negative floordiv / floormod).
+    n = 8
+    a, b = Buffer("A", (64,), "float32"), Buffer("B", (2 * n,), "float32")
+    k = Var("k")
+    idx = [
+        floormod(k * 7 + 3, 5) + min_(k, 2) * 5,
+        floordiv(k * 7 - 10, 3) + floormod(k * 7 - 10, 4) + 12,
+    ]
+    vals = [ld(a, idx[0]), select(k > 2, ld(a, idx[1]), ld(a, max_(k * 3, 7)))]
+    body = Seq(tuple(Store(b, k * 2 + t, v) for t, v in enumerate(vals)))
+    p = Program("const_index", (a, b), (), For(k, n, body, "unrolled"))
+    assert " urem " not in build_llvm(p).code.split('@"const_index"', 1)[1]
+    x, y = rand(64), np.zeros(2 * n, "float32")
+    run(p, x, y)
+    ks = range(n)
+    ref0 = [x[(q * 7 + 3) % 5 + min(q, 2) * 5] for q in ks]
+    ref1 = [x[(q * 7 - 10) // 3 + (q * 7 - 10) % 4 + 12] if q > 2 else x[max(q * 3, 7)] for q in ks]
+    np.testing.assert_array_equal(y, np.stack([ref0, ref1], 1).reshape(-1))
+
+
 def test_thread_loops_run_serially_and_barrier_rules():
     n = 32
     a, b = Buffer("A", (n,), "float32"), Buffer("B", (n,), "float32")
