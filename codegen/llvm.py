@@ -33,7 +33,9 @@ LLVM would fold and merge them too; doing it here cut a winograd candidate's IR 
 
 from __future__ import annotations
 
+import gc
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -143,7 +145,8 @@ def build_llvm(program: Program, cpu_features=(), check_indices: bool = True) ->
     """
     dot = dot_product_features(cpu_features)
     gen = _Generator(program, dot[0] if dot else None, check_indices)
-    code = gen.run()
+    with _collector_paused():
+        code = gen.run()
     if gen.used_dot_product:
         code = REQUIRES_HEADER + dot[1] + "\n" + code
     specs = lambda bufs: tuple(BufferSpec(b.name, b.dtype, b.size) for b in bufs)  # noqa: E731
@@ -630,6 +633,24 @@ class _Generator(ExprEmitter):
             restore()
 
         self.loop(begin, end, body, hint=re.sub(r"\W", "_", s.var.name))
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection inside the block (then as before).
+
+    Emitting allocates hundreds of thousands of llvmlite objects that all live until the
+    module is rendered, so each collection the allocations trigger rescans them to free
+    nothing: ~40% of the emission's time (builders emit one module per candidate). The
+    module's cycles are collected after, as usual."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _mask(indices) -> ir.Constant:

@@ -6,6 +6,7 @@ matmul against numpy.
 
 from __future__ import annotations
 
+import gc
 import re
 
 import numpy as np
@@ -473,6 +474,24 @@ def test_folded_constant_index_arithmetic_keeps_floor_semantics():
     ref0 = [x[(q * 7 + 3) % 5 + min(q, 2) * 5] for q in ks]
     ref1 = [x[(q * 7 - 10) // 3 + (q * 7 - 10) % 4 + 12] if q > 2 else x[max(q * 3, 7)] for q in ks]
     np.testing.assert_array_equal(y, np.stack([ref0, ref1], 1).reshape(-1))
+
+
+def test_emission_restores_the_garbage_collector():
+    # build_llvm pauses cyclic collection while emitting: it must come back on, after an
+    # error too, and stay off for a caller that had it off.
+    a = Buffer("A", (4,), "float32")
+    assert gc.isenabled()
+    build_llvm(elementwise_add(8))
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="'stray' is used outside"):
+        build_llvm(Program("bad", (a,), (), Store(a, Var("stray"), const(1.0))))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        build_llvm(elementwise_add(8))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_thread_loops_run_serially_and_barrier_rules():
