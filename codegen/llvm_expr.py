@@ -139,6 +139,81 @@ def elem_type(t: ir.Type) -> ir.Type:
     return t.element if isinstance(t, ir.VectorType) else t
 
 
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul"}
+
+
+def _operand_key(v) -> object:
+    """What identifies an operand of :meth:`ExprEmitter.pure`: a scalar constant by its type
+    and value (each use makes a new ``ir.Constant``), a type or predicate by value, a value by
+    identity (the memo keeps the instruction, and so its operands, alive)."""
+    if type(v) is ir.Constant and isinstance(v.constant, (int, float)):
+        return (v.type, v.constant)
+    if isinstance(v, (str, ir.Type)):  # a comparison's predicate, a conversion's type
+        return v
+    if isinstance(v, tuple):
+        return tuple(map(_operand_key, v))
+    return id(v)
+
+
+# Nodes whose value is a function of their variables' bindings alone (ExprEmitter.pure_vars).
+_PURE_NODES = (Const, Var, Binary, Cast, Not, Select)
+
+
+def _binding_key(v) -> object:
+    """What identifies a variable's binding in :meth:`ExprEmitter.expr`'s memo."""
+    if isinstance(v, VecVar):
+        return ("vec", _operand_key(v.base), v.lanes)
+    return _operand_key(v)
+
+
+def _is_scalar_const(v: ir.Value) -> bool:
+    """Whether ``v`` is a scalar integer (or i1) constant with a known value."""
+    return type(v) is ir.Constant and isinstance(v.type, ir.IntType) and isinstance(v.constant, int)
+
+
+# Integer operators folded when both operands are constants. Folding at emission keeps the IR
+# small where unrolled loops make indices constant (winograd's constant-matrix select chains
+# were megabytes of ``icmp eq i64 0, 3``); LLVM folds them too, so the machine code is the same.
+_FOLD = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "min": min,
+    "max": max,
+    "floordiv": lambda a, b: a // b if b > 0 else None,
+    "/": lambda a, b: a // b if b > 0 else None,
+    "floormod": lambda a, b: a % b if b > 0 else None,
+    "&&": lambda a, b: int(bool(a and b)),
+    "||": lambda a, b: int(bool(a or b)),
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
+}
+
+
+def _fold_int(op: str, a: ir.Value, b: ir.Value) -> ir.Constant | None:
+    """``a op b`` as a constant when both are scalar integer constants in ``[0, limit)`` and
+    so is an arithmetic result (``limit`` 2 for i1, else the signed maximum + 1: the signed
+    and unsigned readings agree and nothing wraps); None when the instruction is emitted."""
+    fold = _FOLD.get(op)
+    if fold is None or not (_is_scalar_const(a) and _is_scalar_const(b)) or a.type != b.type:
+        return None
+    width = a.type.width
+    limit = 2 if width == 1 else 1 << (width - 1)
+    x, y = int(a.constant), int(b.constant)
+    if not (0 <= x < limit and 0 <= y < limit):
+        return None
+    r = fold(x, y)
+    if r is None:
+        return None
+    if op in CMP_OPS or op in LOGIC_OPS:
+        return ir.Constant(I1, r)
+    return ir.Constant(a.type, r) if 0 <= r < limit else None
+
+
 class ExprEmitter:
     """Mixin: ``expr(e, wide)`` emits ``e`` at the current builder position."""
 
@@ -178,6 +253,18 @@ class ExprEmitter:
         lanes = max(lanes_of(v) for v in vals)
         return [self.splat(v, lanes) for v in vals]
 
+    def pure(self, op: str, *args, **kw) -> ir.Value:
+        """``self.b.<op>(*args, **kw)`` for an integer or address instruction (no side
+        effect), or the same instruction emitted before in this basic block. The index
+        arithmetic of unrolled statements repeats (``udiv``/``urem``/``mul`` of the same loop
+        variables in every copy): emitting it once keeps the IR, and so LLVM's parsing and
+        optimization, smaller. LLVM's CSE would merge them anyway."""
+        key = (self.b.block, op, *map(_operand_key, args), *kw.items())
+        hit = self._cse.get(key)
+        if hit is None:
+            hit = self._cse[key] = getattr(self.b, op)(*args, **kw)
+        return hit
+
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.module.globals.get(name)
         if fn is None:
@@ -201,7 +288,7 @@ class ExprEmitter:
         steps = ir.Constant(
             ir.VectorType(I64, vv.lanes), [ir.Constant(I64, i) for i in range(vv.lanes)]
         )
-        return self.b.add(self.splat(vv.base, vv.lanes), steps)
+        return self.pure("add", self.splat(vv.base, vv.lanes), steps)
 
     def is_uniform(self, e: Expr) -> bool:
         """True unless ``e`` varies across the lanes of the current vector loop."""
@@ -217,7 +304,17 @@ class ExprEmitter:
         if isinstance(e, Var):
             return self._var(e, wide)
         if isinstance(e, Binary):
-            return self._binary(e, wide)
+            names = self.pure_vars(e)
+            if names is None:
+                return self._binary(e, wide)
+            # Unrolled copies re-emit the same index arithmetic: with the same bindings of its
+            # variables, in the same block, the value emitted before is the value.
+            fvars = self.fn.vars
+            key = (id(e), wide, self.b.block, *(_binding_key(fvars.get(v)) for v in names))
+            hit = self._expr_memo.get(key)
+            if hit is None:
+                hit = self._expr_memo[key] = self._binary(e, wide)
+            return hit
         if isinstance(e, Load):
             return self.load(e, wide)
         if isinstance(e, Cast):
@@ -226,9 +323,18 @@ class ExprEmitter:
             return self.convert(v, e.value.dtype, e.dtype, wide)
         if isinstance(e, Not):
             v = self.expr(e.a)
+            if _is_scalar_const(v):
+                return ir.Constant(v.type, int(v.constant) ^ 1)
             return self.b.xor(v, self.const_like(v.type, 1))
         if isinstance(e, Select):
-            c, t, f = self.match(self.expr(e.cond), self.expr(e.t, wide), self.expr(e.f, wide))
+            cond = self.expr(e.cond)
+            if _is_scalar_const(cond):  # an unrolled loop's constant indices decide it
+                taken, other = (e.t, e.f) if cond.constant else (e.f, e.t)
+                if self.skippable(other):
+                    return self.expr(taken, wide)
+            c, t, f = self.match(cond, self.expr(e.t, wide), self.expr(e.f, wide))
+            if _is_scalar_const(c):
+                return t if c.constant else f
             return self.b.select(c, t, f)
         if isinstance(e, IfThenElse):
             return self._if_then_else(e, wide)
@@ -250,6 +356,34 @@ class ExprEmitter:
             self._has_var_memo[key] = hit
             self._keep_alive.append(e)
         return hit
+
+    def pure_vars(self, e: Expr) -> tuple | None:
+        """The variables of ``e`` when its value depends on nothing else (arithmetic of
+        variables and constants: no memory, call or branch), else None (memoised per node)."""
+        key = id(e)
+        hit = self._pure_vars_memo.get(key, False)
+        if hit is False:
+            nodes = list(walk(e))
+            hit = (
+                tuple(dict.fromkeys(n for n in nodes if isinstance(n, Var)))
+                if all(isinstance(n, _PURE_NODES) for n in nodes)
+                else None
+            )
+            self._pure_vars_memo[key] = hit
+            self._keep_alive.append(e)
+        return hit
+
+    def skippable(self, e: Expr) -> bool:
+        """Whether ``e`` may be left unemitted when a constant condition discards it: it has
+        no side effect (no checked index, which records its error) and is a scalar (so the
+        result's lanes do not depend on it)."""
+        key = id(e)
+        hit = self._skippable_memo.get(key)
+        if hit is None:
+            hit = not any(isinstance(n, CheckedIndex) for n in walk(e))
+            self._skippable_memo[key] = hit
+            self._keep_alive.append(e)
+        return hit and self.is_uniform(e)
 
     # ------------------------------------------------------------------ leaves
     def _const(self, e: Const, wide: bool) -> ir.Value:
@@ -282,8 +416,8 @@ class ExprEmitter:
         if src_w == dst_w:
             return v
         if src_w > dst_w:
-            return self.b.trunc(v, target)
-        return self.b.sext(v, target) if signed else self.b.zext(v, target)
+            return self.pure("trunc", v, target)
+        return self.pure("sext" if signed else "zext", v, target)
 
     # ------------------------------------------------------------------ conversions
     def convert(self, v: ir.Value, src: str, dst: str, wide: bool) -> ir.Value:
@@ -337,19 +471,28 @@ class ExprEmitter:
     def _binary(self, e: Binary, wide: bool) -> ir.Value:
         op = e.op
         if op in LOGIC_OPS:
-            a, b = self.match(self.expr(e.a), self.expr(e.b))
+            a = self.expr(e.a)
+            # A constant left side decides ``false && b`` and ``true || b`` (unrolled loops
+            # bind their variables to constants): b need not be emitted.
+            if _is_scalar_const(a) and bool(a.constant) == (op == "||") and self.skippable(e.b):
+                return a
+            a, b = self.match(a, self.expr(e.b))
+            folded = _fold_int(op, a, b)
+            if folded is not None:
+                return folded
             return self.b.and_(a, b) if op == "&&" else self.b.or_(a, b)
         if op in CMP_OPS:
             d = e.a.dtype
             w = d == "int32" and (self.has_var(e.a) or self.has_var(e.b))
             a, b = self.match(self.expr(e.a, w), self.expr(e.b, w))
+            folded = None if is_float_dtype(d) else _fold_int(op, a, b)
+            if folded is not None:
+                return folded
             if is_float_dtype(d):
                 if op == "!=":  # numpy: nan != x is True
                     return self.b.fcmp_unordered(op, a, b)
                 return self.b.fcmp_ordered(op, a, b)
-            if is_signed(d):
-                return self.b.icmp_signed(op, a, b)
-            return self.b.icmp_unsigned(op, a, b)
+            return self.pure("icmp_signed" if is_signed(d) else "icmp_unsigned", op, a, b)
         if op in BITWISE_OPS:
             return self._bitwise(e, wide)
         a, b = self.match(self.expr(e.a, wide), self.expr(e.b, wide))
@@ -393,14 +536,13 @@ class ExprEmitter:
 
     def _int_arith(self, e: Binary, a: ir.Value, b: ir.Value, wide: bool) -> ir.Value:
         bld, op, signed = self.b, e.op, is_signed(e.dtype)
+        folded = _fold_int(op, a, b)
+        if folded is not None:
+            return folded
         # i64 arithmetic standing for int32 index math cannot overflow: say so, it helps SCEV.
         flags = ("nsw",) if wide and e.dtype == "int32" else ()
-        if op == "+":
-            return bld.add(a, b, flags=flags)
-        if op == "-":
-            return bld.sub(a, b, flags=flags)
-        if op == "*":
-            return bld.mul(a, b, flags=flags)
+        if op in _INT_OPS:
+            return self.pure(_INT_OPS[op], a, b, flags=flags)
         if op in ("min", "max"):
             cmp = bld.icmp_signed if signed else bld.icmp_unsigned
             return bld.select(cmp("<" if op == "min" else ">", a, b), a, b)
@@ -418,7 +560,7 @@ class ExprEmitter:
             return bld.udiv(a, b) if op == "floordiv" else bld.urem(a, b)
         if k is not None and k > 0 and is_nonneg(e.a):
             # Fast path: non-negative dividend and positive constant divisor (tiled indices).
-            return bld.udiv(a, b) if op == "floordiv" else bld.urem(a, b)
+            return self.pure("udiv" if op == "floordiv" else "urem", a, b)
         zero = self.const_like(a.type, 0)
         by_zero = by_minus_one = None
         if k is None or k in (0, -1):
@@ -439,6 +581,10 @@ class ExprEmitter:
 
     def _if_then_else(self, e: IfThenElse, wide: bool) -> ir.Value:
         cond = self.expr(e.cond)
+        if _is_scalar_const(cond):  # padding decided at compile time (an unrolled border)
+            taken, other = (e.t, e.f) if cond.constant else (e.f, e.t)
+            if self.skippable(other):
+                return self.expr(taken, wide)
         if lanes_of(cond):
             raise ValueError(
                 f"IfThenElse condition {e.cond} varies inside a vectorized loop; "
@@ -561,7 +707,7 @@ class ExprEmitter:
                 f"buffer {buf.name!r} is accessed outside its Allocate (or is not a param or "
                 "workspace of the Program)"
             )
-        return self.b.gep(ptr, [index], inbounds=True, source_etype=mem_type(buf.dtype))
+        return self.pure("gep", ptr, (index,), inbounds=True, source_etype=mem_type(buf.dtype))
 
     def lane0_index(self, index: Expr) -> ir.Value:
         """The scalar i64 index of lane 0 of the current vector loop."""
@@ -597,5 +743,5 @@ class ExprEmitter:
         if buf.dtype == "bfloat16":
             return self.bf16_widen(v)
         if e.dtype == "int32" and wide:
-            return self.b.sext(v, with_lanes(I64, lanes_of(v)))
+            return self.pure("sext", v, with_lanes(I64, lanes_of(v)))
         return v

@@ -27,6 +27,7 @@ import ctypes.util
 import functools
 import logging
 import os
+import re
 import threading
 import time
 
@@ -298,6 +299,21 @@ def _parse(code: str):
     return mod
 
 
+def _text_arity(code: str, kernel_names) -> dict | None:
+    """The kernels' parameter counts read from their ``define`` lines (llvmlite writes each on
+    one line), without parsing the module; None where a line is not found or has aggregate
+    parameters (then the module is parsed)."""
+    nargs = {}
+    for name in kernel_names:
+        pattern = r'^define [^\n]*?@"?' + re.escape(name) + r'"?\(([^)\n]*)\)'
+        m = re.search(pattern, code, re.MULTILINE)
+        if m is None or any(c in m.group(1) for c in "{[<("):
+            return None
+        params = m.group(1).strip()
+        nargs[name] = params.count(",") + 1 if params else 0
+    return nargs
+
+
 def _kernel_arity(mod, kernel_names) -> dict:
     nargs = {}
     for name in kernel_names:
@@ -503,14 +519,23 @@ def parallel_for(task, closure, extent: int) -> None:
 class CompiledCPU:
     """A JIT-compiled LLVM module; keeps the execution engine (and so the code) alive."""
 
-    def __init__(self, engine, module, functions: dict):
+    def __init__(self, engine, module, functions: dict, code: str | None = None):
         self.engine = engine
-        self.module = module
+        self._module = module
+        self._code = code
         self.functions = functions
 
     @property
+    def module(self):
+        """The llvmlite module (parsed on first use when the code was loaded as an object)."""
+        if self._module is None and self._code is not None:
+            self._module = _parse(self._code)
+        return self._module
+
+    @property
     def ir(self) -> str:
-        """The optimised LLVM IR (after O3)."""
+        """The optimised LLVM IR (after O3); the IR as generated when the code was loaded
+        from its object file."""
         return str(self.module)
 
 
@@ -607,8 +632,13 @@ class CPUBackend:
         milliseconds instead of the O3 pipeline's tenths of a second."""
         llvm = _llvm()
         _check_required_features(code)
-        mod = _parse(code)
-        nargs = _kernel_arity(mod, kernel_names)
+        # With the object file, the IR is only needed for the kernels' arity: read it from
+        # the text (the measuring process loads every candidate; parsing took it ~10-100 ms).
+        nargs = None if binary is None else _text_arity(code, kernel_names)
+        mod = None
+        if nargs is None:
+            mod = _parse(code)
+            nargs = _kernel_arity(mod, kernel_names)
         tm = _target_machine()
         if binary is None:
             _optimize(mod, tm)
@@ -628,7 +658,7 @@ class CPUBackend:
                 raise CompileError(f"kernel {name!r} has no address after JIT compilation")
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nargs[name]))
             functions[name] = proto(addr)
-        return CompiledCPU(engine, mod, functions)
+        return CompiledCPU(engine, mod, functions, code)
 
     def launch(self, compiled: CompiledCPU, name: str, grid, block, handles: list) -> None:
         fn = compiled.functions.get(name)

@@ -6,6 +6,9 @@ matmul against numpy.
 
 from __future__ import annotations
 
+import gc
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -420,6 +423,75 @@ def test_large_unroll_uses_metadata_and_matches_interpreter():
     run(p, x, y)
     run_program(p, [x, ref])
     np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_constant_matrix_of_unrolled_loops_is_folded(kind):
+    # Winograd's transforms read constant matrices as select chains over the loop variables;
+    # with those loops unrolled, every condition is constant: the chain must fold at emission
+    # (no compare of two constants, no select on a constant) and give numpy's answer. The
+    # index arithmetic that every unrolled copy repeats (j // 8, j % 8) is emitted once.
+    n, t = 16, 4
+    mat = RNG.standard_normal((t, t)).astype("float32")
+    a, b = Buffer("A", (t * n,), "float32"), Buffer("B", (t * n,), "float32")
+    i, r, j = Var("i"), Var("r"), Var("j")
+    entry = const(0.0)
+    for x in range(t):
+        for y in range(t):
+            entry = select(equal(r, x) & equal(i, y), const(float(mat[x, y])), entry)
+    jj = floordiv(j, 8) * 8 + floormod(j, 8)
+    acc = Store(b, i * n + jj, ld(b, i * n + jj) + ld(a, r * n + jj) * entry)
+    body = For(i, t, Seq((Store(b, i * n + jj, const(0.0)), For(r, t, acc, "unrolled"))),
+               "unrolled")  # fmt: skip
+    p = Program("const_matrix", (a, b), (), For(j, n, body, kind))
+    code = build_llvm(p).code
+    assert not re.search(r"icmp \w+ i64 -?\d+, -?\d+|select i1 (true|false)", code)
+    if kind == "serial":
+        assert code.count(" udiv ") == 1 and code.count(" urem ") == 1
+    x, y = rand(t * n), np.zeros(t * n, "float32")
+    run(p, x, y)
+    ref = mat.T @ x.reshape(t, n)  # B[i, j] = sum_r M[r, i] A[r, j]
+    np.testing.assert_allclose(y.reshape(t, n), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_folded_constant_index_arithmetic_keeps_floor_semantics():
+    # Unrolled, the index arithmetic is all constants: folded at emission where both operands
+    # and the result are non-negative, emitted otherwise (negative floordiv / floormod).
+    n = 8
+    a, b = Buffer("A", (64,), "float32"), Buffer("B", (2 * n,), "float32")
+    k = Var("k")
+    idx = [
+        floormod(k * 7 + 3, 5) + min_(k, 2) * 5,
+        floordiv(k * 7 - 10, 3) + floormod(k * 7 - 10, 4) + 12,
+    ]
+    vals = [ld(a, idx[0]), select(k > 2, ld(a, idx[1]), ld(a, max_(k * 3, 7)))]
+    body = Seq(tuple(Store(b, k * 2 + t, v) for t, v in enumerate(vals)))
+    p = Program("const_index", (a, b), (), For(k, n, body, "unrolled"))
+    assert " urem " not in build_llvm(p).code.split('@"const_index"', 1)[1]
+    x, y = rand(64), np.zeros(2 * n, "float32")
+    run(p, x, y)
+    ks = range(n)
+    ref0 = [x[(q * 7 + 3) % 5 + min(q, 2) * 5] for q in ks]
+    ref1 = [x[(q * 7 - 10) // 3 + (q * 7 - 10) % 4 + 12] if q > 2 else x[max(q * 3, 7)] for q in ks]
+    np.testing.assert_array_equal(y, np.stack([ref0, ref1], 1).reshape(-1))
+
+
+def test_emission_restores_the_garbage_collector():
+    # build_llvm pauses cyclic collection while emitting: it must come back on, after an
+    # error too, and stay off for a caller that had it off.
+    a = Buffer("A", (4,), "float32")
+    assert gc.isenabled()
+    build_llvm(elementwise_add(8))
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="'stray' is used outside"):
+        build_llvm(Program("bad", (a,), (), Store(a, Var("stray"), const(1.0))))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        build_llvm(elementwise_add(8))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_thread_loops_run_serially_and_barrier_rules():

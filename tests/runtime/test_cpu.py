@@ -242,6 +242,27 @@ def test_precompiled_object_runs_like_the_jit(restore_threads):
     np.testing.assert_array_equal(b1, b2)
 
 
+def test_loading_an_object_reads_the_arity_from_the_text():
+    # With the object file the measuring process does not parse the IR: the kernel's arity
+    # comes from its define line (the IR is parsed only where that line is unusual).
+    src = build_llvm(heavy_parallel(8, 2)).as_dict()
+    assert cpu._text_arity(src["code"], ("heavy",)) == {"heavy": 2}
+    assert cpu._text_arity(src["code"], ("heav",)) is None  # a prefix is not the kernel
+    assert cpu._text_arity('define i32 @"k"() {\n', ("k",)) == {"k": 0}
+    assert cpu._text_arity("define void @k({ptr, i64} %s) {\n", ("k",)) is None
+    binary = cpu.compile_object(src["code"])
+    linked = runtime.load_module(**src, binary=binary)
+    assert "define i32 @heavy(" in linked._compiled.ir  # parsed on demand
+    a, b = RNG.standard_normal(8).astype("float32"), RNG.standard_normal(8).astype("float32")
+    ref = b.copy()
+    for _ in range(2):
+        ref = np.tanh(ref + a)
+    linked(a, b)
+    np.testing.assert_allclose(b, ref, rtol=1e-5)
+    with pytest.raises(runtime.errors.CompileError, match="'other' is not defined"):
+        cpu.CPUBackend().compile(src["code"], ("other",), binary=binary)
+
+
 def test_compile_object_rejects_bad_ir():
     with pytest.raises(runtime.errors.CompileError, match="LLVM rejected"):
         cpu.compile_object("define i32 @f( {")
