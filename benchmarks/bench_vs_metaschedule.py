@@ -1,7 +1,7 @@
 """resnet-18 tuned by autosched and by TVM MetaSchedule for the same seconds: both curves.
 
     python benchmarks/bench_vs_metaschedule.py --seconds 900 \\
-        --figure docs/figures/vs-metaschedule-resnet-18.png
+        --figure docs/images/vs-metaschedule-resnet-18.png
 
 One network, two tuners, one budget, the same threads (``--threads``, default 2), one after the
 other on this machine:
@@ -350,11 +350,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tvm-python", default="/work/tvm-venv/bin/python",
                    help="the python of TVM's virtualenv (apache-tvm, apache-tvm-ffi==0.1.14.post0, "
                    "psutil, cloudpickle, xgboost, onnx)")  # fmt: skip
-    p.add_argument("--ms-trials-per-iter", type=int, default=64,
-                   help="MetaSchedule's num_trials_per_iter (its default: 64)")  # fmt: skip
+    p.add_argument("--ms-trials-per-iter", type=int, default=16,
+                   help="MetaSchedule's num_trials_per_iter (default 16; TVM's is 64, but it "
+                   "commits records only when its first pass over all tasks ends: 30 x 64 "
+                   "trials for resnet-18, too long for minutes on 2 cores)")  # fmt: skip
     p.add_argument("--poll", type=float, default=1.0, help="seconds between database polls")
     p.add_argument("--work-dir", default="bench-vs-metaschedule")
-    p.add_argument("--figure", help="also save the figure here (e.g. docs/figures/...png)")
+    p.add_argument("--figure", help="also save the figure here (e.g. docs/images/...png)")
     p.add_argument("--sides", default="ours,metaschedule", help="run only some sides")
     args = p.parse_args(argv)
     args.sides = [s.strip() for s in args.sides.split(",") if s.strip()]
@@ -366,7 +368,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--seconds/--every: {e}")
     if "metaschedule" in args.sides and not Path(args.tvm_python).exists():
         p.error(f"--tvm-python {args.tvm_python} does not exist; create TVM's venv "
-                "(docs/benchmarks.md) or point to it")  # fmt: skip
+                "(docs/networks.md, Against TVM MetaSchedule) or point to it")  # fmt: skip
     return args
 
 
