@@ -126,6 +126,8 @@ def summarize(rows: list[dict]) -> dict:
         if curve:
             sides[side] = curve
     out = {f"{side}_final_ms": curve[-1][1] for side, curve in sides.items()}
+    for side in sides:
+        out[f"{side}_final_records"] = max(r["records"] for r in rows if r["side"] == side)
     if "ours" in sides and "metaschedule" in sides:
         ms_final = sides["metaschedule"][-1][1]
         out["ms_over_ours"] = ms_final / sides["ours"][-1][1]
@@ -407,6 +409,11 @@ def main(argv=None) -> int:
     if args.figure:
         plot(rows, summary, Path(args.figure), title)
     print(json.dumps(summary, indent=1))
+    if summary.get("metaschedule_final_records") == 0:
+        print(
+            "MetaSchedule committed no record within the budget (it commits after its first "
+            "pass over all tasks): its network is the untuned one; give it more seconds"
+        )
     return 0
 
 

@@ -117,6 +117,7 @@ def test_summary_and_csv(tmp_path):
     first = next((r["seconds"] for r in ours if r["latency_ms"] <= theirs[-1]["latency_ms"]), None)
     assert reach == first
     assert summary["ms_reaches_ms_final_at_s"] == 300.0  # its curve only falls
+    assert summary["ours_final_records"] == max(r["records"] for r in ours)
     bench.write_csv(rows, tmp_path / "curves.csv")
     with open(tmp_path / "curves.csv") as f:
         back = list(csv.DictReader(f))
