@@ -12,23 +12,24 @@ other on this machine:
    compiled networks are checked against the same numpy reference on the same random input.
 2. ours: ``python -m autosched tune --network resnet-18 --max-seconds S`` (the library's
    defaults, only a time budget), stopped with SIGTERM at S seconds after its start if it is
-   still running. Every record carries the Unix time its measurement finished.
+   still running.
 3. MetaSchedule: ``metaschedule_network.py tune`` under TVM's virtualenv (``--tvm-python``;
-   ``tune_relax`` with its defaults and an unreachable trial count), stopped at S seconds after
-   its start. MetaSchedule records carry no time, so this script counts the complete lines of
-   its JSON database every ``--poll`` seconds while it runs.
-4. at every checkpoint (``--every`` seconds, and S): ours' log truncated to the records finished
-   by then, compiled with the history best and timed (``GraphModule.benchmark``: median of 3
-   repeats of >= 100 ms); MetaSchedule's database truncated to the lines written by then,
-   compiled with ``compile_relax`` and timed with TVM's ``time_evaluator`` the same way. The
-   clock of both starts when the tuning process is launched, so imports and task extraction
-   count against each side's budget.
+   ``tune_relax`` with its defaults but ``--ms-trials-per-iter`` 16, and an unreachable trial
+   count), stopped at S seconds after its start. Its records carry no time, so for both sides
+   this script counts the complete lines of the record file every ``--poll`` seconds while the
+   tuner runs: a record counts from when it is in the file.
+4. at every checkpoint (``--every`` seconds, and S): ours' log cut to the lines it had by
+   then, compiled with the history best and timed (``GraphModule.benchmark``: median of 3
+   repeats of >= 100 ms); MetaSchedule's database cut the same way, compiled with
+   ``compile_relax`` and timed with TVM's ``time_evaluator`` the same way. The clock of both
+   starts when the tuning process is launched, so imports and task extraction count against
+   each side's budget.
 
 Writes ``curves.csv`` (side, seconds, records, latency_ms, max_abs_err), ``summary.json`` (the
 final latencies, when ours first reached MetaSchedule's final latency) and the figure (both
 curves in one plot; matplotlib, imported only then) into ``--work-dir``, the figure also to
-``--figure``. The full run takes about 2 x S plus the checkpoints' builds (~35 min for 900 s);
-run it on a quiet machine: both tuners measure on the same cores.
+``--figure``. The full run takes 2 x S plus the checkpoints' builds and timings;
+run it on a quiet machine (both tuners measure on the same cores): about 40-45 min for 900 s.
 """
 
 from __future__ import annotations
