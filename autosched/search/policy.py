@@ -20,7 +20,13 @@ from ..suppressed import suppressed
 from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
-__all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
+__all__ = [
+    "PreloadCustomSketchRule",
+    "PreloadMeasuredStates",
+    "PreparedRound",
+    "SketchPolicy",
+    "TimeSplit",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +60,28 @@ class TimeSplit:
     def line(self) -> str:
         return (f"search {self.search:.1f} s, build {self.build:.1f} s, run {self.run:.1f} s, "
                 f"train {self.train:.1f} s")  # fmt: skip
+
+
+@dataclass
+class PreparedRound:
+    """A round's candidates, searched and picked but not measured yet
+    (:meth:`SketchPolicy.prepare_round`).
+
+    Attributes
+    ----------
+    policy : SketchPolicy
+    inputs : list of MeasureInput
+        The candidates, the policy's pending seeds first.
+    seeds : int
+        How many of ``inputs`` are seeds (given back by ``release_round``).
+    num : int
+        The round size asked for.
+    """
+
+    policy: SketchPolicy
+    inputs: list
+    seeds: int
+    num: int
 
 
 class SketchPolicy:
@@ -208,18 +236,62 @@ class SketchPolicy:
         return inputs, results
 
     def _one_round(self, num_measure: int, measurer, population) -> tuple[list, list]:
-        best, random_states = self.search_one_round(num_measure, population)
-        seeds = self.take_seeds(num_measure)
-        picked = pick_states_eps_greedy(
-            best, random_states, num_measure - len(seeds), self.params.eps_greedy,
-            self.measured_keys,
-        )  # fmt: skip
-        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
-        if not inputs:
+        prepared = self.prepare_round(num_measure, population)
+        if not prepared.inputs:
             return [], []
-        results = measurer.measure(inputs)  # charges the ledger: build phases, run, records
+        results = measurer.measure(prepared.inputs)  # charges the ledger: build, run, records
+        self.finish_round(prepared.inputs, results)
+        return prepared.inputs, results
+
+    def prepare_round(
+        self, num_measure: int, population: int | None = None, in_flight=()
+    ) -> PreparedRound:
+        """Search and pick a round's candidates (pending seeds first) without measuring them.
+
+        Parameters
+        ----------
+        num_measure : int
+        population : int, optional
+            See :meth:`search_one_round`.
+        in_flight : sequence of MeasureInput
+            Candidates being measured while this round is searched (the task scheduler
+            overlaps the next round's search with this round's measurement): never picked
+            again (picking already marks a candidate measured; this makes sure). The cost
+            model and the measured states (population seeds) are then one round stale, which
+            only makes the search a little less informed (TVM's model is as stale between
+            its retrainings).
+
+        Returns
+        -------
+        PreparedRound
+            Measure its ``inputs`` then call :meth:`finish_round`, or give it back with
+            :meth:`release_round`.
+        """
+        extra = {state_key(inp.state) for inp in in_flight} - self.measured_keys
+        self.measured_keys |= extra
+        try:
+            best, random_states = self.search_one_round(num_measure, population)
+            seeds = self.take_seeds(num_measure)
+            picked = pick_states_eps_greedy(
+                best, random_states, num_measure - len(seeds), self.params.eps_greedy,
+                self.measured_keys,
+            )  # fmt: skip
+        finally:
+            self.measured_keys -= extra
+        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
+        return PreparedRound(self, inputs, len(seeds), int(num_measure))
+
+    def finish_round(self, inputs, results) -> None:
+        """After a prepared round was measured: learn from it (:meth:`learn`)."""
         self.learn(inputs, results)
-        return inputs, results
+
+    def release_round(self, prepared: PreparedRound) -> None:
+        """Give back a prepared round that will not be measured (a speculative search for a
+        task the scheduler did not pick): its seeds are pending again and its picks may be
+        picked again (picking marks them measured)."""
+        for inp in prepared.inputs:
+            self.measured_keys.discard(state_key(inp.state))
+        self.pending_seeds[:0] = [inp.state for inp in prepared.inputs[: prepared.seeds]]
 
     def take_seeds(self, limit: int) -> list:
         """Up to ``limit`` pending seed states (:class:`SeedStates`) not measured yet, as
