@@ -618,7 +618,7 @@ class TaskScheduler:
             try:
                 guess = guess_next(idx) if guess_next is not None else None
                 nxt = self._round_size(len(inputs))
-                if guess is not None and nxt > 0:
+                if guess is not None and nxt > 0 and not self._budget_spent():
                     ahead = self.search_policies[guess]
                     if hasattr(ahead, "prepare_round"):
                         self.overlap_events.append(("search", guess, time.perf_counter()))
@@ -631,6 +631,11 @@ class TaskScheduler:
             policy.finish_round(inputs, results)
         self.ledger.end_round(len(inputs), getattr(self.tasks[idx], "desc", None))
         self._account(idx, inputs, results)
+
+    def _budget_spent(self) -> bool:
+        """Whether the time budget is spent (no round starts after this one)."""
+        budget = self.tune_option.max_tuning_seconds
+        return budget is not None and time.time() - self.tic >= budget
 
     def _round_size(self, in_flight: int = 0) -> int:
         """Candidates of the next round, ``in_flight`` of this tune's trials still measured."""

@@ -279,6 +279,28 @@ def test_local_cpu_overlaps_the_search_with_building_only(monkeypatch):
     assert ran_beside and not any(ran_beside)  # no run ever did
 
 
+def test_single_task_search_overlaps_its_consecutive_rounds(monkeypatch):
+    from autosched.measure.local import ProgramMeasurer
+
+    ahead, _ = _watch_search(monkeypatch)
+    seen = []
+
+    def run_waits(inputs):
+        if len(seen) < 3:  # rounds 1-3 of 4: the next round's search starts meanwhile
+            seen.append(ahead.wait(len(seen) + 1))
+
+    monkeypatch.setenv("AUTOSCHED_OVERLAP", "full")
+    task = _tasks()[0]
+    policy = SketchPolicy(task, RandomModel(seed=3), SMALL, seed=4, verbose=0)
+    log = _Log()
+    measurer = ProgramMeasurer(_Builder(), _Runner(run_waits), [log])
+    policy.search(16, None, 4, measurer)
+    assert seen == [True, True, True]
+    assert policy.num_trials == 16 == len(log.rows) == len({row[1] for row in log.rows})
+    assert [r["trials"] for r in policy.ledger.rounds] == [4, 4, 4, 4]
+    assert policy.ledger.overlap > 0 and policy._ahead is None
+
+
 def test_error_in_the_measurement_surfaces_in_the_tuning_thread(monkeypatch):
     calls = []
 
