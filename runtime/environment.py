@@ -147,7 +147,7 @@ VARIABLES: dict[str, Variable] = {
             "auto",
             "search a network tune's next round while this round is measured: full (beside "
             "building and running), build (beside building only, runs wait for a quiet "
-            "host), off; auto: full for GPU targets and RPC runners, build for the local CPU "
+            "host), off; auto: full for GPU targets and RPC runners, off for the local CPU "
             "(autosched/measure/overlap.py)",
         ),
         Variable(

@@ -163,14 +163,16 @@ def test_merged_measurement_counts_its_hidden_seconds_once():
 def test_overlap_mode_follows_where_the_runner_times(monkeypatch):
     monkeypatch.delenv("AUTOSCHED_OVERLAP", raising=False)
     runner = LocalRunner()
-    assert overlap_mode(["llvm"], runner) == "build"  # timed on the host's cores
+    assert overlap_mode(["llvm"], runner) == "off"  # timed on the host's cores
     assert overlap_mode(["cuda", "opencl"], "local") == "full"  # timed on the device
-    assert overlap_mode(["llvm", "cuda"], runner) == "build"
+    assert overlap_mode(["llvm", "cuda"], runner) == "off"
     remote = type("Remote", (), {"measures_remotely": True})()
     assert overlap_mode(["llvm"], remote) == "full"
     assert overlap_mode(["cuda"], _Runner()) == "off"  # a custom runner: unknown
     monkeypatch.setenv("AUTOSCHED_OVERLAP", "0")
     assert overlap_mode(["cuda"], "local") == "off"
+    monkeypatch.setenv("AUTOSCHED_OVERLAP", "build")
+    assert overlap_mode(["llvm"], runner) == "build"
     monkeypatch.setenv("AUTOSCHED_OVERLAP", "sometimes")
     with pytest.raises(ValueError, match="AUTOSCHED_OVERLAP='sometimes' is invalid"):
         overlap_mode(["cuda"], "local")
