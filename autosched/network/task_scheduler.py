@@ -14,7 +14,9 @@ to lower the objective most (ansor-notes section 8):
 
 All policies share one cost model and one :class:`~autosched.measure.local.ProgramMeasurer`, so a
 ``RecordToFile`` callback writes every task's records to one log, batch by batch (a killed run
-loses at most the batch in flight and resumes with ``load_log_file``).
+loses at most the batch in flight and resumes with ``load_log_file``). On GPUs and RPC runners
+each round is measured in a background thread while the next round is searched for the task
+most likely chosen next (:mod:`autosched.measure.overlap`, ``TaskScheduler._tune_task``).
 
 Example
 -------
@@ -270,6 +272,16 @@ class TaskScheduler:
         Where the last :meth:`tune` spent its time, per round and in total
         (:mod:`autosched.measure.timing`), shared by its policies; :meth:`tune` ends by
         printing its one-line breakdown (``verbose >= 1``; else logged at INFO).
+    overlap : {"off", "build", "full"}
+        How far the last :meth:`tune` searched each next round while the round before it was
+        measured (:func:`autosched.measure.overlap.overlap_mode`: ``full`` on GPUs and RPC
+        runners, ``off`` on the local CPU unless ``AUTOSCHED_OVERLAP`` says otherwise).
+    speculation : dict
+        ``{"hits": n, "misses": m}``: rounds searched ahead for the task then chosen, and
+        those given back because the gradient chose another task (or round size).
+    overlap_events : list of tuple
+        ``("search", task, t)`` when a round was searched ahead and ``("measured", task, t)``
+        when a round's measurement ended (``time.perf_counter()``), in order.
     resume_hint : str
         How to go on after SIGINT / SIGTERM stopped :meth:`tune` (its message ends "to
         resume, <resume_hint>"; ``{log}`` is the log). The command line names its own command.
