@@ -128,6 +128,7 @@ def bench_network(args, work: Path) -> dict:
     log = work / "network.json"
     options = ansor.TuningOptions(
         max_tuning_seconds=args.seconds, verbose=args.verbose, runner=_runner(args),
+        num_measure_trials=args.trials or 0,
         measure_callbacks=[ansor.RecordToFile(str(log))],
     )  # fmt: skip
     tuner = ansor.TaskScheduler(tasks, weights)
@@ -151,6 +152,10 @@ def main(argv=None) -> int:
     parser.add_argument("--work-dir", default=None, help="logs (default: a temporary folder)")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--verbose", type=int, default=0)
+    parser.add_argument(
+        "--trials", type=int, default=None,
+        help="network: also stop after this many trials (compare wall times at equal trials)",
+    )  # fmt: skip
     parser.add_argument(
         "--device-s", type=float, default=0.0,
         help="simulate a device: each candidate runs for this many seconds of sleep, with a "
