@@ -82,12 +82,13 @@ def _tasks():
     ]
 
 
-def _tune(monkeypatch, mode, trials=16, builder=None, runner=None, strategy="round-robin"):
+def _tune(monkeypatch, mode, trials=16, builder=None, runner=None, strategy="round-robin",
+          log=None):  # fmt: skip
     monkeypatch.setenv("AUTOSCHED_OVERLAP", mode)
     tasks = _tasks()
     model = RandomModel(seed=7)
     policies = [SketchPolicy(t, model, SMALL, seed=11 + k, verbose=0) for k, t in enumerate(tasks)]
-    log = _Log()
+    log = log if log is not None else _Log()
     options = ansor.TuningOptions(
         num_measure_trials=trials, num_measures_per_round=4, verbose=0,
         builder=builder or _Builder(), runner=runner or _Runner(), measure_callbacks=[log],
@@ -330,3 +331,22 @@ def test_error_in_the_search_ahead_stops_the_measurement_cleanly(monkeypatch):
     with pytest.raises(ValueError, match="search bug"):
         _tune(monkeypatch, "full", runner=runner)
     assert runner.closed and not _measure_threads()
+
+
+def test_interrupt_during_the_search_ahead_keeps_whole_batches(monkeypatch):
+    from autosched.workers import TuningInterrupted
+
+    original = SketchPolicy.prepare_round
+
+    def prepare_round(self, num, population=None, in_flight=()):
+        if in_flight:
+            raise KeyboardInterrupt("SIGINT")  # Ctrl-C while the next round is searched
+        return original(self, num, population, in_flight)
+
+    monkeypatch.setattr(SketchPolicy, "prepare_round", prepare_round)
+    runner = _Runner()
+    log = _Log()
+    with pytest.raises(TuningInterrupted, match="tuning stopped by SIGINT"):
+        _tune(monkeypatch, "full", runner=runner, log=log)
+    assert runner.closed and not _measure_threads()
+    assert len(log.rows) in (0, 4)  # the round in flight: recorded whole or not at all
