@@ -44,6 +44,17 @@ def _flag(text: str) -> bool:
     raise ValueError
 
 
+def _overlap(text: str) -> str:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on", "full"):
+        return "full"
+    if low in ("0", "false", "no", "off"):
+        return "off"
+    if low in ("build", "auto"):
+        return low
+    raise ValueError
+
+
 def _launcher(text: str) -> str:
     low = text.strip().lower()
     if low not in ("openmp", "threadpool"):
@@ -128,6 +139,16 @@ VARIABLES: dict[str, Variable] = {
             "out-of-range one is an IndexOutOfRangeError naming the value and the tensor; 0 "
             "drops the check for speed once the inputs are validated (an out-of-range id then "
             "reads outside the tensor)",
+        ),
+        Variable(
+            "AUTOSCHED_OVERLAP",
+            _overlap,
+            "auto, full (or 1/on), build, or off (or 0)",
+            "auto",
+            "search a network tune's next round while this round is measured: full (beside "
+            "building and running), build (beside building only, runs wait for a quiet "
+            "host), off; auto: full for GPU targets and RPC runners, off for the local CPU "
+            "(autosched/measure/overlap.py)",
         ),
         Variable(
             "AUTOSCHED_STRICT",

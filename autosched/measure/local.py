@@ -557,9 +557,18 @@ class ProgramMeasurer:
         self.best_cost: dict[str, float] = {}
         self.best_input: dict[str, MeasureInput] = {}
 
-    def measure(self, inputs: Sequence[MeasureInput], note: str = "") -> list[MeasureResult]:
+    def measure(
+        self, inputs: Sequence[MeasureInput], note: str = "", gate=None
+    ) -> list[MeasureResult]:
         """Build, run and record ``inputs`` (in batches of ``2 * builder.n_parallel``);
         ``note`` becomes the ``error_msg`` of error-free results (``data.RETIMED``).
+
+        ``gate`` (a :class:`~autosched.measure.overlap.MeasureGate`, when a background thread
+        measures while the tuning thread searches) says when a built batch may run: batches
+        are built ahead until it opens, then run and recorded in order, so a runner that times
+        on the host's cores never runs beside the search. A cancelled gate stops before the
+        next batch is run or recorded (:class:`~autosched.measure.overlap.MeasureCancelled`):
+        the log never gets results of candidates whose workers were stopped under them.
 
         Returns
         -------
@@ -569,51 +578,96 @@ class ProgramMeasurer:
         inputs = list(inputs)
         batch = max(1, 2 * getattr(self.builder, "n_parallel", 1))
         results: list[MeasureResult] = []
+        built: list[tuple] = []  # (chunk, build results), built but not yet run
+        remote = runner_builds(self.builder, self.runner)
         for lo in range(0, len(inputs), batch):
             chunk = inputs[lo : lo + batch]
-            remote = runner_builds(self.builder, self.runner)
-            t0 = t1 = time.perf_counter()
             if remote:  # the servers build (an RPC server runs only what it built itself)
-                built, ran = self.runner.build_and_run(chunk)
-            else:
-                built = self.builder.build(chunk)
-                t1 = time.perf_counter()
-                ran = self.runner.run(chunk, built)
-            if note:
-                ok = MeasureErrorNo.NO_ERROR
-                ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
-                       for r in ran]  # fmt: skip
-            t2 = time.perf_counter()
-            ran = _with_split(built, ran)
-            self.stats.build_s += t1 - t0
-            self.stats.run_s += t2 - t1
-            ledger = _timing.current()
-            if ledger is not None:
-                phases = [getattr(b, "phases", {}) for b in built]
-                if remote:
-                    # The servers' builds, inside the runner's wall time: the candidates in
-                    # flight at once (on average) divide their seconds, as the builders' do.
-                    busy = sum(r.all_cost for r in ran) / max(t2 - t1, 1e-9)
-                    ledger.add_build(t2 - t1, phases, max(1, round(busy)), rest="run")
-                else:
-                    workers = getattr(self.builder, "n_parallel", 1)
-                    ledger.add_build(t1 - t0, phases, workers)
-                    ledger.add("run", t2 - t1)
-            self.stats.measured += len(chunk)
-            self.stats.errors += sum(r.error_no != MeasureErrorNo.NO_ERROR for r in ran)
-            for inp, res in zip(chunk, ran):
-                key = inp.task.workload_key
-                if res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < self.best_cost.get(
-                    key, MAX_COST
-                ):
-                    self.best_cost[key] = res.mean_cost
-                    self.best_input[key] = inp
-            with deferred_signals(), _timing.phase("records"):
-                # (a Ctrl-C here waits: the log gets the whole batch)
-                for cb in self.callbacks:
-                    cb.callback(chunk, ran)
-            results.extend(ran)
+                results.extend(self._build_and_run_remotely(chunk, note, gate))
+                continue
+            built.append((chunk, self._build(chunk, gate)))
+            if gate is None or gate.may_run():
+                for chunk_, built_ in built:
+                    results.extend(self._run(chunk_, built_, note, gate))
+                built.clear()
+        if built:
+            gate.wait_run()
+            for chunk_, built_ in built:
+                results.extend(self._run(chunk_, built_, note, gate))
         return results
+
+    def _build(self, chunk: list, gate) -> list[BuildResult]:
+        if gate is not None:
+            gate.check()
+        t0 = time.perf_counter()
+        built = self.builder.build(chunk)
+        wall = time.perf_counter() - t0
+        self.stats.build_s += wall
+        ledger = _timing.current()
+        if ledger is not None:
+            workers = getattr(self.builder, "n_parallel", 1)
+            ledger.add_build(wall, [getattr(b, "phases", {}) for b in built], workers)
+        return built
+
+    def _run(self, chunk: list, built: list, note: str, gate) -> list[MeasureResult]:
+        """Run one built batch, keep its best and record it."""
+        if gate is not None:
+            gate.check()
+        t1 = time.perf_counter()
+        ran = self.runner.run(chunk, built)
+        if note:
+            ok = MeasureErrorNo.NO_ERROR
+            ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
+                   for r in ran]  # fmt: skip
+        t2 = time.perf_counter()
+        ran = _with_split(built, ran)
+        self.stats.run_s += t2 - t1
+        ledger = _timing.current()
+        if ledger is not None:
+            ledger.add("run", t2 - t1)
+        return self._keep(chunk, ran, gate)
+
+    def _build_and_run_remotely(self, chunk: list, note: str, gate) -> list[MeasureResult]:
+        """Have the RPC servers build and run one batch (:func:`runner_builds`), keep its best
+        and record it."""
+        if gate is not None:
+            gate.check()
+        t1 = time.perf_counter()
+        built, ran = self.runner.build_and_run(chunk)
+        if note:
+            ok = MeasureErrorNo.NO_ERROR
+            ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
+                   for r in ran]  # fmt: skip
+        t2 = time.perf_counter()
+        ran = _with_split(built, ran)
+        self.stats.run_s += t2 - t1
+        ledger = _timing.current()
+        if ledger is not None:
+            # The servers' builds, inside the runner's wall time: the candidates in flight at
+            # once (on average) divide their seconds, as the builders' do.
+            busy = sum(r.all_cost for r in ran) / max(t2 - t1, 1e-9)
+            phases = [getattr(b, "phases", {}) for b in built]
+            ledger.add_build(t2 - t1, phases, max(1, round(busy)), rest="run")
+        return self._keep(chunk, ran, gate)
+
+    def _keep(self, chunk: list, ran: list, gate) -> list[MeasureResult]:
+        """Count a measured batch, keep its best and give it to the callbacks (the log)."""
+        if gate is not None:
+            gate.check()  # stopped while running: the workers may have been killed under it
+        self.stats.measured += len(chunk)
+        self.stats.errors += sum(r.error_no != MeasureErrorNo.NO_ERROR for r in ran)
+        for inp, res in zip(chunk, ran):
+            key = inp.task.workload_key
+            if res.error_no == MeasureErrorNo.NO_ERROR and res.mean_cost < self.best_cost.get(
+                key, MAX_COST
+            ):
+                self.best_cost[key] = res.mean_cost
+                self.best_input[key] = inp
+        with deferred_signals(), _timing.phase("records"):
+            # (a Ctrl-C here waits: the log gets the whole batch)
+            for cb in self.callbacks:
+                cb.callback(chunk, ran)
+        return ran
 
     def close(self, clean: bool = True) -> None:
         """Stop the builder's and runner's processes; after a ``clean`` end also close the

@@ -28,13 +28,21 @@ phase covers (the task scheduler's choices, progress output) is ``other`` in :me
 
 Code that does not know the ledger (the cost model, the feature pool) times itself with the
 module-level :func:`phase`, which charges the ledger made current by :meth:`TimeLedger.active`
-and does nothing outside a tuning run.
+in the same thread and does nothing outside a tuning run.
+
+When a round's candidates are measured in a background thread while the tuning process
+searches the next round (:mod:`autosched.measure.overlap`), that thread charges a ledger of its
+own, which :meth:`TimeLedger.merge` adds to the run's: every measurement second still shows
+under its phase, and the seconds that ran hidden behind the search are counted once more as
+``overlap``, which :meth:`TimeLedger.line` takes out again, so the phases less ``overlap``
+never exceed the wall time (no second is counted twice).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -48,7 +56,16 @@ BUILD_PHASES = ("lower", "codegen", "compile", "wait")
 # at most 25% of the wall time on a 2-core CPU).
 MEASURE_PHASES = (*BUILD_PHASES, "run")
 
-_ACTIVE: list[TimeLedger] = []  # the ledger of the tuning run in progress (innermost last)
+# Per thread, the ledgers made current (innermost last): a background measurement charges its
+# own ledger while the tuning thread charges the run's.
+_LOCAL = threading.local()
+
+
+def _active() -> list:
+    stack = getattr(_LOCAL, "stack", None)
+    if stack is None:
+        stack = _LOCAL.stack = []
+    return stack
 
 
 class TimeLedger:
@@ -63,6 +80,10 @@ class TimeLedger:
         ``"task"``, ``"trials"``, ``"wall"`` (the round's wall seconds).
     trials : int
         Candidates measured, counted by :meth:`end_round`.
+    overlap : float
+        Measurement seconds (already in ``seconds``) that ran in the background while this
+        thread did something else, the next round's search (:meth:`merge`); 0 when rounds are
+        sequential.
     """
 
     def __init__(self, clock=time.perf_counter):
@@ -70,9 +91,10 @@ class TimeLedger:
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.rounds: list[dict] = []
         self.trials = 0
+        self.overlap = 0.0
         self.start = clock()
         self._stack: list[list] = []  # open phases: [name, start, seconds of inner phases]
-        self._round_start = (self.start, dict(self.seconds))
+        self._round_start = (self.start, dict(self.seconds), 0.0)
 
     # ------------------------------------------------------------------ charging
 
@@ -120,17 +142,28 @@ class TimeLedger:
             self.add(k, v * scale)
         self.add(rest, wall - inside * scale)
 
+    def merge(self, other: TimeLedger, waited: float) -> None:
+        """Add the phases of ``other``, the ledger of a measurement that ran in a background
+        thread, of which this thread waited ``waited`` seconds; the rest ran hidden behind
+        this thread's own phases and becomes :attr:`overlap`. Called with no phase open (the
+        waiting is then covered by ``other``'s phases, not by an open one of this ledger)."""
+        work = 0.0
+        for name, seconds in other.seconds.items():
+            self.seconds[name] += seconds
+            work += seconds
+        self.overlap += max(0.0, work - max(0.0, float(waited)))
+
     # ------------------------------------------------------------------ rounds
 
     def end_round(self, trials: int, task: int | None = None) -> dict:
         """Close a round of ``trials`` measured candidates; return its row (see ``rounds``)."""
         now = self.clock()
-        start, before = self._round_start
+        start, before, overlap = self._round_start
         row = {k: self.seconds[k] - before[k] for k in PHASES}
-        row.update(task=task, trials=int(trials), wall=now - start)
+        row.update(task=task, trials=int(trials), wall=now - start, overlap=self.overlap - overlap)
         self.rounds.append(row)
         self.trials += int(trials)
-        self._round_start = (now, dict(self.seconds))
+        self._round_start = (now, dict(self.seconds), self.overlap)
         return row
 
     # ------------------------------------------------------------------ reading
@@ -150,7 +183,9 @@ class TimeLedger:
         trials = self.trials if trials is None else trials
         per_min = 60.0 * trials / wall if wall > 0 else math.nan
         parts = [f"{k} {self.seconds[k]:.1f}" for k in PHASES]
-        other = wall - sum(self.seconds.values())
+        other = wall - (sum(self.seconds.values()) - self.overlap)
+        if self.overlap > 0:  # measurement hidden behind the search: in its phases already
+            parts.append(f"overlap -{self.overlap:.1f}")
         parts.append(f"other {max(0.0, other):.1f}")
         outside = 1.0 - self.measuring() / wall if wall > 0 else math.nan
         return (
@@ -162,17 +197,19 @@ class TimeLedger:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[TimeLedger]:
-        """Make this the ledger that :func:`phase` charges inside the block."""
-        _ACTIVE.append(self)
+        """Make this the ledger that :func:`phase` charges inside the block (in this thread)."""
+        stack = _active()
+        stack.append(self)
         try:
             yield self
         finally:
-            _ACTIVE.remove(self)
+            stack.remove(self)
 
 
 def current() -> TimeLedger | None:
-    """The ledger of the tuning run in progress, or None."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The ledger of the tuning run in progress in this thread, or None."""
+    stack = _active()
+    return stack[-1] if stack else None
 
 
 def phase(name: str):

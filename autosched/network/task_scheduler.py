@@ -14,7 +14,9 @@ to lower the objective most (ansor-notes section 8):
 
 All policies share one cost model and one :class:`~autosched.measure.local.ProgramMeasurer`, so a
 ``RecordToFile`` callback writes every task's records to one log, batch by batch (a killed run
-loses at most the batch in flight and resumes with ``load_log_file``).
+loses at most the batch in flight and resumes with ``load_log_file``). On GPUs and RPC runners
+each round is measured in a background thread while the next round is searched for the task
+most likely chosen next (:mod:`autosched.measure.overlap`, ``TaskScheduler._tune_task``).
 
 Example
 -------
@@ -270,6 +272,16 @@ class TaskScheduler:
         Where the last :meth:`tune` spent its time, per round and in total
         (:mod:`autosched.measure.timing`), shared by its policies; :meth:`tune` ends by
         printing its one-line breakdown (``verbose >= 1``; else logged at INFO).
+    overlap : {"off", "build", "full"}
+        How far the last :meth:`tune` searched each next round while the round before it was
+        measured (:func:`autosched.measure.overlap.overlap_mode`: ``full`` on GPUs and RPC
+        runners, ``off`` on the local CPU unless ``AUTOSCHED_OVERLAP`` says otherwise).
+    speculation : dict
+        ``{"hits": n, "misses": m}``: rounds searched ahead for the task then chosen, and
+        those given back because the gradient chose another task (or round size).
+    overlap_events : list of tuple
+        ``("search", task, t)`` when a round was searched ahead and ``("measured", task, t)``
+        when a round's measurement ended (``time.perf_counter()``), in order.
     resume_hint : str
         How to go on after SIGINT / SIGTERM stopped :meth:`tune` (its message ends "to
         resume, <resume_hint>"; ``{log}`` is the log). The command line names its own command.
@@ -339,6 +351,10 @@ class TaskScheduler:
         self._measured_now = [0] * n  # error-free candidates measured by this tune, per task
         self._best_at_start = self.best_costs.copy()
 
+        self.overlap = "off"
+        self.speculation = {"hits": 0, "misses": 0}
+        self.overlap_events: list[tuple[str, int, float]] = []
+        self._prepared = None  # the round searched ahead (a PreparedRound)
         self.tune_option = self.measurer = self.search_policies = None
         self.num_measures_per_round: int | None = None
         self.per_task_early_stopping: int | None = None
@@ -442,6 +458,12 @@ class TaskScheduler:
             if hasattr(policy, "ledger"):
                 policy.ledger = self.ledger  # one ledger for the whole run
         self.measurer = options.make_measurer()
+        from ..measure.overlap import overlap_mode
+
+        self.overlap = overlap_mode([task.target for task in self.tasks], self.measurer.runner)
+        self.speculation = {"hits": 0, "misses": 0}
+        self.overlap_events = []
+        self._prepared = None
         self._best_at_start = self.best_costs.copy()  # restored from the log
         self.ct = 0
         self.tic = time.time()
@@ -458,7 +480,10 @@ class TaskScheduler:
 
         try:
             with stop_on_signals(), self.ledger.active():  # SIGTERM unwinds like Ctrl-C
-                self._tune_rounds(n, more_trials, early_stopping)
+                try:
+                    self._tune_rounds(n, more_trials, early_stopping)
+                finally:
+                    self._release_prepared()
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
@@ -491,9 +516,12 @@ class TaskScheduler:
         if first_pass_is_short(sum(not c for c in self.task_cts), budget, self._round_cost):
             seeded = self._seed_pass(more_trials)
         seed_s = time.time() - start
-        for i in range(n):  # warm-up: one round for every task without history
-            if not self.task_cts[i] and more_trials():
-                self._tune_task(i)
+        warm = [i for i in range(n) if not self.task_cts[i]]
+        for k, i in enumerate(warm):  # warm-up: one round for every task without history
+            if more_trials():
+                # The next warm-up task is known; after the last one, the gradient's guess.
+                guess = (lambda _i, w=warm[k + 1]: w) if k + 1 < len(warm) else self._guess_next
+                self._tune_task(i, guess)
                 warm_up_rounds += 1
         if warm_up_rounds:
             rounds_s = time.time() - start - seed_s
@@ -503,7 +531,7 @@ class TaskScheduler:
         self.best_ct, self.best_score = self.ct, self.cur_score
         while more_trials() and len(self.dead_tasks) < n:
             idx = self._choose_task()
-            self._tune_task(idx)
+            self._tune_task(idx, self._guess_next)
             self._adjust_similarity_group(idx)
             if self.cur_score < self.best_score:
                 self.best_score, self.best_ct = self.cur_score, self.ct
@@ -568,20 +596,112 @@ class TaskScheduler:
             done += len(part)
         return done
 
-    def _tune_task(self, idx: int) -> None:
-        """One search round of task ``idx`` and the bookkeeping after it."""
+    def _tune_task(self, idx: int, guess_next: Callable | None = None) -> None:
+        """One search round of task ``idx`` and the bookkeeping after it.
+
+        With overlap on (:attr:`overlap`), the round is measured in a background thread while
+        this thread searches the round of ``guess_next(idx)``, the task most likely chosen
+        next (``None``: no guess); if the scheduler then picks another task or round size,
+        that search is given back (:meth:`_take_prepared`)."""
         for cb in self.callbacks:
             cb.pre_tune(self, idx)
-        num = self.num_measures_per_round
-        if self._trial_limit is not None:
-            num = min(num, self._trial_limit - self.ct)
+        num = self._round_size()
         policy = self.search_policies[idx]
         retries = getattr(getattr(policy, "params", None), "retry_search_one_round_on_empty", 0)
+        if self.overlap == "off" or not hasattr(policy, "prepare_round"):
+            self._release_prepared()
+            for _ in range(1 + max(0, retries)):
+                inputs, results = policy.continue_search_one_round(num, self.measurer)
+                if inputs:
+                    break
+            self._account(idx, inputs, results)
+            return
+        from ..measure.overlap import InFlight
+
+        prepared = self._take_prepared(policy, num)
         for _ in range(1 + max(0, retries)):
-            inputs, results = policy.continue_search_one_round(num, self.measurer)
-            if inputs:
+            if prepared is None:
+                prepared = policy.prepare_round(num)
+            if prepared.inputs:
                 break
+            prepared = None
+        inputs = prepared.inputs if prepared is not None else []
+        results: list = []
+        if inputs:
+            flight = InFlight(self.measurer, inputs, self.overlap)
+            try:
+                guess = guess_next(idx) if guess_next is not None else None
+                nxt = self._round_size(len(inputs))
+                if guess is not None and nxt > 0 and not self._budget_spent():
+                    ahead = self.search_policies[guess]
+                    if hasattr(ahead, "prepare_round"):
+                        self.overlap_events.append(("search", guess, time.perf_counter()))
+                        self._prepared = ahead.prepare_round(nxt, in_flight=inputs)
+                results = flight.result(self.ledger)
+            except BaseException:
+                flight.cancel()  # a no-op once it has ended
+                raise
+            self.overlap_events.append(("measured", idx, flight.finished_at))
+            policy.finish_round(inputs, results)
+        self.ledger.end_round(len(inputs), getattr(self.tasks[idx], "desc", None))
         self._account(idx, inputs, results)
+
+    def _budget_spent(self) -> bool:
+        """Whether the time budget is spent (no round starts after this one)."""
+        budget = self.tune_option.max_tuning_seconds
+        return budget is not None and time.time() - self.tic >= budget
+
+    def _round_size(self, in_flight: int = 0) -> int:
+        """Candidates of the next round, ``in_flight`` of this tune's trials still measured."""
+        num = self.num_measures_per_round
+        if self._trial_limit is not None:
+            num = min(num, self._trial_limit - self.ct - in_flight)
+        return num
+
+    def _take_prepared(self, policy, num: int):
+        """The round searched ahead, if it is ``policy``'s with ``num`` candidates; any
+        other is given back (its seeds pending again) and counted as a miss."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        if prepared.policy is policy and prepared.num == num:
+            self.speculation["hits"] += 1
+            return prepared
+        self.speculation["misses"] += 1
+        prepared.policy.release_round(prepared)
+        return None
+
+    def _release_prepared(self) -> None:
+        """Give back the round searched ahead, if any (the tune ends or goes sequential)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.policy.release_round(prepared)
+
+    def _guess_next(self, idx: int) -> int | None:
+        """The task :meth:`_choose_task` most likely picks after this round of ``idx``,
+        assuming the round does not improve it (None on a tie: the choice is random). Pure:
+        no state changes (the round-robin index and the tie-breaking generator included)."""
+        n = len(self.tasks)
+        if self.strategy == "round-robin":
+            j = self._rr_idx
+            for _ in range(n):
+                j = (j + 1) % n
+                if j not in self.dead_tasks:
+                    return j
+            return None
+        history = self.task_costs_history[idx]
+        self.task_cts[idx] += 1  # the round as accounted without improvement
+        history.append(float(self.best_costs[idx]))
+        try:
+            grads = self._gradients()
+        finally:
+            self.task_cts[idx] -= 1
+            history.pop()
+        alive = [i for i in range(n) if i not in self.dead_tasks] or list(range(n))
+        values = [grads[i] for i in alive]
+        if max(values) == min(values):
+            return None
+        return int(alive[int(np.argmin(values))])
 
     def _account(self, idx: int, inputs, results) -> None:
         """The bookkeeping after a round of task ``idx`` (``post_tune`` callbacks included)."""

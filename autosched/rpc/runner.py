@@ -84,6 +84,10 @@ class RPCRunner:
         TLS certificates (:func:`autosched.rpc.make_security`).
     """
 
+    # Candidates are timed on the servers' devices, not on this host's cores: the next
+    # round's search may run beside the measurement (autosched/measure/overlap.py).
+    measures_remotely = True
+
     def __init__(
         self,
         key: str,

@@ -20,7 +20,13 @@ from ..suppressed import suppressed
 from .budget import TVM_MEASURES_PER_ROUND
 from .evolution import evolutionary_search, pick_states_eps_greedy, state_key
 
-__all__ = ["PreloadCustomSketchRule", "PreloadMeasuredStates", "SketchPolicy", "TimeSplit"]
+__all__ = [
+    "PreloadCustomSketchRule",
+    "PreloadMeasuredStates",
+    "PreparedRound",
+    "SketchPolicy",
+    "TimeSplit",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +60,28 @@ class TimeSplit:
     def line(self) -> str:
         return (f"search {self.search:.1f} s, build {self.build:.1f} s, run {self.run:.1f} s, "
                 f"train {self.train:.1f} s")  # fmt: skip
+
+
+@dataclass
+class PreparedRound:
+    """A round's candidates, searched and picked but not measured yet
+    (:meth:`SketchPolicy.prepare_round`).
+
+    Attributes
+    ----------
+    policy : SketchPolicy
+    inputs : list of MeasureInput
+        The candidates, the policy's pending seeds first.
+    seeds : int
+        How many of ``inputs`` are seeds (given back by ``release_round``).
+    num : int
+        The round size asked for.
+    """
+
+    policy: SketchPolicy
+    inputs: list
+    seeds: int
+    num: int
 
 
 class SketchPolicy:
@@ -106,6 +134,7 @@ class SketchPolicy:
         self.num_trials = 0
         self.ledger = TimeLedger()
         self._sketches = None
+        self._ahead: PreparedRound | None = None  # the next round, searched while measuring
         self.pending_seeds: list = []  # states to measure before searched ones (SeedStates)
         for callback in init_search_callbacks or ():
             callback.enter(self)
@@ -208,18 +237,62 @@ class SketchPolicy:
         return inputs, results
 
     def _one_round(self, num_measure: int, measurer, population) -> tuple[list, list]:
-        best, random_states = self.search_one_round(num_measure, population)
-        seeds = self.take_seeds(num_measure)
-        picked = pick_states_eps_greedy(
-            best, random_states, num_measure - len(seeds), self.params.eps_greedy,
-            self.measured_keys,
-        )  # fmt: skip
-        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
-        if not inputs:
+        prepared = self.prepare_round(num_measure, population)
+        if not prepared.inputs:
             return [], []
-        results = measurer.measure(inputs)  # charges the ledger: build phases, run, records
+        results = measurer.measure(prepared.inputs)  # charges the ledger: build, run, records
+        self.finish_round(prepared.inputs, results)
+        return prepared.inputs, results
+
+    def prepare_round(
+        self, num_measure: int, population: int | None = None, in_flight=()
+    ) -> PreparedRound:
+        """Search and pick a round's candidates (pending seeds first) without measuring them.
+
+        Parameters
+        ----------
+        num_measure : int
+        population : int, optional
+            See :meth:`search_one_round`.
+        in_flight : sequence of MeasureInput
+            Candidates being measured while this round is searched (the task scheduler
+            overlaps the next round's search with this round's measurement): never picked
+            again (picking already marks a candidate measured; this makes sure). The cost
+            model and the measured states (population seeds) are then one round stale, which
+            only makes the search a little less informed (TVM's model is as stale between
+            its retrainings).
+
+        Returns
+        -------
+        PreparedRound
+            Measure its ``inputs`` then call :meth:`finish_round`, or give it back with
+            :meth:`release_round`.
+        """
+        extra = {state_key(inp.state) for inp in in_flight} - self.measured_keys
+        self.measured_keys |= extra
+        try:
+            best, random_states = self.search_one_round(num_measure, population)
+            seeds = self.take_seeds(num_measure)
+            picked = pick_states_eps_greedy(
+                best, random_states, num_measure - len(seeds), self.params.eps_greedy,
+                self.measured_keys,
+            )  # fmt: skip
+        finally:
+            self.measured_keys -= extra
+        inputs = seeds + [MeasureInput(self.task, s) for s in picked]
+        return PreparedRound(self, inputs, len(seeds), int(num_measure))
+
+    def finish_round(self, inputs, results) -> None:
+        """After a prepared round was measured: learn from it (:meth:`learn`)."""
         self.learn(inputs, results)
-        return inputs, results
+
+    def release_round(self, prepared: PreparedRound) -> None:
+        """Give back a prepared round that will not be measured (a speculative search for a
+        task the scheduler did not pick): its seeds are pending again and its picks may be
+        picked again (picking marks them measured)."""
+        for inp in prepared.inputs:
+            self.measured_keys.discard(state_key(inp.state))
+        self.pending_seeds[:0] = [inp.state for inp in prepared.inputs[: prepared.seeds]]
 
     def take_seeds(self, limit: int) -> list:
         """Up to ``limit`` pending seed states (:class:`SeedStates`) not measured yet, as
@@ -268,10 +341,28 @@ class SketchPolicy:
     ):
         """Rounds until ``n_trials`` are measured (or, with ``max_seconds``, until a round
         would start after that many seconds; ``n_trials`` None: only then); returns the best
-        measured state (or None)."""
+        measured state (or None).
+
+        With a :class:`~autosched.measure.local.ProgramMeasurer`, each round after the first
+        is searched while the round before it is measured (:mod:`autosched.measure.overlap`;
+        on the local CPU only while it is built): the same records and trial counts, the
+        model and the measured states one round stale for that search."""
+        start = time.perf_counter()
+        mode = self._overlap_mode(measurer)
+        try:
+            return self._search_rounds(
+                start, n_trials, early_stopping, num_measures_per_round, measurer, max_seconds,
+                mode,
+            )  # fmt: skip
+        finally:
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None:
+                self.release_round(ahead)
+
+    def _search_rounds(self, start, n_trials, early_stopping, num_measures_per_round, measurer,
+                       max_seconds, mode):  # fmt: skip
         flop = self.task.compute_dag.flop_count()
-        start, trials, best_at, empty_rounds = time.perf_counter(), 0, 0, 0
-        round_no = 0
+        trials, best_at, empty_rounds, round_no = 0, 0, 0, 0
         limit = float("inf") if n_trials is None else n_trials
         budget = "" if n_trials is None else f"/{n_trials}"
         while trials < limit:
@@ -281,9 +372,17 @@ class SketchPolicy:
             round_no += 1
             num = int(min(num_measures_per_round, limit - trials))
             best_before = self.best_cost
-            inputs, results = self.continue_search_one_round(
-                num, measurer, self._round_population(num, num_measures_per_round)
-            )
+            population = self._round_population(num, num_measures_per_round)
+            if mode == "off":
+                inputs, results = self.continue_search_one_round(num, measurer, population)
+            else:
+                # The next round is searched while this one is measured, unless none follows.
+                late = max_seconds is not None and time.perf_counter() - start >= max_seconds
+                nxt = 0 if late else int(min(num_measures_per_round, limit - trials - num))
+                inputs, results = self._overlapped_round(
+                    num, population, measurer, mode, nxt,
+                    self._round_population(nxt, num_measures_per_round) if nxt > 0 else None,
+                )  # fmt: skip
             if not inputs:
                 empty_rounds += 1
                 if empty_rounds > self.params.retry_search_one_round_on_empty:
@@ -307,6 +406,48 @@ class SketchPolicy:
                 self._say(1, f"no improvement in {early_stopping} trials; stopping early")
                 break
         return self.best_state
+
+    def _overlap_mode(self, measurer) -> str:
+        """How far :meth:`search` overlaps a round's search with the previous round's
+        measurement (:func:`autosched.measure.overlap.overlap_mode`); "off" for a measurer
+        other than :class:`~autosched.measure.local.ProgramMeasurer`."""
+        from ..measure.local import ProgramMeasurer
+        from ..measure.overlap import overlap_mode
+
+        if not isinstance(measurer, ProgramMeasurer):
+            return "off"
+        return overlap_mode([self.task.target], measurer.runner)
+
+    def _overlapped_round(
+        self, num: int, population, measurer, mode: str, next_num: int, next_population
+    ) -> tuple[list, list]:
+        """One round measured in the background while the next (``next_num`` candidates,
+        0: none) is searched from the model as it is (one round stale); that search is
+        :attr:`_ahead`, used by the next call when its size matches."""
+        from ..measure.overlap import InFlight
+
+        with self.ledger.active():
+            prepared, self._ahead = self._ahead, None
+            if prepared is not None and prepared.num != num:
+                self.release_round(prepared)
+                prepared = None
+            if prepared is None:
+                prepared = self.prepare_round(num, population)
+            inputs, results = prepared.inputs, []
+            if inputs:
+                flight = InFlight(measurer, inputs, mode)
+                try:
+                    if next_num > 0:
+                        self._ahead = self.prepare_round(
+                            next_num, next_population, in_flight=inputs
+                        )
+                    results = flight.result(self.ledger)
+                except BaseException:
+                    flight.cancel()  # a no-op once it has ended
+                    raise
+                self.finish_round(inputs, results)
+        self.ledger.end_round(len(inputs), getattr(self.task, "desc", None))
+        return inputs, results
 
     def _round_population(self, num: int, per_round: int) -> int | None:
         """The population of a short round (see ``SearchParams.scale_population_to_batch``)."""

@@ -69,7 +69,13 @@ def stop_on_signals():
 @contextlib.contextmanager
 def deferred_signals():
     """A signal arriving inside the block (under :func:`stop_on_signals`) is raised at its
-    end, so the block is never cut in the middle."""
+    end, so the block is never cut in the middle. Off the main thread (a background
+    measurement writing its records) it does nothing: signals are handled in the main thread,
+    which must not defer them to the end of another thread's block, and they never cut
+    another thread's block anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _state["depth"] += 1
     try:
         yield

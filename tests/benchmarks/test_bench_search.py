@@ -39,3 +39,18 @@ def test_unknown_case_is_one_clear_error(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--cases", "tasks"])
     assert "--cases: unknown ['tasks']" in capsys.readouterr().err
+
+
+def test_simulated_device_overlaps_the_search_with_its_runs(tmp_path, monkeypatch):
+    # --device-s: a runner that sleeps instead of timing (a GPU-like device on a CPU-only
+    # machine); rounds after the first are searched while the device is busy.
+    monkeypatch.delenv("AUTOSCHED_OVERLAP", raising=False)
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm")
+    monkeypatch.setattr(bench, "_network_tasks", lambda target: ([task], [1]))
+    out = tmp_path / "out.json"
+    args = ["--cases", "task", "--task", "0", "--task-seconds", "3", "--device-s", "0.05",
+            "--json", str(out), "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    assert bench.main(args) == 0
+    (result,) = json.loads(out.read_text())
+    assert result["trials"] >= 1 and result["seconds"]["run"] >= 0.05
+    assert len(result["rounds"]) < 2 or result["overlap_s"] > 0
