@@ -524,6 +524,15 @@ class MeasureStats:
         )
 
 
+def _with_note(ran: list[MeasureResult], note: str) -> list[MeasureResult]:
+    """``ran`` with ``note`` (such as ``data.RETIMED``) as the ``error_msg`` of each error-free
+    result."""
+    if not note:
+        return ran
+    ok = MeasureErrorNo.NO_ERROR
+    return [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r for r in ran]
+
+
 class ProgramMeasurer:
     """Builds and runs candidates batch by batch, keeps the best per workload, calls callbacks.
 
@@ -615,12 +624,8 @@ class ProgramMeasurer:
             gate.check()
         t1 = time.perf_counter()
         ran = self.runner.run(chunk, built)
-        if note:
-            ok = MeasureErrorNo.NO_ERROR
-            ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
-                   for r in ran]  # fmt: skip
         t2 = time.perf_counter()
-        ran = _with_split(built, ran)
+        ran = _with_split(built, _with_note(ran, note))
         self.stats.run_s += t2 - t1
         ledger = _timing.current()
         if ledger is not None:
@@ -634,12 +639,8 @@ class ProgramMeasurer:
             gate.check()
         t1 = time.perf_counter()
         built, ran = self.runner.build_and_run(chunk)
-        if note:
-            ok = MeasureErrorNo.NO_ERROR
-            ran = [dataclasses.replace(r, error_msg=note) if r.error_no == ok else r
-                   for r in ran]  # fmt: skip
         t2 = time.perf_counter()
-        ran = _with_split(built, ran)
+        ran = _with_split(built, _with_note(ran, note))
         self.stats.run_s += t2 - t1
         ledger = _timing.current()
         if ledger is not None:
