@@ -31,6 +31,7 @@ from tensorir.ops import NameScope, compute_op
 from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm, use_implicit_gemm
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import kernels
+from tests.autosched.test_tensor_core_sketch import has_tc
 
 NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 
@@ -121,10 +122,6 @@ def test_the_rule_for_using_it():
 def gpu_task(dag):
     hw = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
     return SearchTask(dag, target="cuda", hardware_params=hw)
-
-
-def has_tc(state) -> bool:
-    return any(p == "tensor_core" for s in state.stages for _, p in s.pragmas)
 
 
 def valid_states(task, n=2, seed=0):

@@ -18,7 +18,7 @@ from autosched.kernel import generate_source
 from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import load_records, save_records
 from autosched.search import sketch_rules_tensor_core as tc_rule
-from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
+from autosched.search.annotate_gpu import gpu_context, gpu_state_errors
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_tensor_core import tensor_core_dtypes, tensor_core_gemm
@@ -34,6 +34,7 @@ from tensorir.ops.dense import batch_matmul, dense
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES, fragment_plan
 from tensorir.passes.verify_gpu import kernels
 from tensorir.schedule import replay
+from tests.autosched.test_tensor_core_sketch import has_tc, valid_states
 
 NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 TF32 = "cuda -allow_tf32=1"
@@ -57,25 +58,6 @@ def bmm_task(target=TF32, transpose_b=True):
     x = te.placeholder((2, 32, 24), "float32", name="X")
     y = te.placeholder((2, 32, 24) if transpose_b else (2, 24, 32), "float32", name="Y")
     return _task([x, y, batch_matmul(x, y, transpose_b=transpose_b)], target)
-
-
-def has_tc(state) -> bool:
-    return any(p == "tensor_core" for s in state.stages for _, p in s.pragmas)
-
-
-def valid_states(task, n=3, seed=0):
-    sk = [s for s in generate_sketches(task) if has_tc(s)]
-    assert sk, "no tensor-core sketch"
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
-    out = []
-    for _ in range(200):
-        s = sample_state_gpu(ctx, sk[0], rng, task)
-        if s is not None:
-            out.append(s)
-            if len(out) == n:
-                break
-    assert len(out) == n
-    return out
 
 
 def test_one_table_gives_each_operand_dtype_its_fragment_shape_and_arch():
