@@ -39,17 +39,18 @@ def pooled_means(entries, results) -> list[float]:
     return pooled
 
 
-def retime_best(ts, enough: int) -> tuple[list[int], int]:
-    """``(tasks, count)``: measure the best candidates of this tune of each task of the
-    scheduler ``ts`` with at least ``enough`` candidates measured by it once more (``count``
-    measurements) and give each the mean over all its measurements (:func:`pooled_means`);
-    ``ts.best_costs`` then holds the best of those. Empties the tops either way."""
+def retime_best(ts, enough: int, now) -> None:
+    """Measure the best candidates of this tune of each task of the scheduler ``ts`` with
+    at least ``enough`` candidates measured by it once more and give each the mean over all
+    its measurements (:func:`pooled_means`); ``ts.best_costs`` then holds the best of those.
+    Empties the tops either way; ``now()`` times the re-timing for the closing line."""
     tasks = [i for i in range(len(ts.tasks)) if ts._top[i] and ts._measured_now[i] >= enough]
     top, ts._top = ts._top, [{} for _ in ts.tasks]
     ts._measured_now = [0] * len(ts.tasks)
     if not tasks:
-        return tasks, 0
+        return
     count = sum(len(top[i]) for i in tasks)
+    t0 = now()
     for idx in tasks:
         entries = list(top[idx].values())
         results = ts.measurer.measure([inp for _, inp, _ in entries], note=RETIMED)
@@ -63,4 +64,8 @@ def retime_best(ts, enough: int) -> tuple[list[int], int]:
             idx, ts._desc(idx), before * 1e3, min(pooled) * 1e3, len(entries),
         )  # fmt: skip
     ts.cur_score = ts._compute_score(ts.best_costs)
-    return tasks, count
+    ts._say(
+        f"Re-timed the best {ts.retime_top} candidates of {len(tasks)} tasks ({count} "
+        f"measurements, {now() - t0:.1f} s); their latencies are the means over all "
+        "measurements."
+    )

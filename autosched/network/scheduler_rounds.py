@@ -20,7 +20,16 @@ from ..search.budget import (
     observed_cost,
 )
 
-__all__ = ["adapted_round_size", "cost_prior", "plan_line", "take_prepared"]
+__all__ = [
+    "adapt_round_size",
+    "adapted_round_size",
+    "cost_prior",
+    "overlapped_round",
+    "plan_line",
+    "release_prepared",
+    "take_prepared",
+    "warm_up_round_size",
+]
 
 
 def cost_prior(tasks: Sequence) -> RoundCost:
@@ -48,6 +57,43 @@ def adapted_round_size(
     # search costs as much (issue 29: rounds of 2 on a 16-core GPU host).
     builders = int(getattr(getattr(measurer, "builder", None), "n_parallel", 1) or 1)
     return round_cost, max(new, min(builders, TVM_MEASURES_PER_ROUND))
+
+
+def warm_up_round_size(full_round: int, trials: int | None, untuned: int) -> int:
+    """The round size of the warm-up: ``full_round``, smaller when ``trials`` (the trial
+    budget, None: none) cannot give a full round to each of the ``untuned`` tasks.
+
+    Raises
+    ------
+    ValueError
+        When not even one trial per task fits.
+    """
+    per_round = full_round if trials is None else min(full_round, trials // max(untuned, 1))
+    if per_round <= 0:
+        raise ValueError(
+            f"num_measure_trials={trials} is too small for {untuned} tasks without records: "
+            f"every task needs at least one round; use num_measure_trials >= {untuned} "
+            f"(better >= {untuned * full_round}, one full round of {full_round} per task)"
+        )
+    return per_round
+
+
+def adapt_round_size(ts, mean_round_s: float, measured: int) -> None:
+    """After the warm-up pass of the scheduler ``ts``: with an automatic round size and a
+    time budget, set its round size again from what a warm-up round of ``measured``
+    candidates really cost (:func:`adapted_round_size`)."""
+    budget = ts.tune_option.max_tuning_seconds
+    if ts.tune_option.num_measures_per_round is not None or budget is None:
+        return
+    ts._round_cost, new = adapted_round_size(
+        len(ts.tasks), ts._trial_limit, budget, ts._round_cost, ts.measurer, mean_round_s, measured
+    )
+    if new != ts.num_measures_per_round:
+        ts._say(
+            f"Round size: {new} candidates per round from now on (a first-pass round took "
+            f"{mean_round_s:.1f} s with {measured})"
+        )
+        ts.num_measures_per_round = new
 
 
 def plan_line(
@@ -91,6 +137,14 @@ def take_prepared(prepared, policy, num: int, speculation: dict):
     speculation["misses"] += 1
     prepared.policy.release_round(prepared)
     return None
+
+
+def release_prepared(ts) -> None:
+    """Give back the round searched ahead by the scheduler ``ts``, if any (the tune ends or
+    goes sequential)."""
+    prepared, ts._prepared = ts._prepared, None
+    if prepared is not None:
+        prepared.policy.release_round(prepared)
 
 
 def overlapped_round(ts, idx: int, policy, num: int, retries: int, guess_next, now):

@@ -16,10 +16,13 @@ import numpy as np
 __all__ = [
     "adjust_similarity_group",
     "alive_tasks",
+    "choose_task",
     "derive_similarity_tag",
     "gradients",
+    "guess_task",
     "lowest",
     "next_round_robin",
+    "objective",
     "similarity_groups",
 ]
 
@@ -50,6 +53,27 @@ def derive_similarity_tag(dag, log_base: float = 1.618) -> str:
     if tag:
         tag += str(int(math.log(max(dag.flop_count(), 0) + 1, log_base)))
     return tag
+
+
+def objective(task_weights, objective_func, n_tasks: int):
+    """``(weights, func)``: the task weights as floats (or None) and the objective
+    ``func(best_costs) -> float`` to minimise: ``objective_func``, else the weighted sum of
+    the costs (the plain sum without weights).
+
+    Raises
+    ------
+    ValueError
+        When the weights are not one per task.
+    """
+    if task_weights is not None:
+        task_weights = [float(w) for w in task_weights]
+        if len(task_weights) != n_tasks:
+            raise ValueError(f"{len(task_weights)} task weights for {n_tasks} tasks; give one each")
+    if objective_func is not None:
+        return task_weights, objective_func
+    if task_weights is not None:
+        return task_weights, lambda costs: sum(c * w for c, w in zip(costs, task_weights))
+    return task_weights, sum
 
 
 def similarity_groups(tasks: Sequence):
@@ -163,3 +187,47 @@ def adjust_similarity_group(
     if cur_flops < best_flops / beta and task_cts[idx] > 5 + most_other_rounds:
         task_tags[idx] = None
         members.remove(idx)
+
+
+def choose_task(strategy: str, last: int, n: int, dead: set[int], grads: Callable, rng):
+    """``(task, last)``: the next task to tune (never a dead one while a live one exists)
+    and the round-robin index after it. ``last`` is the round-robin index, ``grads()`` the
+    gradients (:func:`gradients`) and ``rng`` breaks ties between equal ones."""
+    if strategy == "round-robin":
+        idx = next_round_robin(last, n, dead)
+        # All dead (never while tuning): the index after n steps, the last one again.
+        idx = last % n if idx is None else idx
+        return idx, idx
+    alive = alive_tasks(n, dead)
+    best = lowest(grads(), alive)
+    if best is None:
+        return int(alive[rng.integers(len(alive))]), last
+    return best, last
+
+
+def guess_task(
+    idx: int,
+    strategy: str,
+    last: int,
+    n: int,
+    dead: set[int],
+    task_cts: list[int],
+    histories: list[list[float]],
+    best_costs,
+    grads: Callable,
+) -> int | None:
+    """The task :func:`choose_task` most likely picks after this round of ``idx``, assuming
+    the round does not improve it (None on a tie: the choice is random). Pure: the round is
+    added to ``task_cts`` and ``histories`` (what ``grads()`` reads) only while ``grads()``
+    runs, and the round-robin index and the tie-breaking generator are left alone."""
+    if strategy == "round-robin":
+        return next_round_robin(last, n, dead)
+    history = histories[idx]
+    task_cts[idx] += 1  # the round as accounted without improvement
+    history.append(float(best_costs[idx]))
+    try:
+        grads_after = grads()
+    finally:
+        task_cts[idx] -= 1
+        history.pop()
+    return lowest(grads_after, alive_tasks(n, dead))

@@ -46,6 +46,7 @@ from .progress import (
     PrintTableInfo,
     ProgressBar,
     TaskSchedulerCallback,
+    default_callbacks,
     record_file,
 )
 from .scheduler_first_pass import FIRST_PASS_ROUND, seed_pass  # noqa: F401 - re-exported
@@ -55,14 +56,21 @@ from .scheduler_models import (
 )
 from .scheduler_resume import open_feature_store, restore_status
 from .scheduler_retime import keep_top, retime_best
-from .scheduler_rounds import adapted_round_size, cost_prior, overlapped_round, plan_line
+from .scheduler_rounds import (
+    adapt_round_size,
+    cost_prior,
+    overlapped_round,
+    plan_line,
+    release_prepared,
+    warm_up_round_size,
+)
 from .task_choice import (
     adjust_similarity_group,
-    alive_tasks,
+    choose_task,
     derive_similarity_tag,
     gradients,
-    lowest,
-    next_round_robin,
+    guess_task,
+    objective,
     similarity_groups,
 )
 
@@ -187,19 +195,9 @@ class TaskScheduler:
             raise ValueError("TaskScheduler needs at least one task")
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"strategy must be 'gradient' or 'round-robin', got {strategy!r}")
-        if task_weights is not None:
-            task_weights = [float(w) for w in task_weights]
-            if len(task_weights) != len(self.tasks):
-                raise ValueError(
-                    f"{len(task_weights)} task weights for {len(self.tasks)} tasks; give one each"
-                )
-        self.task_weights = task_weights
-        if objective_func is not None:
-            self.objective_func = objective_func
-        elif task_weights is not None:
-            self.objective_func = lambda costs: sum(c * w for c, w in zip(costs, task_weights))
-        else:
-            self.objective_func = sum
+        self.task_weights, self.objective_func = objective(
+            task_weights, objective_func, len(self.tasks)
+        )
         self.strategy = strategy
         self.load_model_file = load_model_file
         self.load_log_file = load_log_file
@@ -296,7 +294,7 @@ class TaskScheduler:
         if full_round is None:  # automatic: the first pass takes at most 1/4 of the budget
             full_round = measures_per_round(n, trials, options.max_tuning_seconds, self._round_cost)
         if self.callbacks is None:
-            self.callbacks = self._default_callbacks(options)
+            self.callbacks = default_callbacks(options)
         require_measuring_devices(self.tasks, options)
         resumed = None
         if self.load_log_file:
@@ -306,13 +304,7 @@ class TaskScheduler:
             self.num_measures_per_round = full_round
             resumed = self._restore_status(self.load_log_file)
         untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
-        per_round = full_round if trials is None else min(full_round, trials // max(untuned, 1))
-        if per_round <= 0:
-            raise ValueError(
-                f"num_measure_trials={trials} is too small for {untuned} tasks without records: "
-                f"every task needs at least one round; use num_measure_trials >= {untuned} "
-                f"(better >= {untuned * full_round}, one full round of {full_round} per task)"
-            )
+        per_round = warm_up_round_size(full_round, trials, untuned)
         self.num_measures_per_round = per_round
         self._say(plan_line(options, n, per_round, trials, search_policy, search_policy_params))
         early_stopping = options.early_stopping
@@ -352,7 +344,7 @@ class TaskScheduler:
                 try:
                     self._tune_rounds(n, more_trials, early_stopping)
                 finally:
-                    self._release_prepared()
+                    release_prepared(self)
         except BaseException as exc:
             self.measurer.close(clean=False)  # the log keeps every finished batch
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, TuningInterrupted):
@@ -431,7 +423,7 @@ class TaskScheduler:
         policy = self.search_policies[idx]
         retries = getattr(getattr(policy, "params", None), "retry_search_one_round_on_empty", 0)
         if self.overlap == "off" or not hasattr(policy, "prepare_round"):
-            self._release_prepared()
+            release_prepared(self)
             for _ in range(1 + max(0, retries)):
                 inputs, results = policy.continue_search_one_round(num, self.measurer)
                 if inputs:
@@ -456,28 +448,14 @@ class TaskScheduler:
             num = min(num, self._trial_limit - self.ct - in_flight)
         return num
 
-    def _release_prepared(self) -> None:
-        """Give back the round searched ahead, if any (the tune ends or goes sequential)."""
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None:
-            prepared.policy.release_round(prepared)
-
     def _guess_next(self, idx: int) -> int | None:
         """The task :meth:`_choose_task` most likely picks after this round of ``idx``,
         assuming the round does not improve it (None on a tie: the choice is random). Pure:
         no state changes (the round-robin index and the tie-breaking generator included)."""
-        n = len(self.tasks)
-        if self.strategy == "round-robin":
-            return next_round_robin(self._rr_idx, n, self.dead_tasks)
-        history = self.task_costs_history[idx]
-        self.task_cts[idx] += 1  # the round as accounted without improvement
-        history.append(float(self.best_costs[idx]))
-        try:
-            grads = self._gradients()
-        finally:
-            self.task_cts[idx] -= 1
-            history.pop()
-        return lowest(grads, alive_tasks(n, self.dead_tasks))
+        return guess_task(
+            idx, self.strategy, self._rr_idx, len(self.tasks), self.dead_tasks, self.task_cts,
+            self.task_costs_history, self.best_costs, self._gradients,
+        )  # fmt: skip
 
     def _account(self, idx: int, inputs, results) -> None:
         """The bookkeeping after a round of task ``idx`` (``post_tune`` callbacks included)."""
@@ -516,33 +494,13 @@ class TaskScheduler:
         over all its measurements (``steady_costs`` of the pooled costs); ``best_costs`` then
         holds the best of those. Runs once, at the end, so it costs ``retime_top`` trials per
         task tuned (ApplyHistoryBest pools a candidate's records the same way)."""
-        t0 = time.time()
-        tasks, count = retime_best(self, RETIME_MIN_FACTOR * self.retime_top)
-        if not tasks:
-            return
-        self._say(
-            f"Re-timed the best {self.retime_top} candidates of {len(tasks)} tasks ({count} "
-            f"measurements, {time.time() - t0:.1f} s); their latencies are the means over all "
-            "measurements."
-        )
+        retime_best(self, RETIME_MIN_FACTOR * self.retime_top, lambda: time.time())
 
     def _adapt_round_size(self, mean_round_s: float, measured: int) -> None:
         """After the warm-up pass: with an automatic round size and a time budget, choose the
         round size again from what a warm-up round really cost (the priors are guesses; a
         loaded machine or slow builds can be several times off)."""
-        budget = self.tune_option.max_tuning_seconds
-        if self.tune_option.num_measures_per_round is not None or budget is None:
-            return
-        self._round_cost, new = adapted_round_size(
-            len(self.tasks), self._trial_limit, budget, self._round_cost, self.measurer,
-            mean_round_s, measured,
-        )  # fmt: skip
-        if new != self.num_measures_per_round:
-            self._say(
-                f"Round size: {new} candidates per round from now on (a first-pass round took "
-                f"{mean_round_s:.1f} s with {measured})"
-            )
-            self.num_measures_per_round = new
+        adapt_round_size(self, mean_round_s, measured)
 
     def _stalled(self, idx: int) -> bool:
         if self.per_task_early_stopping is None or self.per_task_early_stopping < 0:
@@ -567,17 +525,11 @@ class TaskScheduler:
 
     def _choose_task(self) -> int:
         """The next task to tune (never a dead one while a live one exists)."""
-        n = len(self.tasks)
-        if self.strategy == "round-robin":
-            idx = next_round_robin(self._rr_idx, n, self.dead_tasks)
-            # All dead (never while tuning): the index after n steps, the last one again.
-            self._rr_idx = self._rr_idx % n if idx is None else idx
-            return self._rr_idx
-        alive = alive_tasks(n, self.dead_tasks)
-        best = lowest(self._gradients(), alive)
-        if best is None:
-            return int(alive[self.rng.integers(len(alive))])
-        return best
+        idx, self._rr_idx = choose_task(
+            self.strategy, self._rr_idx, len(self.tasks), self.dead_tasks, self._gradients,
+            self.rng,
+        )  # fmt: skip
+        return idx
 
     # ------------------------------------------------------------------ policies and resume
 
@@ -600,13 +552,6 @@ class TaskScheduler:
         return restore_status(self, log_file)
 
     # ------------------------------------------------------------------ helpers
-
-    def _default_callbacks(self, options) -> list:
-        callbacks: list = [PrintTableInfo()]
-        log = record_file(options)
-        if log is not None:
-            callbacks.append(LogEstimatedLatency(log.parent / "total_latency.tsv"))
-        return callbacks
 
     def _desc(self, idx: int) -> str:
         return getattr(self.tasks[idx], "desc", "") or str(idx)
