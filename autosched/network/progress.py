@@ -22,6 +22,7 @@ __all__ = [
     "PrintTableInfo",
     "ProgressBar",
     "TaskSchedulerCallback",
+    "default_callbacks",
     "record_file",
 ]
 
@@ -51,6 +52,17 @@ def record_file(options):
         if isinstance(cb, RecordToFile):
             return cb.path
     return None
+
+
+def default_callbacks(options) -> list:
+    """The task scheduler's callbacks when it is given none: :class:`PrintTableInfo`, and
+    :class:`LogEstimatedLatency` writing ``total_latency.tsv`` next to the log of the first
+    ``RecordToFile`` measure callback of ``options`` when there is one."""
+    callbacks: list = [PrintTableInfo()]
+    log = record_file(options)
+    if log is not None:
+        callbacks.append(LogEstimatedLatency(log.parent / "total_latency.tsv"))
+    return callbacks
 
 
 def _print_title(title: str) -> None:
