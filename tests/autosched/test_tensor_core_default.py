@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_tensor_core_conv import conv_dag, gpu_task, has_tc, random_args, small_resnet_block
 
 import autosched as ansor
 from autosched.network.default_schedules import default_gpu_state
@@ -24,8 +25,6 @@ from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
 from tensorir.ops.dense import dense
-
-from test_tensor_core_conv import conv_dag, gpu_task, has_tc, random_args, small_resnet_block
 
 NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 
