@@ -7,7 +7,7 @@ conv then reads its im2col gather K times over from global memory and uses no te
 28: an untuned fp16 resnet-18 went from 4.23 ms to 7.28 ms when its convs became GEMMs). Where
 :class:`~autosched.search.sketch_rules_tensor_core.MultiLevelTilingTensorCore` takes the group,
 :func:`default_tensor_core_state` fills the sketch's open splits with the first of
-:data:`DEFAULT_TILES` that divides the GEMM and passes the device limits instead.
+:func:`default_tile_candidates` that passes the device limits instead.
 """
 
 from __future__ import annotations
@@ -20,15 +20,31 @@ from tensorir import steps as st
 
 from .params import SearchParams
 
-__all__ = ["DEFAULT_TILES", "default_tensor_core_state", "fixed_tensor_core_state"]
+__all__ = [
+    "BLOCK_FRAGMENTS",
+    "default_tensor_core_state",
+    "default_tile_candidates",
+    "fixed_tensor_core_state",
+]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TILES = ((128, 64, 32), (64, 64, 32), (64, 64, 16), (32, 32, 32), (32, 32, 16))
-"""(block i, block j, k tile) in elements, 2x2 warps, tried in this order (large to small): the
-first that divides the GEMM and passes the device limits is the default. Large tiles reuse each
-shared tile more; the small ones keep small GEMMs (P = 49 padded to 64, K = 144) on tensor
-cores."""
+BLOCK_FRAGMENTS = ((8, 4, 2, 1), (4, 2, 1), (2, 1))
+"""Fragments per thread block along the GEMM's i and j, and per shared k tile, tried from large
+to small: the tiles :func:`default_tile_candidates` makes of them (128x64 blocks and a k tile of
+2 fragments first; 2 warps along an axis of at least 2 fragments). Large tiles reuse each
+shared tile more; the small ones keep GEMMs of an odd number of fragments (resnet's 28x28 and
+14x14 maps: 49 and 13 fragments of rows) on tensor cores."""
+
+
+def default_tile_candidates(extents) -> list[tuple[int, int, int]]:
+    """``(block_i, block_j, k_tile)`` in elements (the k tile in 16s, as
+    :func:`fixed_tensor_core_state` reads it) for a GEMM of ``extents`` fragments along i, j
+    and k: each of :data:`BLOCK_FRAGMENTS`' sizes that divides its axis, largest blocks first."""
+    options = [[b for b in sizes if n % b == 0] for sizes, n in zip(BLOCK_FRAGMENTS, extents)]
+    tiles = [(bi, bj, bk) for bi in options[0] for bj in options[1] for bk in options[2]]
+    tiles.sort(key=lambda t: (t[0] * t[1], t[0], t[2]), reverse=True)
+    return [(16 * bi, 16 * bj, 16 * bk) for bi, bj, bk in tiles]
 
 
 def _has_tensor_core(state) -> bool:
@@ -73,6 +89,9 @@ def fixed_tensor_core_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0
     si, sj, sk = _open_splits(sketch)
     lengths = {si: (warps[0], block_i // (16 * warps[0])),
                sj: (warps[1], block_j // (16 * warps[1])), sk: (k_tile // 16,)}  # fmt: skip
+    if any(ls[0] * ls[-1] * 16 != b for ls, b in zip(lengths.values(), (block_i, block_j))):
+        raise ValueError(f"{task.desc or 'task'}: block {block_i}x{block_j} is not whole "
+                         f"fragments per warp for {warps[0]}x{warps[1]} warps")  # fmt: skip
     for k, ls in lengths.items():
         extent = sketch.steps[k].extent
         if min(ls) < 1 or (extent and extent % (ls[0] * (ls[1] if len(ls) > 1 else 1))):
@@ -89,10 +108,11 @@ def fixed_tensor_core_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0
     return init_unroll_gpu(ctx, state, rng)
 
 
-def default_tensor_core_state(task, check=None, tiles=DEFAULT_TILES):
-    """The first of ``tiles`` (:func:`fixed_tensor_core_state`, seed 0) that divides the task's
-    GEMM, passes :func:`~autosched.search.annotate_gpu.gpu_state_errors` and ``check(state)``
-    (which raises); double buffered, else single buffered. None when the tensor-core rule does
+def default_tensor_core_state(task, check=None):
+    """The first of :func:`default_tile_candidates` (:func:`fixed_tensor_core_state`, seed 0,
+    2 warps along each axis of at least 2 fragments of the block) that passes
+    :func:`~autosched.search.annotate_gpu.gpu_state_errors` and ``check(state)`` (which
+    raises); double buffered, else single buffered. None when the tensor-core rule does
     not take the task, the target's ``-arch`` has no wmma for its dtype, or no tile fits."""
     from codegen.cuda import wmma_unavailable_reason
 
@@ -110,9 +130,11 @@ def default_tensor_core_state(task, check=None, tiles=DEFAULT_TILES):
     sketch = tensor_core_sketch(task)
     if sketch is None:
         return None
-    for bi, bj, bk in tiles:
+    extents = [sketch.steps[k].extent for k in _open_splits(sketch)]
+    for bi, bj, bk in default_tile_candidates(extents):
+        warps = (min(2, bi // 16), min(2, bj // 16))
         try:
-            double = fixed_tensor_core_state(task, bi, bj, bk, sketch=sketch)
+            double = fixed_tensor_core_state(task, bi, bj, bk, warps, sketch=sketch)
         except ValueError as exc:
             log.debug("tensor-core default of %s: %s", task.desc or "task", exc)
             continue

@@ -15,7 +15,10 @@ import autosched as ansor
 from autosched.network.default_schedules import default_gpu_state
 from autosched.network.partition import partition
 from autosched.search.annotate_gpu import gpu_state_errors
-from autosched.search.tensor_core_default import default_tensor_core_state
+from autosched.search.tensor_core_default import (
+    default_tensor_core_state,
+    default_tile_candidates,
+)
 from autosched.task import SearchTask
 from codegen.cuda import build_cuda
 from tensorir import te
@@ -47,10 +50,12 @@ def default_state(dag, target="cuda"):
     return task, default_gpu_state(dag, 1024, 32, no_check, task=task)
 
 
-# resnet-18 layer shapes (NHWC, fp16, cast + bias + relu epilogue): 56x56x64 3x3 (P = 3136) and
-# 7x7x512 3x3 (P = 49 padded to 64): tensor-core states that pass the check and lower to one
-# kernel each. Too big to run as scalar loops on the CPU: the small cases below compute.
-RESNET = [("NHWC", 1, 64, 56, 64, 3, 1, 1), ("NHWC", 1, 512, 7, 512, 3, 1, 1)]
+# resnet-18 layer shapes (NHWC, fp16, cast + bias + relu epilogue): 56x56x64 3x3 (P = 3136),
+# 7x7x512 3x3 (P = 49 padded to 64), and the 28x28 (P = 784: 49 fragments) and 14x14 (P = 196
+# padded to 208: 13 fragments) 1x1 s2 convs: tensor-core states that pass the check. Too big
+# to run as scalar loops on the CPU: the small cases below compute.
+RESNET = [("NHWC", 1, 64, 56, 64, 3, 1, 1), ("NHWC", 1, 512, 7, 512, 3, 1, 1),
+          ("NHWC", 1, 64, 56, 128, 1, 2, 0), ("NHWC", 1, 128, 28, 256, 1, 2, 0)]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", RESNET)
@@ -63,8 +68,9 @@ def test_resnet_convs_default_to_a_valid_tensor_core_state(case):
 
 
 # (layout, n, ci, h, co, k, stride, pad): P = 64 whole fragments, P = 49 padded to 64 (guarded
-# store); K = 144 (a 16-wide k tile only).
-SMALL = [("NHWC", 1, 16, 8, 32, 3, 1, 1), ("NHWC", 1, 16, 7, 32, 3, 1, 1)]
+# store); K = 144 (a 16-wide k tile only); P = 144 (9 fragments: 16-row blocks).
+SMALL = [("NHWC", 1, 16, 8, 32, 3, 1, 1), ("NHWC", 1, 16, 7, 32, 3, 1, 1),
+         ("NHWC", 1, 16, 12, 16, 1, 1, 0)]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", SMALL)
@@ -104,6 +110,14 @@ def test_the_largest_tile_that_divides_is_taken():
     assert block_rows(conv) == (2, 2)  # 64 rows
 
 
+def test_tile_candidates_divide_the_gemm_largest_first():
+    assert default_tile_candidates((16, 8, 36))[0] == (128, 64, 32)
+    assert default_tile_candidates((196, 4, 36))[0] == (64, 64, 32)
+    odd = default_tile_candidates((49, 8, 9))  # resnet's 28x28 map, K = 144
+    assert odd[0] == (16, 64, 16) and all(bi == 16 and k == 16 for bi, _, k in odd)
+    assert default_tile_candidates((13, 1, 1)) == [(16, 16, 16)]
+
+
 def test_a_check_refusing_every_tile_falls_back_to_the_scalar_default():
     dag = dense_dag(64, 64, 64)
     task = gpu_task(dag)
@@ -141,8 +155,8 @@ def test_float32_network_groups_keep_todays_default_exactly():
     mixed = ansor.to_mixed_precision(mod, "float16", params)
     _, groups = partition(mixed, None, "cuda")
     convs = [gd for gd in groups if "conv2d_gemm" in [op.name for op in gd.dag.ops]]
-    # The 1x1 s2 conv has 16 GEMM rows, fewer than the smallest tile's 32: scalar default.
-    assert [has_tc(default_state(gd.dag)[1]) for gd in convs] == [True, False]
+    # The 1x1 s2 conv has 16 GEMM rows: one fragment of rows per block.
+    assert len(convs) == 2 and all(has_tc(default_state(gd.dag)[1]) for gd in convs)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
