@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import random
 import time
 
 import numpy as np
@@ -61,25 +60,10 @@ def cuda_event_ms(fn, repeat=50):
 def fixed_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0):
     """The tensor-core sketch (double buffered) with the given block tile, warps and k tile,
     annotated with a seeded draw (unroll); not checked against the GPU's limits."""
-    from autosched.search.annotate_gpu import gpu_context, init_thread_bind, init_unroll_gpu
-    from autosched.search.sketch import generate_sketches
-    from autosched.search.state_utils import bound_extents
-    from tensorir import steps as st
-    from tensorir.schedule import replay
+    from autosched.search.tensor_core_default import fixed_tensor_core_state
 
     params = ansor.SearchParams(gpu_tensor_core_pipeline=2)
-    (sketch,) = generate_sketches(task, params=params)
-    open_ = [k for k, step in enumerate(sketch.steps)
-             if isinstance(step, st.SplitStep) and None in step.lengths]  # fmt: skip
-    (si, sj, sk) = open_  # the rule's searched splits: i, j (warps, fragments), k (fragments)
-    lengths = {si: (warps[0], block_i // (16 * warps[0])),
-               sj: (warps[1], block_j // (16 * warps[1])), sk: (k_tile // 16,)}  # fmt: skip
-    steps = [dataclasses.replace(step, lengths=lengths[k]) if k in lengths else step
-             for k, step in enumerate(sketch.steps)]  # fmt: skip
-    state = replay(task.compute_dag, steps)
-    ctx, rng = gpu_context(task, params), random.Random(seed)
-    state = init_thread_bind(ctx, state, rng, bound_extents(state))
-    return init_unroll_gpu(ctx, state, rng)
+    return fixed_tensor_core_state(task, block_i, block_j, k_tile, warps, seed, params=params)
 
 
 def ab(args):

@@ -280,7 +280,11 @@ def build_network(
         warp = limits.get("warp_size") or GPU_DEFAULTS["warp_size"]
         out = []
         state = default_gpu_state(
-            gd.dag, threads, warp, lambda s: out.append(generate_source(s, target, gd.name, limits))
+            gd.dag,
+            threads,
+            warp,
+            lambda s: out.append(generate_source(s, target, gd.name, limits)),
+            task=_default_task(gd, target, hardware_params),
         )
         return state, out[-1], False
 
@@ -390,6 +394,18 @@ def _candidates(ctx, key: str, target: Target) -> list:
         if rec.kind == target.kind and (target.allow_tf32 or not rec.allow_tf32):
             same_kind.extend(ctx.candidates(key, rec_target))
     return sorted(same_kind, key=lambda v: v[1].mean_cost)
+
+
+def _default_task(gd, target: Target, hardware_params: HardwareParams | None):
+    """A SearchTask of ``gd`` for its default schedule (the tensor-core default needs the
+    target and the limits), or None where one cannot be made (the scalar default then)."""
+    from ..task import SearchTask
+
+    try:
+        return SearchTask(gd.dag, target=target, hardware_params=hardware_params, desc=gd.name)
+    except Exception:  # noqa: BLE001 - no task: the scalar default, as before
+        log.debug("no task for the default schedule of %s", gd.name, exc_info=True)
+        return None
 
 
 def _network_limits(dev, hardware_params: HardwareParams | None) -> dict:

@@ -3,12 +3,16 @@ task scheduler's seed state on GPUs. Correct, not fast."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from codegen.target import Target
 from tensorir.dag import ComputeDAG
 
 from ..suppressed import suppressed
+
+_log = logging.getLogger(__name__)
 
 
 def default_schedule(dag: ComputeDAG, target: Target, max_threads_per_block: int | None = None):
@@ -141,10 +145,26 @@ def default_gpu_schedule(
     return state
 
 
-def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check):
+def default_gpu_state(dag: ComputeDAG, max_threads_per_block, warp, check, task=None):
     """:func:`default_gpu_schedule` with the consumer fused, or, where that state fails
     ``check(state)`` (which raises), one kernel per stage. What an untuned GPU build runs, and
-    what the task scheduler measures first for a GPU task."""
+    what the task scheduler measures first for a GPU task.
+
+    With ``task`` (a SearchTask of ``dag``: its target and hardware limits), a GEMM the
+    tensor-core sketch takes (16-bit dense, batch_matmul, implicit-GEMM conv2d) gets the sketch
+    with a fixed tile instead, when one passes the limits and ``check``
+    (:func:`autosched.search.tensor_core_default.default_tensor_core_state`); else the scalar
+    schedule above."""
+    if task is not None:
+        from ..search.tensor_core_default import default_tensor_core_state
+
+        try:
+            state = default_tensor_core_state(task, check)
+        except Exception:  # noqa: BLE001 - a fixed tile that fails to apply: the scalar default
+            _log.debug("no tensor-core default for %s", task.desc or "a task", exc_info=True)
+            state = None
+        if state is not None:
+            return state
     try:
         state = default_gpu_schedule(dag, max_threads_per_block, warp, fuse_consumer=True)
         check(state)

@@ -80,6 +80,7 @@ def _default_schedule_seed(task):
             hw.gpu_value("max_threads_per_block"),
             hw.gpu_value("warp_size"),
             check,
+            task=task,
         )
     except ValueError:  # no seed is fine (a full reduction to a scalar has no default)
         _log.debug("no default schedule to seed %s", task.desc or task.workload_key, exc_info=True)

@@ -151,3 +151,31 @@ def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):
     top2 = np.sort(want.ravel())[-2:]
     if top2[1] - top2[0] > 2 * err:  # the same top-1 where rounding cannot swap it
         assert low.argmax() == want.argmax()
+
+
+def test_untuned_resnet18_fp16_runs_its_convs_on_tensor_cores(cuda_backend):
+    """No records (issue 28): every implicit-GEMM conv group gets the fixed tensor-core tile
+    (autosched.search.tensor_core_default) and the network matches the float32 one."""
+    from autosched.network.build import build_network
+    from runtime import device
+
+    if CUDA_REASON:
+        pytest.skip(CUDA_REASON)
+    mod, params, input_shape, _ = ansor.networks.get_network("resnet-18", 1, "NHWC")
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    tasks, _ = ansor.extract_tasks(mixed, None, "cuda")
+    n_convs = sum("conv2d_gemm" in [op.name for op in t.compute_dag.ops] for t in tasks)
+    assert n_convs >= 15
+    dev = device("cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every group untuned
+        lib = build_network(mixed, "cuda", device=dev)
+    assert lib.get_source().count("wmma::mma_sync") >= n_convs
+    x = np.random.default_rng(1).uniform(-1, 1, input_shape).astype("float32")
+    module = ansor.GraphModule(lib, dev)
+    module.set_input("data", x)
+    module.run()
+    low = module.get_output(0).numpy().astype(np.float64)
+    want = evaluate(mod, {"data": x}, params)  # the float32 network's numpy reference
+    want = np.asarray(want[0] if isinstance(want, list) else want, np.float64)
+    assert np.abs(low - want).max() / np.abs(want).max() < 2e-2  # as the tuned test above
