@@ -28,6 +28,7 @@ ALLOWED_COMPARISONS = {
     ("autosched/measure/worker.py", "src['lang'] == 'cuda'"): "builder-side nvcc/NVRTC (2)",
     ("autosched/network/build.py", "dev.kind != 'cuda'"): "nvcc runs in threads (CUDA only)",
     ("autosched/network/partition.py", "target.kind != 'cuda'"): "wmma tensor cores: CUDA only",
+    ("autosched/search/tensor_core_default.py", "task.target.kind != 'cuda'"): "wmma: CUDA only",
     ("autosched/autotvm/measure.py", "getattr(target, 'kind', None) != 'ext_dev'"): "VTA (3)",
     ("runtime/graph_executor.py", "self.device.kind == 'cuda'"): "CUDA graphs are CUDA's own",
     ("tensorir/ops/winograd.py", "device_kind == 'cpu'"): "tensorir sits below the tables",
