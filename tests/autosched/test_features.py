@@ -222,7 +222,7 @@ def test_parallel_extraction_equals_in_process(monkeypatch):
     rng = np.random.default_rng(5)
     states = sample_init_population(task, generate_sketches(task, None, params), 40, rng, params)
     states = states + states[:5]  # duplicates within a batch
-    monkeypatch.setattr(feature_pool, "MIN_BATCH", 8)
+    monkeypatch.setattr(feature_pool, "MIN_STATES_PER_WORKER", 4)
     monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "2")
     try:
         par = states_features(task, states, cache=FeatureCache())
@@ -261,7 +261,7 @@ def test_pool_failure_is_logged_on_the_autosched_logger(monkeypatch, caplog):
     task = SearchTask(dag, target="llvm")
     s2 = s.copy()
     s2.split("C", s2["C"].iters[0], [4])
-    monkeypatch.setattr(feature_pool, "MIN_BATCH", 1)
+    monkeypatch.setattr(feature_pool, "MIN_STATES_PER_WORKER", 1)
     monkeypatch.setattr(feature_pool, "num_workers", lambda: 2)
     monkeypatch.setattr(feature_pool, "extract_many", broken)
     with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="autosched"):
@@ -330,3 +330,31 @@ def test_batch_freezes_older_objects_only_for_its_duration():
         del newer
     finally:
         gc.unfreeze()
+
+
+def test_pool_threshold_scales_with_the_workers(monkeypatch):
+    # Evolution's batches of 50-70 new states must reach the pool on a 2-core host: the
+    # threshold is per worker, not a fixed batch size.
+    from autosched.cost_model import feature_pool
+
+    dag, s = matmul_state(16)
+    task = SearchTask(dag, target="llvm")
+    states = []
+    for factor in (1, 2, 4, 8, 16):
+        for axis in (0, 1):
+            st = s.copy()
+            st.split("C", st["C"].iters[axis], [factor])
+            states.append(st)
+    calls = []
+
+    def fake_extract(task, steps_json, workers):
+        calls.append((len(steps_json), workers))
+        return [feature_pool.state_features(task, st) for st in states[: len(steps_json)]]
+
+    monkeypatch.setattr(feature_pool, "num_workers", lambda: 2)
+    monkeypatch.setattr(feature_pool, "extract_many", fake_extract)
+    monkeypatch.setattr(feature_pool, "MIN_STATES_PER_WORKER", 5)
+    states_features(task, states[:9], cache=FeatureCache())
+    assert calls == []  # 9 states < 5 per worker x 2 workers: in-process
+    states_features(task, states, cache=FeatureCache())
+    assert calls == [(10, 2)]
