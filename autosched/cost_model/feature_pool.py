@@ -1,4 +1,4 @@
-"""Feature extraction of many states: a cache, and parallel worker processes for large batches.
+"""Feature extraction of many states: a cache, and parallel worker processes for batches.
 
 :func:`states_features` is the batching entry the cost model calls.
 
@@ -47,11 +47,12 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# A batch goes to the pool when each worker gets at least this many states. Measured on a
-# 2-core EPYC (resnet-18's largest conv): 16 states took 63 ms in-process and 40 ms on two
-# workers, 128 states 509 and 306 ms, so even small batches gain; below about 8 states per
-# worker the pickling round trip eats the gain. Evolution's batches of new states are often
-# 50-70 states, so a threshold that does not scale with the workers kept them in-process.
+# A batch goes to the pool in chunks of at least this many states (two chunks at least).
+# Measured on a 2-core EPYC (resnet-18's largest conv): 16 states took 63 ms in-process and
+# 40 ms on two workers, 128 states 509 and 306 ms, so even small batches gain; below about 8
+# states per chunk the pickling round trip eats the gain. Evolution's batches of new states
+# are often 50-70 states, so the old fixed threshold (128) kept them in-process, on a 16-core
+# GPU host too (features were 127 s of a 314 s resumed H200 piece).
 MIN_STATES_PER_WORKER = 8
 
 _pool: dict = {}
@@ -138,7 +139,9 @@ def _extract(dag, gpu_limits, cache_line_bytes, steps_json) -> list[np.ndarray]:
     return out
 
 
-def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
+def extract_many(
+    task, steps_json: list[str], workers: int, chunks: int | None = None
+) -> list[np.ndarray]:
     """Feature rows of the states whose ``to_json()`` texts are ``steps_json``, in order.
 
     Parameters
@@ -148,11 +151,13 @@ def extract_many(task, steps_json: list[str], workers: int) -> list[np.ndarray]:
         ``json.dumps(state.to_json())`` of each state (the feature cache's key part).
     workers : int
         Worker processes to spread the states over (at least 1).
+    chunks : int, optional
+        Jobs to cut the states into (default: two per worker).
     """
     limits = task.hardware_params.as_limits() if task.target.is_gpu else None
     line = task.hardware_params.cache_line_bytes or 64
     # Two chunks per worker: one slow chunk does not leave the other workers idle for long.
-    n_chunks = min(len(steps_json), 2 * workers)
+    n_chunks = min(len(steps_json), 2 * workers if chunks is None else max(1, chunks))
     bounds = np.linspace(0, len(steps_json), n_chunks + 1).astype(int)
     jobs = [
         (task.compute_dag, limits, line, steps_json[lo:hi])
@@ -251,12 +256,13 @@ def _states_features(task, states, cache, store=None) -> list[np.ndarray]:
     missing = [i for i, arr in enumerate(out) if arr is None]
     todo = list(first.values())
     workers = num_workers()
-    if len(todo) < MIN_STATES_PER_WORKER * workers:
-        workers = 0
+    # As many chunks as the batch fills with MIN_STATES_PER_WORKER states (at most two per
+    # worker): a batch of 65 on a 16-core host goes to 8 workers rather than staying here.
+    chunks = min(2 * workers, len(todo) // MIN_STATES_PER_WORKER)
     rows = None
-    if workers:
+    if workers and chunks >= 2:
         try:
-            rows = extract_many(task, [keys[i][2] for i in todo], workers)
+            rows = extract_many(task, [keys[i][2] for i in todo], workers, chunks)
         except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
             # An internal fallback (results are the same, only slower): a diagnostic for the
             # "autosched" logger, not a warning addressed to the user.

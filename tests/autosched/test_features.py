@@ -332,7 +332,7 @@ def test_batch_freezes_older_objects_only_for_its_duration():
         gc.unfreeze()
 
 
-def test_pool_threshold_scales_with_the_workers(monkeypatch):
+def test_small_batches_go_to_as_many_workers_as_they_fill(monkeypatch):
     # Evolution's batches of 50-70 new states must reach the pool on a 2-core host: the
     # threshold is per worker, not a fixed batch size.
     from autosched.cost_model import feature_pool
@@ -347,14 +347,18 @@ def test_pool_threshold_scales_with_the_workers(monkeypatch):
             states.append(st)
     calls = []
 
-    def fake_extract(task, steps_json, workers):
-        calls.append((len(steps_json), workers))
+    def fake_extract(task, steps_json, workers, chunks=None):
+        calls.append((len(steps_json), workers, chunks))
         return [feature_pool.state_features(task, st) for st in states[: len(steps_json)]]
 
     monkeypatch.setattr(feature_pool, "num_workers", lambda: 2)
     monkeypatch.setattr(feature_pool, "extract_many", fake_extract)
     monkeypatch.setattr(feature_pool, "MIN_STATES_PER_WORKER", 5)
     states_features(task, states[:9], cache=FeatureCache())
-    assert calls == []  # 9 states < 5 per worker x 2 workers: in-process
+    assert calls == []  # 9 states fill one chunk of 5: in-process
     states_features(task, states, cache=FeatureCache())
-    assert calls == [(10, 2)]
+    assert calls == [(10, 2, 2)]  # two chunks of 5
+    monkeypatch.setattr(feature_pool, "num_workers", lambda: 16)
+    monkeypatch.setattr(feature_pool, "MIN_STATES_PER_WORKER", 2)
+    states_features(task, states, cache=FeatureCache())
+    assert calls[-1] == (10, 16, 5)  # a small batch on a large host: 5 chunks, not in-process
