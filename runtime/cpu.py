@@ -16,6 +16,10 @@ ABI of the generated code (codegen/llvm.py emits it):
 The number of threads is AUTOSCHED_NUM_THREADS if set, else the usable cores (``cpu_count()``:
 affinity and cgroup quota); :func:`set_num_threads` changes it at run time and
 :func:`num_threads` for a block of code.
+
+This module holds the launcher's setup, the thread count and the backend (:class:`CPUBackend`:
+memory, loading, launching, timing); ``cpu_compile.py`` (LLVM IR -> machine code) and
+``cpu_launcher_ir.py`` (the launchers' IR text) hold the rest. Import every name from here.
 """
 
 from __future__ import annotations
@@ -24,18 +28,70 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
-import functools
 import logging
 import os
-import re
 import threading
 import time
 
 import numpy as np
 
 from . import cpu_pool
+from .cpu_compile import (
+    _check_required_features,
+    _jit,
+    _kernel_arity,
+    _llvm,
+    _optimize,
+    _parse,
+    _state,
+    _target_machine,
+    _text_arity,
+    compile_assembly,
+    compile_object,
+    emit_object,
+    host_cpu_features,
+    host_signature,
+    same_triple,
+    triple_arch,
+)
+from .cpu_launcher_ir import GOMP_IR as _GOMP_IR
+from .cpu_launcher_ir import LAUNCHER_IR as _LAUNCHER_IR
+from .cpu_launcher_ir import SERIAL_IR as _SERIAL_IR
 from .environment import cpu_count, env
 from .errors import CompileError, IndexOutOfRangeError, LaunchError
+
+__all__ = [
+    "ALIGNMENT",
+    "INDEX_CHECKS_SUFFIX",
+    "INDEX_ERROR_STATUS",
+    "INDEX_ERROR_SUFFIX",
+    "PARALLEL_FOR_SYMBOL",
+    "PARALLEL_LAUNCH_SYMBOL",
+    "CPUBackend",
+    "CompiledCPU",
+    "compile_assembly",
+    "compile_object",
+    "default_num_threads",
+    "emit_object",
+    "get_num_threads",
+    "host_cpu_features",
+    "host_signature",
+    "index_error",
+    "num_threads",
+    "parallel_for",
+    "parallel_launcher",
+    "same_triple",
+    "set_num_threads",
+    "triple_arch",
+    # Private, imported from here by runtime/shared_library.py, tests and benchmarks.
+    "_LAUNCHER_IR",
+    "_llvm",
+    "_optimize",
+    "_parse",
+    "_state",
+    "_target_machine",
+    "_text_arity",
+]
 
 PARALLEL_FOR_SYMBOL = "autosched_parallel_for"
 # codegen/llvm.py's checked data-dependent indices (the ABI: kept in step with it).
@@ -52,335 +108,13 @@ _PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.
 _WORKER = ctypes.CFUNCTYPE(None, ctypes.c_int32)
 _VOID = ctypes.CFUNCTYPE(None)
 
-# The launcher, set up once per process (see _init_parallel).
-_state: dict = {}
+# The launcher is set up once per process (see _init_parallel); its state is cpu_compile._state.
 _init_lock = threading.Lock()
-
-# libgomp with static ranges (one per thread), for comparison; the pool's parallel_for is
-# @as_pool_parallel_for, used once @gomp_off is set (in a child after fork()).
-# libgomp with static ranges: thread t of n runs [t * extent / n, (t + 1) * extent / n).
-# Shared by the in-process openmp launcher and the one inside exported shared libraries.
-_STATIC_RANGE_TRAMPOLINE = r"""
-declare void @GOMP_parallel(ptr, ptr, i32, i32)
-declare i32 @omp_get_thread_num()
-declare i32 @omp_get_num_threads()
-
-define internal void @static_trampoline(ptr %data) {
-  %fn = load ptr, ptr %data
-  %cp = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 1
-  %cl = load ptr, ptr %cp
-  %ep = getelementptr inbounds { ptr, ptr, i64 }, ptr %data, i32 0, i32 2
-  %ext = load i64, ptr %ep
-  %t32 = call i32 @omp_get_thread_num()
-  %n32 = call i32 @omp_get_num_threads()
-  %t = sext i32 %t32 to i64
-  %n = sext i32 %n32 to i64
-  %t1 = add i64 %t, 1
-  %b0 = mul i64 %t, %ext
-  %begin = sdiv i64 %b0, %n
-  %e0 = mul i64 %t1, %ext
-  %end = sdiv i64 %e0, %n
-  call void %fn(ptr %cl, i64 %begin, i64 %end)
-  ret void
-}
-"""
-
-
-def _static_range_launch(num_threads_global: str) -> str:
-    """The body (from label ``count``) of a ``void (ptr fn, ptr cl, i64 ext)`` launcher that runs
-    ``fn`` on static ranges over ``min(ext, <num_threads_global>)`` libgomp threads."""
-    return f"""count:
-  %nt32 = load i32, ptr @{num_threads_global}
-  %nt = sext i32 %nt32 to i64
-  %short = icmp slt i64 %ext, %nt
-  %n = select i1 %short, i64 %ext, i64 %nt
-  %single = icmp sle i64 %n, 1
-  br i1 %single, label %serial, label %parallel
-serial:
-  call void %fn(ptr %cl, i64 0, i64 %ext)
-  ret void
-parallel:
-  %pack = alloca {{ ptr, ptr, i64 }}
-  store ptr %fn, ptr %pack
-  %cp = getelementptr inbounds {{ ptr, ptr, i64 }}, ptr %pack, i32 0, i32 1
-  store ptr %cl, ptr %cp
-  %ep = getelementptr inbounds {{ ptr, ptr, i64 }}, ptr %pack, i32 0, i32 2
-  store i64 %ext, ptr %ep
-  %n32 = trunc i64 %n to i32
-  call void @GOMP_parallel(ptr @static_trampoline, ptr %pack, i32 %n32, i32 0)
-  ret void
-}}
-"""
-
-
-_GOMP_IR = (
-    r"""
-@gomp_num_threads = global i32 1
-@gomp_off = global i32 0
-
-declare void @as_pool_parallel_for(ptr, ptr, i64)
-"""
-    + _STATIC_RANGE_TRAMPOLINE
-    + r"""
-define void @autosched_gomp_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
-entry:
-  %off = load i32, ptr @gomp_off
-  %use_pool = icmp ne i32 %off, 0
-  br i1 %use_pool, label %pool, label %count
-pool:
-  call void @as_pool_parallel_for(ptr %fn, ptr %cl, i64 %ext)
-  ret void
-"""
-    + _static_range_launch("gomp_num_threads")
-)
-
-# The launcher inside an exported shared library (runtime/shared_library.py links it with
-# -lgomp): self-contained, so the library also runs in a process without this package; libgomp
-# with static ranges, and the ABI before for kernels generated by an older version.
-_LAUNCHER_IR = (
-    r"""
-@autosched_num_threads = global i32 1
-"""
-    + _STATIC_RANGE_TRAMPOLINE
-    + r"""
-define void @autosched_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
-entry:
-  br label %count
-"""
-    + _static_range_launch("autosched_num_threads")
-    + r"""
-define internal void @launch_trampoline(ptr %data) {
-  %fn = load ptr, ptr %data
-  %cp = getelementptr inbounds ptr, ptr %data, i64 1
-  %closure = load ptr, ptr %cp
-  %t = call i32 @omp_get_thread_num()
-  %n = call i32 @omp_get_num_threads()
-  call void %fn(ptr %closure, i32 %t, i32 %n)
-  ret void
-}
-
-define void @autosched_parallel_launch(ptr %fn, ptr %closure, i32 %max_tasks) {
-entry:
-  %nt = load i32, ptr @autosched_num_threads
-  %limited = icmp sgt i32 %max_tasks, 0
-  %less = icmp slt i32 %max_tasks, %nt
-  %cap = and i1 %limited, %less
-  %n = select i1 %cap, i32 %max_tasks, i32 %nt
-  %single = icmp sle i32 %n, 1
-  br i1 %single, label %serial, label %parallel
-serial:
-  call void %fn(ptr %closure, i32 0, i32 1)
-  ret void
-parallel:
-  %pack = alloca [2 x ptr]
-  store ptr %fn, ptr %pack
-  %cp = getelementptr inbounds ptr, ptr %pack, i64 1
-  store ptr %closure, ptr %cp
-  call void @GOMP_parallel(ptr @launch_trampoline, ptr %pack, i32 %n, i32 0)
-  ret void
-}
-"""
-)
-
-# Where the pool's futex is unavailable (not Linux x86-64/arm64): parallel loops run serially.
-_SERIAL_IR = r"""
-@autosched_num_threads = global i32 1
-
-define void @autosched_parallel_for(ptr %fn, ptr %cl, i64 %ext) {
-  call void %fn(ptr %cl, i64 0, i64 %ext)
-  ret void
-}
-
-define void @autosched_parallel_launch(ptr %fn, ptr %cl, i32 %max_tasks) {
-  call void %fn(ptr %cl, i32 0, i32 1)
-  ret void
-}
-"""
 
 
 def default_num_threads() -> int:
     """Threads of a parallel kernel: AUTOSCHED_NUM_THREADS, else the usable cores."""
     return env("AUTOSCHED_NUM_THREADS") or cpu_count()
-
-
-def _llvm():
-    """llvmlite.binding, with the native target initialised once (no llvm.initialize() in 0.50)."""
-    import llvmlite.binding as llvm
-
-    if "llvm" not in _state:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _state["llvm"] = llvm
-    return llvm
-
-
-def _target_machine(
-    triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
-):
-    """This host's CPU, or CPU ``cpu`` (default generic) with ``features`` of ``triple``
-    (cross-compiling: all LLVM targets are initialised on first use). ``pic`` makes
-    position-independent code, which a shared library needs; the JIT takes LLVM's default."""
-    llvm = _llvm()
-    reloc = "pic" if pic else "default"
-    if triple is None or same_triple(triple, llvm.get_default_triple()):
-        target = llvm.Target.from_default_triple()
-        return target.create_target_machine(
-            cpu=llvm.get_host_cpu_name(),
-            features=llvm.get_host_cpu_features().flatten(),
-            opt=3,
-            reloc=reloc,
-            codemodel="default" if pic else "jitdefault",
-        )
-    if "all_targets" not in _state:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _state["all_targets"] = True
-    try:
-        target = llvm.Target.from_triple(triple)
-    except RuntimeError as err:
-        raise CompileError(f"LLVM cannot generate code for target triple {triple!r}") from err
-    return target.create_target_machine(
-        cpu=cpu or "generic", features=features or "", opt=3, reloc=reloc, codemodel="default"
-    )
-
-
-def triple_arch(triple: str) -> str:
-    """The architecture part of a target triple (``aarch64-linux-gnu`` -> ``aarch64``)."""
-    return triple.split("-", 1)[0].lower()
-
-
-def same_triple(a: str, b: str) -> bool:
-    """Whether code for triple ``a`` runs where ``b`` does: same architecture and system
-    (vendor fields such as ``unknown`` / ``pc`` do not matter)."""
-    pa, pb = a.lower().split("-"), b.lower().split("-")
-    system = lambda parts: [p for p in parts[1:] if p not in ("unknown", "pc", "none")]  # noqa: E731
-    return pa[0] == pb[0] and system(pa)[:1] == system(pb)[:1]
-
-
-@functools.cache  # asked on every build and every load; the host's CPU does not change
-def host_cpu_features() -> frozenset[str]:
-    """LLVM's names of the features this host's CPU has (``avx512vnni``, ``avxvnni``, ...):
-    what generated code may use, since it is compiled for and run on the host."""
-    features = _llvm().get_host_cpu_features()
-    return frozenset(name for name, on in features.items() if on)
-
-
-_REQUIRES = "; autosched-requires-cpu-features: "  # codegen.llvm_dot.REQUIRES_HEADER
-
-
-def _check_required_features(code: str) -> None:
-    """Refuse IR that uses CPU instructions this host lacks (LLVM would abort the process)."""
-    if not code.startswith(_REQUIRES):
-        return
-    needed = code[len(_REQUIRES) : code.index("\n")].strip()  # "a+b|c": a and b, or c
-    have = host_cpu_features()
-    if not any(set(alt.split("+")) <= have for alt in needed.split("|")):
-        raise CompileError(
-            f"this kernel uses CPU features {needed!r} that this host lacks (it was generated "
-            "on another machine); rebuild it here"
-        )
-
-
-def host_signature() -> str:
-    """What :func:`compile_object`'s machine code depends on: the target triple, the host CPU
-    and its features. Object code made under another signature may not run here."""
-    llvm = _llvm()
-    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    return f"{llvm.get_default_triple()} {cpu} {features}"
-
-
-def _parse(code: str):
-    llvm = _llvm()
-    try:
-        mod = llvm.parse_assembly(code)
-        mod.verify()
-    except RuntimeError as err:
-        raise CompileError("LLVM rejected the generated IR", str(err)) from err
-    return mod
-
-
-def _text_arity(code: str, kernel_names) -> dict | None:
-    """The kernels' parameter counts read from their ``define`` lines (llvmlite writes each on
-    one line), without parsing the module; None where a line is not found or has aggregate
-    parameters (then the module is parsed)."""
-    nargs = {}
-    for name in kernel_names:
-        pattern = r'^define [^\n]*?@"?' + re.escape(name) + r'"?\(([^)\n]*)\)'
-        m = re.search(pattern, code, re.MULTILINE)
-        if m is None or any(c in m.group(1) for c in "{[<("):
-            return None
-        params = m.group(1).strip()
-        nargs[name] = params.count(",") + 1 if params else 0
-    return nargs
-
-
-def _kernel_arity(mod, kernel_names) -> dict:
-    nargs = {}
-    for name in kernel_names:
-        try:
-            fn = mod.get_function(name)
-        except NameError as err:
-            raise CompileError(f"kernel {name!r} is not defined in the LLVM module") from err
-        nargs[name] = len(list(fn.arguments))
-    return nargs
-
-
-def _optimize(mod, tm) -> None:
-    llvm = _llvm()
-    mod.triple = tm.triple
-    mod.data_layout = str(tm.target_data)
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
-
-
-def compile_assembly(code: str) -> str:
-    """LLVM IR text -> O3 -> this host's assembly text (what ``compile_object`` would encode):
-    to see which instructions a kernel uses."""
-    mod = _parse(code)
-    tm = _target_machine()
-    _optimize(mod, tm)
-    try:
-        return tm.emit_assembly(mod)
-    except RuntimeError as err:
-        raise CompileError("LLVM failed to generate assembly", str(err)) from err
-
-
-def compile_object(
-    code: str, triple: str | None = None, pic: bool = False, cpu: str | None = None,
-    features: str = "",
-) -> bytes:  # fmt: skip
-    """LLVM IR text -> O3 -> a relocatable object file, as bytes: for this host, or for
-    ``triple`` (e.g. ``"aarch64-linux-gnu"``, a generic CPU of that architecture).
-
-    The expensive half of :meth:`CPUBackend.compile`, as a pure function so that tuning can run
-    it in parallel builder processes and ship the bytes to the measuring process. ``pic``
-    makes position-independent code, for linking into a shared library
-    (:mod:`runtime.shared_library`); ``cpu`` / ``features`` (LLVM's ``-mcpu`` / ``-mattr``)
-    choose the CPU of another triple.
-    """
-    return emit_object(_parse(code), triple, pic, cpu, features)
-
-
-def emit_object(
-    mod, triple: str | None = None, pic: bool = False, cpu: str | None = None, features: str = ""
-) -> bytes:
-    """An object file of the parsed llvmlite module ``mod`` (see :func:`compile_object`)."""
-    tm = _target_machine(triple, pic, cpu, features)
-    _optimize(mod, tm)
-    try:
-        return bytes(tm.emit_object(mod))
-    except RuntimeError as err:
-        raise CompileError("LLVM failed to generate machine code", str(err)) from err
-
-
-def _jit(code: str):
-    """JIT-compile a small module that stays loaded (the launchers); returns its engine."""
-    llvm = _llvm()
-    mod = llvm.parse_assembly(code)
-    mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, _target_machine())
-    engine.finalize_object()
-    return engine
 
 
 def _init_parallel() -> None:
