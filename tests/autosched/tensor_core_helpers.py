@@ -144,6 +144,55 @@ def valid_states(task, n=3, seed=0, tries=200) -> list:
     return first_states(sampled_states(task, sketch, seed, tries), n)
 
 
+def split_steps_of_lengths(state, lengths) -> list[int]:
+    """The indices of the state's SplitSteps whose factors are one of ``lengths``."""
+    from tensorir import steps as st
+
+    return [k for k, step in enumerate(state.steps)
+            if isinstance(step, st.SplitStep) and tuple(step.lengths) in lengths]  # fmt: skip
+
+
+def tile_size_mutations(task, state, seed, tries=60) -> list:
+    """What ``mutate_tile_size`` makes of ``state`` in ``tries`` seeded draws (the draws it
+    declines dropped)."""
+    from autosched.search.mutation import mutate_tile_size
+
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
+    return [m for m in (mutate_tile_size(ctx, state, rng) for _ in range(tries)) if m is not None]
+
+
+def two_layer_mlp(batch, n_in, hidden, n_out, rng, scale):
+    """A float32 two-layer perceptron (dense + bias + relu, dense) as a graph Function, and its
+    weights drawn from ``rng`` (normal, standard deviation ``scale``)."""
+    from tensorir.graph import ir as gir
+    from tensorir.graph import nn, op
+
+    shapes = {"w1": (hidden, n_in), "b1": (hidden,), "w2": (n_out, hidden)}
+    data, *ws = [op.var("data", (batch, n_in)), *(op.var(k, s) for k, s in shapes.items())]
+    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
+    params = {k: rng.normal(0, scale, s).astype("float32") for k, s in shapes.items()}
+    return gir.Function((data, *ws), out), params
+
+
+def check_sampled_kernels(task, sketch, args, want, n, seed, rtol, atol) -> None:
+    """On the GPU (tests/gpu): ``n`` states sampled from ``sketch`` each build to a wmma kernel
+    whose output on ``args`` is within ``rtol`` / ``atol`` of ``want`` (compared in its dtype)."""
+    import autosched as ansor
+    from runtime import device
+
+    out_t = task.compute_dag.output_tensors[0]
+    checked = 0
+    for s in islice(sampled_states(task, sketch, seed), n):
+        func = ansor.build(s, "cuda", device=device("cuda"))
+        assert "wmma::mma_sync" in func.get_source()
+        out = np.full(out_t.shape, np.nan, out_t.dtype)
+        func(*args, out)
+        np.testing.assert_allclose(out.astype(want.dtype), want, rtol=rtol, atol=atol,
+                                   err_msg=str(s))  # fmt: skip
+        checked += 1
+    assert checked == n
+
+
 def records_round_trip(task, states, path) -> list:
     """``states`` saved as measured records of ``task`` in ``path``, loaded back as
     ``(MeasureInput, MeasureResult)`` pairs."""

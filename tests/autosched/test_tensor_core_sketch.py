@@ -2,13 +2,10 @@
 replay from records and compute the right result as scalar loops, that the validity check
 knows the fragment rules, and that nvcc compiles the generated CUDA to PTX with wmma."""
 
-import random
-
 import numpy as np
 import pytest
 
-from autosched.search.annotate_gpu import gpu_context, gpu_state_errors
-from autosched.search.params import SearchParams
+from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_tensor_core import tensor_core_gemm
 from codegen.cuda import build_cuda
@@ -28,6 +25,9 @@ from tests.autosched.tensor_core_helpers import (
     random_args,
     records_round_trip,
     sampled_states,
+    split_steps_of_lengths,
+    tile_size_mutations,
+    two_layer_mlp,
     valid_states,
 )
 
@@ -143,41 +143,25 @@ def test_features_mark_tensor_core_stores_only():
 
 
 def test_mutation_keeps_the_fixed_fragment_lanes_and_vector_splits():
-    from autosched.search.mutation import mutate_tile_size
-    from tensorir import steps as st
-
     task = dense_task(m=64, n=64, k=64)
     (s,) = valid_states(task, 1)
-    ctx = gpu_context(task, SearchParams())
-    fixed = [
-        k
-        for k, step in enumerate(s.steps)
-        if isinstance(step, st.SplitStep) and tuple(step.lengths) in ((16,), (32,), (8,))
-    ]
+    fixed = split_steps_of_lengths(s, ((16,), (32,), (8,)))
     assert len(fixed) >= 7  # i, j, k by 16; per operand: 8-wide vector, 32 lanes
-    rng, changed = random.Random(0), 0
-    for _ in range(60):
-        m = mutate_tile_size(ctx, s, rng)
-        if m is None:
-            continue
-        changed += 1
+    mutated = tile_size_mutations(task, s, seed=0)
+    assert mutated  # the searched splits (warps, fragments, k tile) still mutate
+    for m in mutated:
         assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
-    assert changed  # the searched splits (warps, fragments, k tile) still mutate
 
 
 def test_a_mixed_precision_network_gets_tensor_core_tasks_with_fused_epilogues():
     import autosched as ansor
     from tensorir.dtype import tolerance
     from tensorir.graph import ir as gir
-    from tensorir.graph import nn, op
     from tensorir.interp import eval_dag
 
     rng = np.random.default_rng(0)
-    shapes = {"w1": (32, 64), "b1": (32,), "w2": (16, 32)}
-    data, *ws = [op.var("data", (32, 64)), *(op.var(k, s) for k, s in shapes.items())]
-    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
-    params = {k: rng.normal(0, 0.3, s).astype("float32") for k, s in shapes.items()}
-    mod = gir.Module({"main": gir.Function((data, *ws), out)})
+    func, params = two_layer_mlp(32, 64, 32, 16, rng, scale=0.3)
+    mod = gir.Module({"main": func})
     mixed = ansor.to_mixed_precision(mod, "float16", params)
     tasks, _ = ansor.extract_tasks(mixed, params, "cuda")
     assert len(tasks) == 2

@@ -5,7 +5,6 @@ fragments, its states replay, lower and pass the validity check; the CUDA backen
 ``wmma.mma.sync ... m16n16k8 ... tf32``; without the option float32 stays exact scalar code."""
 
 import logging
-import random
 
 import numpy as np
 import pytest
@@ -15,8 +14,7 @@ from autosched.kernel import generate_source
 from autosched.measure import MeasureInput, MeasureResult
 from autosched.measure.records import save_records
 from autosched.search import sketch_rules_tensor_core as tc_rule
-from autosched.search.annotate_gpu import gpu_context, gpu_state_errors
-from autosched.search.params import SearchParams
+from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_tensor_core import tensor_core_dtypes, tensor_core_gemm
 from autosched.task import SearchTask
@@ -36,6 +34,9 @@ from tests.autosched.tensor_core_helpers import (
     needs_nvcc,
     nvcc_ptx,
     records_round_trip,
+    split_steps_of_lengths,
+    tile_size_mutations,
+    two_layer_mlp,
     valid_states,
 )
 
@@ -198,38 +199,14 @@ def test_features_see_the_tf32_fragment_shape():
 
 
 def test_mutation_keeps_tf32_fragment_k_and_vector_splits():
-    from autosched.search.mutation import mutate_tile_size
-
     task = dense_task(m=64, n=64, k=64)
     (s,) = valid_states(task, 1)
-    ctx = gpu_context(task, SearchParams())
-    fixed = [
-        k
-        for k, step in enumerate(s.steps)
-        if isinstance(step, st.SplitStep) and tuple(step.lengths) in ((16,), (8,), (4,), (32,))
-    ]
+    fixed = split_steps_of_lengths(s, ((16,), (8,), (4,), (32,)))
     assert len(fixed) >= 7  # i, j by 16; k by 8; per operand: 4-wide vector, 32 lanes
-    rng, changed = random.Random(1), 0
-    for _ in range(60):
-        m = mutate_tile_size(ctx, s, rng)
-        if m is None:
-            continue
-        changed += 1
+    mutated = tile_size_mutations(task, s, seed=1)
+    assert mutated
+    for m in mutated:
         assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
-    assert changed
-
-
-def _mlp():
-    """A float32 two-layer perceptron (dense + bias + relu, dense) and its weights."""
-    from tensorir.graph import ir as gir
-    from tensorir.graph import nn, op
-
-    rng = np.random.default_rng(0)
-    shapes = {"w1": (48, 64), "b1": (48,), "w2": (32, 48)}
-    data, *ws = [op.var("data", (32, 64)), *(op.var(k, s) for k, s in shapes.items())]
-    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
-    params = {k: rng.normal(0, 0.3, s).astype("float32") for k, s in shapes.items()}
-    return gir.Function((data, *ws), out), params
 
 
 @needs_nvcc
@@ -238,7 +215,7 @@ def test_a_float32_network_gets_tf32_tasks_whose_kernels_compile(tmp_path):
     kernels a network build generates from them (weights layout-rewritten) compile to TF32."""
     import autosched as ansor
 
-    func, params = _mlp()
+    func, params = two_layer_mlp(32, 64, 48, 32, np.random.default_rng(0), scale=0.3)
     hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32,
                               max_shared_memory_per_block=49152)  # fmt: skip
     tasks, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80 -allow_tf32=1",

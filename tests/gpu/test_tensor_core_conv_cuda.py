@@ -5,7 +5,6 @@ conv (one sampled state each, written as records) runs and matches the float32 n
 
 import random
 import warnings
-from itertools import islice
 
 import numpy as np
 import pytest
@@ -19,11 +18,11 @@ from autosched.search.sketch import generate_sketches
 from tensorir.dtype import tolerance
 from tensorir.graph import evaluate
 from tests.autosched.tensor_core_helpers import (
+    check_sampled_kernels,
     conv_dag,
     conv_ref,
     has_tc,
     random_args,
-    sampled_states,
 )
 
 from .conftest import CUDA_REASON
@@ -53,8 +52,6 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
-    from runtime import device
-
     layout, n, ci, h, co, k, s, p, epilogue = CASES[name]
     dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue)
     task = ansor.SearchTask(dag, target="cuda")
@@ -62,18 +59,9 @@ def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
     assert has_tc(sketch)
     args = random_args(dag, seed=4)
     want = _conv_ref(args[0], args[1], args[2] if epilogue else None, s, p, layout)
-    checked = 0
-    for st in islice(sampled_states(task, sketch, seed=11), 3):
-        func = ansor.build(st, "cuda", device=device("cuda"))
-        assert "wmma::mma_sync" in func.get_source()
-        out = np.full(dag.output_tensors[0].shape, np.nan, dag.output_tensors[0].dtype)
-        func(*args, out)
-        # K up to 1152 products of fp16 inputs in [-1, 1], accumulated in float32; the
-        # epilogue rounds to fp16 (|out| up to ~40: a half ulp of 0.016).
-        np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=5e-2,
-                                   err_msg=str(st))  # fmt: skip
-        checked += 1
-    assert checked == 3
+    # K up to 1152 products of fp16 inputs in [-1, 1], accumulated in float32; the epilogue
+    # rounds to fp16 (|out| up to ~40: a half ulp of 0.016).
+    check_sampled_kernels(task, sketch, args, want, 3, seed=11, rtol=1e-2, atol=5e-2)
 
 
 def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):

@@ -1,8 +1,6 @@
 """Tensor-core (wmma) kernels on a real GPU: sampled states of the tensor-core sketch equal a
 float32 numpy reference within fp16 tolerance, and a short search finds a valid wmma kernel."""
 
-from itertools import islice
-
 import numpy as np
 import pytest
 
@@ -13,10 +11,10 @@ from tensorir.dag import ComputeDAG
 from tensorir.dtype import to_numpy
 from tests.autosched.tensor_core_helpers import (
     bmm_tensors,
+    check_sampled_kernels,
     dense_tensors,
     gemm_reference,
     has_tc,
-    sampled_states,
 )
 
 CASES = {
@@ -29,8 +27,6 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_sampled_tensor_core_states_match_numpy(cuda_backend, name):
-    from runtime import device
-
     task = ansor.SearchTask(ComputeDAG(CASES[name]()), target="cuda")
     (sketch,) = generate_sketches(task)
     dag = task.compute_dag
@@ -38,17 +34,8 @@ def test_sampled_tensor_core_states_match_numpy(cuda_backend, name):
     if name == "dense_bf16":
         pytest.importorskip("ml_dtypes", reason="bfloat16 host arrays need ml_dtypes")
     args = [data.uniform(-1, 1, t.shape).astype(to_numpy(t.dtype)) for t in dag.input_tensors]
-    want = gemm_reference(args)
-    checked = 0
-    for s in islice(sampled_states(task, sketch, seed=7), 5):
-        func = ansor.build(s, "cuda", device=device("cuda"))
-        assert "wmma::mma_sync" in func.get_source()
-        out = np.full(dag.output_tensors[0].shape, np.nan, dag.output_tensors[0].dtype)
-        func(*args, out)
-        np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=2e-2,
-                                   err_msg=str(s))  # fmt: skip
-        checked += 1
-    assert checked == 5
+    check_sampled_kernels(task, sketch, args, gemm_reference(args), 5, seed=7, rtol=1e-2,
+                          atol=2e-2)  # fmt: skip
 
 
 def test_short_search_finds_a_valid_tensor_core_kernel(cuda_backend, tmp_path):

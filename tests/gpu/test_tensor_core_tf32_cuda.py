@@ -10,7 +10,12 @@ import pytest
 import autosched as ansor
 from tensorir.dag import ComputeDAG
 from tensorir.passes.tensor_core import TF32_TENSOR_CORES
-from tests.autosched.tensor_core_helpers import bmm_tensors, dense_tensors, valid_states
+from tests.autosched.tensor_core_helpers import (
+    bmm_tensors,
+    dense_tensors,
+    two_layer_mlp,
+    valid_states,
+)
 
 TF32 = "cuda -allow_tf32=1"
 pytestmark = pytest.mark.skipif(
@@ -95,15 +100,10 @@ def test_a_float32_network_built_with_tf32_records(sm80, tmp_path):
     from autosched.measure import MeasureInput, MeasureResult
     from autosched.measure.records import save_records
     from autosched.network.build import build_network
-    from tensorir.graph import evaluate, nn, op
-    from tensorir.graph import ir as gir
+    from tensorir.graph import evaluate
 
     rng = np.random.default_rng(0)
-    shapes = {"w1": (256, 128), "b1": (256,), "w2": (64, 256)}
-    data, *ws = [op.var("data", (64, 128)), *(op.var(k, s) for k, s in shapes.items())]
-    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
-    func = gir.Function((data, *ws), out)
-    params = {k: rng.normal(0, 0.1, s).astype("float32") for k, s in shapes.items()}
+    func, params = two_layer_mlp(64, 128, 256, 64, rng, scale=0.1)
     tasks, _ = ansor.extract_tasks(func, params, TF32)
     assert len(tasks) == 2
     log = tmp_path / "tf32.json"
