@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 from bench_network_cpu import (
-    _median_ms,
     add_tuning_arguments,
     compile_ours,
     ort_session,
     ours_ms,
     tune_network,
 )
+from wall_timing import median_s
 
 import runtime.cpu
 
@@ -65,7 +65,7 @@ def bench_network(name: str, args) -> dict:
             try:
                 times["ours"].setdefault(load, []).append(ours_ms(ours["module"]))
                 time.sleep(0.2)  # the other side's spinning threads go to sleep
-                times["ort"].setdefault(load, []).append(_median_ms(theirs["run"], min_s=0.3))
+                times["ort"].setdefault(load, []).append(median_s(theirs["run"], 0.3) * 1e3)
             finally:
                 stop_busy(busy)
             time.sleep(0.2)

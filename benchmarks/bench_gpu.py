@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from torch_timing import cuda_event_ms, cuda_graph  # run from benchmarks/
 
 import autosched as ansor
 from autosched import workloads
@@ -55,33 +56,6 @@ def _torch_op(name, torch, args):
     raise KeyError(name)
 
 
-def cuda_event_ms(torch, fn, min_ms: float = 300.0, repeat: int = 5) -> float:
-    """Median over ``repeat`` of the mean time of ``fn`` over enough calls to last ``min_ms``."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    number = 1
-    while True:  # find a call count that lasts min_ms
-        start.record()
-        for _ in range(number):
-            fn()
-        end.record()
-        end.synchronize()
-        if start.elapsed_time(end) >= min_ms or number >= 1 << 16:
-            break
-        number *= 2
-    times = []
-    for _ in range(repeat):
-        start.record()
-        for _ in range(number):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / number)
-    return float(np.median(times))
-
-
 def _count_records(log: Path) -> int:
     return sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
 
@@ -116,7 +90,7 @@ def bench_op(name: str, args, work: Path, torch) -> dict:
     ours_ms = func.time_evaluator(number=1, repeat=5, min_repeat_ms=args.min_repeat_ms)(
         *inputs, out
     ).median * 1e3  # fmt: skip
-    torch_ms = cuda_event_ms(torch, _torch_op(name, torch, inputs), args.min_repeat_ms)
+    torch_ms = cuda_event_ms(_torch_op(name, torch, inputs), args.min_repeat_ms)
     n_records = _count_records(log)
     row = {
         "op": name,
@@ -203,18 +177,9 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
     xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).cuda()
     with torch.no_grad():
         torch_out = fn(xt).cpu().numpy()
-        eager_ms = cuda_event_ms(torch, lambda: fn(xt))
-        static_x = xt.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                fn(static_x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn(static_x)
-        graph_ms = cuda_event_ms(torch, graph.replay)
+        eager_ms = cuda_event_ms(lambda: fn(xt))
+        static_x = xt.clone()  # the graph reads it: alive while the graph replays
+        graph_ms = cuda_event_ms(cuda_graph(fn, static_x).replay)
     row = {"network": name, "ours_ms": ours_ms, "untuned_ms": default_ms,
            "torch_eager_ms": eager_ms,
            "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),

@@ -44,6 +44,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from wall_timing import median_s  # run from benchmarks/
 
 import autosched as ansor
 from autosched import quantize as aq
@@ -223,7 +224,7 @@ def bench_kernels(args, qmod, mod, params, work: Path, tag: str) -> None:
     samples: dict[str, list[float]] = {k: [] for k in timers}
     for _ in range(args.rounds):
         for name, fn in timers.items():
-            samples[name].append(median_ms(fn, args.min_s))
+            samples[name].append(median_s(fn, args.min_s) * 1e3)
     print(f"\n{'kernel':<16} {'ms':>8} {'vpdpbusd':>9}  shapes (data, weight, out)")
     for row in rows:
         row["ms"] = float(np.median(samples[row["name"]]))
@@ -237,16 +238,6 @@ def bench_kernels(args, qmod, mod, params, work: Path, tag: str) -> None:
         print(line)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1, default=float))
-
-
-def median_ms(fn, min_s: float) -> float:
-    fn()
-    times, end = [], time.perf_counter() + min_s
-    while len(times) < 5 or (time.perf_counter() < end and len(times) < 500):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
 
 
 def run_graph(module, x_nhwc):
@@ -320,7 +311,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, fn in timers.items():
             time.sleep(0.3)  # let the other side's spinning worker threads go to sleep
-            samples[name].append(median_ms(fn, args.min_s))
+            samples[name].append(median_s(fn, args.min_s) * 1e3)
     for name, ms in samples.items():
         row[f"{name}_ms"] = float(np.median(ms))
     for name in ("ours_int8", "ort_int8"):

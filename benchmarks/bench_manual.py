@@ -15,24 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from wall_timing import median_s  # run from benchmarks/
 
 import autosched as ansor
 from autosched import manual, workloads
 from tensorir.interp import eval_dag
-
-
-def _median_time(fn, min_s: float = 0.3, max_calls: int = 50) -> float:
-    fn()  # warm-up
-    times = []
-    t_end = time.perf_counter() + min_s
-    while len(times) < 3 or (time.perf_counter() < t_end and len(times) < max_calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def _kernel_timer(state, args, outs):
@@ -98,7 +87,7 @@ def measure(size: int, conv_hw: int, with_naive: bool) -> dict:
     best = {k: float("inf") for k in cands}
     for _ in range(3):
         for name, fn in cands.items():
-            best[name] = min(best[name], _median_time(fn, min_s=0.2, max_calls=10))
+            best[name] = min(best[name], median_s(fn, 0.2, min_calls=3, max_calls=10))
     flops = {"matmul": 2.0 * size**3, "conv2d": mm_flops(conv)}
     for name, sec in best.items():
         out[name] = sec

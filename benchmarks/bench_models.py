@@ -267,19 +267,10 @@ def _rel_err(ours, theirs) -> float:
     return float(np.abs(ours - theirs).max() / scale)
 
 
-def _median_ms(fn, seconds: float) -> float:
-    fn()
-    times, end = [], time.perf_counter() + seconds
-    while len(times) < 5 or time.perf_counter() < end:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
-
-
 def evaluate_one(path: Path, entry: dict, args) -> dict:
     import onnx
     import onnxruntime as ort
+    from wall_timing import median_s  # run from benchmarks/
 
     import autosched as ansor
     from tensorir.graph import evaluate as graph_evaluate
@@ -343,8 +334,8 @@ def evaluate_one(path: Path, entry: dict, args) -> dict:
             module, row["tuned_err"] = compiled(str(Path(args.work_dir) / f"{path.stem}.json"))
         ours, theirs = [], []
         for _ in range(args.rounds):  # in turns, so load on the machine hits both alike
-            ours.append(_median_ms(module.run, 0.5))
-            theirs.append(_median_ms(lambda: sess.run(None, feeds), 0.5))
+            ours.append(median_s(module.run, 0.5, max_calls=None) * 1e3)
+            theirs.append(median_s(lambda: sess.run(None, feeds), 0.5, max_calls=None) * 1e3)
         row["ours_ms"], row["ort_ms"] = float(np.median(ours)), float(np.median(theirs))
         row["speedup"] = float(np.median(np.array(theirs) / np.array(ours)))
     except Exception as e:

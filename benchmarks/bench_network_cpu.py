@@ -19,20 +19,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from wall_timing import median_s  # run from benchmarks/
 
 import autosched as ansor
 from tensorir.graph import evaluate, get_network
 from tensorir.graph.onnx_export import to_onnx
-
-
-def _median_ms(fn, min_s=1.0, max_calls=500) -> float:
-    fn()
-    times, end = [], time.perf_counter() + min_s
-    while len(times) < 5 or (time.perf_counter() < end and len(times) < max_calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
 
 
 def tune_network(name: str, args) -> dict:
@@ -132,7 +123,7 @@ def bench_one(name: str, args) -> dict:
             time.sleep(0.5)
             ours_t.append(ours_ms(module))
             time.sleep(0.5)
-            theirs.append(_median_ms(theirs_session["run"], min_s=0.3))
+            theirs.append(median_s(theirs_session["run"], 0.3) * 1e3)
         row["ours_ms"] = float(np.median(ours_t))
         row["ort_ms"] = float(np.median(theirs))
         row["ort_over_ours_per_round"] = [t / o for o, t in zip(ours_t, theirs, strict=True)]

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from wall_timing import median_s  # run from benchmarks/
 
 import autosched as ansor
 from autosched import workloads
@@ -70,16 +71,6 @@ OPS = {
 }
 
 
-def _median_seconds(fn, min_s=0.3, max_calls=200) -> float:
-    fn()
-    times, end = [], time.perf_counter() + min_s
-    while len(times) < 5 or (time.perf_counter() < end and len(times) < max_calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def tune_ours(name: str, trials: int, work_dir: Path, seed: int) -> dict:
     make, reference = OPS[name]
     dag = ansor.ComputeDAG(make())
@@ -100,7 +91,7 @@ def tune_ours(name: str, trials: int, work_dir: Path, seed: int) -> dict:
     func(*args, out)
     np.testing.assert_allclose(out, eval_dag(dag, args)[0], rtol=1e-3, atol=1e-3)
     sec = func.time_evaluator(number=10, repeat=10, min_repeat_ms=50)(*args, out).median
-    numpy_sec = _median_seconds(lambda: reference(*args)) if reference else None
+    numpy_sec = median_s(lambda: reference(*args), 0.3, max_calls=200) if reference else None
     split = policy.time_split
     return {
         "op": name, "ms": sec * 1e3, "gflops": dag.flop_count() / sec / 1e9,

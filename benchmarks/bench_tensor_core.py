@@ -42,19 +42,12 @@ def workload(n, dtype="float16"):
     return [a, b, te.compute(c.shape, lambda i, j: c[i, j].astype(dtype), name="D")]
 
 
-def cuda_event_ms(fn, repeat=50):
-    import torch
+def torch_ms(fn) -> float:
+    """PyTorch's milliseconds per call of ``fn`` in the tensor-core benchmarks: 5 warm-up
+    calls, then the mean of one window of 50 calls, timed with CUDA events."""
+    from torch_timing import cuda_event_ms  # run from benchmarks/ (tests load this file alone)
 
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / repeat
+    return cuda_event_ms(fn, warmup=5, number=50, repeat=1)
 
 
 def fixed_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0):
@@ -80,7 +73,7 @@ def ab(args):
     b = rng.uniform(-1, 1, (n, n)).astype("float16")
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
     want = torch.matmul(ta, tb.T).float().cpu().numpy()
-    ms_torch = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
+    ms_torch = torch_ms(lambda: torch.matmul(ta, tb.T))
     for tile in args.ab.split(","):
         bi, bj, bk = (int(x) for x in tile.split("x"))
         double = fixed_state(task, bi, bj, bk)
@@ -180,7 +173,7 @@ def main():
     sides = [("torch", args.tf32)] + ([("torch_tf32_off", False)] if args.tf32 else [])
     for label, tf32 in sides:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        ms = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
+        ms = torch_ms(lambda: torch.matmul(ta, tb.T))
         res[f"{label}_ms"] = round(ms, 4)
         res[f"{label}_tflops"] = round(flops / ms / 1e9, 1)
         if label == "torch":

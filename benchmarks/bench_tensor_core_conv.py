@@ -12,7 +12,7 @@ import json
 import time
 
 import numpy as np
-from bench_tensor_core import cuda_event_ms
+from bench_tensor_core import torch_ms
 
 import autosched as ansor
 from tensorir.dag import ComputeDAG
@@ -72,7 +72,7 @@ def main():
     want = torch_conv().permute(0, 2, 3, 1).float().cpu().numpy()
     err = float(np.abs(out.astype(np.float32) - want).max())
     ms_ours = func.time_evaluator(number=50, repeat=3)(x, w, b, out).median * 1e3
-    ms_torch = cuda_event_ms(torch_conv)
+    ms_torch = torch_ms(torch_conv)
     flops = 2 * hw * hw * c * c * 9
     res = {"hw": hw, "c": c, "tune_s": round(tuned_s, 1),
            "ours_ms": round(ms_ours, 4), "torch_ms": round(ms_torch, 4),

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_gpu import cuda_event_ms as _cuda_event_ms  # run from benchmarks/, as bench_gpu
+from torch_timing import cuda_event_ms  # run from benchmarks/
 
 import autosched as ansor
 from tensorir.graph import evaluate
@@ -48,13 +48,13 @@ def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
     x = torch.from_numpy(ids).cuda()
     row = {}
     with torch.no_grad():
-        row["torch_eager_ms"] = _cuda_event_ms(torch, lambda: model(input_ids=x))
+        row["torch_eager_ms"] = cuda_event_ms(lambda: model(input_ids=x))
         t0 = time.perf_counter()
         compiled = torch.compile(model, mode="reduce-overhead")
         for _ in range(3):
             compiled(input_ids=x)
         row["torch_compile_s"] = time.perf_counter() - t0
-        row["torch_compile_ms"] = _cuda_event_ms(torch, lambda: compiled(input_ids=x))
+        row["torch_compile_ms"] = cuda_event_ms(lambda: compiled(input_ids=x))
     return row
 
 
@@ -122,7 +122,7 @@ def cublas_dense_ms(shapes) -> dict:
     for m, n, k in shapes:
         a = torch.randn(m, k, device="cuda")
         w = torch.randn(n, k, device="cuda")
-        ms = _cuda_event_ms(torch, lambda a=a, w=w: torch.nn.functional.linear(a, w), 100.0)
+        ms = cuda_event_ms(lambda a=a, w=w: torch.nn.functional.linear(a, w), 100.0)
         out[f"{m}x{n}x{k}"] = {"us": ms * 1e3, "tflops": 2 * m * n * k / ms / 1e9}
     return out
 

@@ -384,24 +384,16 @@ class _Emitter:
         out.append(f"{'    ' * ind}{'yield from ' if self.simt else ''}{call}")
 
     def module(self) -> str:
-        p = self.program
-        params = [self.name_of(b, "b") for b in p.params]
-        out = [f"def _main({', '.join(params)}):"]
-        scope = list(params)
-        for w in p.workspaces:
-            wn = self.name_of(w, "b")
-            out.append(f"    {wn} = [{_fill(w.dtype)}] * {w.size}")
-            scope.append(wn)
-        n = len(out)
-        self.stmts(p.body, 1, 0, scope, out)
-        if len(out) == n:
-            out.append("    pass")
-        lines = [line for h in self.helpers for line in h] + out
-        return "\n".join(lines) + "\n"
+        return self._module(lambda body, scope, out: self.stmts(body, 1, 0, scope, out))
 
     def module_simt(self) -> str:
         """Like :meth:`module`, but every top-level statement with thread loops is a kernel
         run as a generator per (block, thread); barriers are ``yield``s."""
+        return self._module(self.host)
+
+    def _module(self, emit_body) -> str:
+        """``_main`` over the program's parameters and workspaces, its body written by
+        ``emit_body(body, scope, out)``, after the helpers it needs."""
         p = self.program
         params = [self.name_of(b, "b") for b in p.params]
         out = [f"def _main({', '.join(params)}):"]
@@ -411,7 +403,7 @@ class _Emitter:
             out.append(f"    {wn} = [{_fill(w.dtype)}] * {w.size}")
             scope.append(wn)
         n = len(out)
-        self.host(p.body, scope, out)
+        emit_body(p.body, scope, out)
         if len(out) == n:
             out.append("    pass")
         lines = [line for h in self.helpers for line in h] + out

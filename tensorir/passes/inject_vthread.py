@@ -12,7 +12,19 @@ from dataclasses import replace
 
 from ..expr import Expr, Var, walk
 from ..kernels import kernel_stmts, stmt_exprs
-from ..loops import Allocate, Buffer, For, If, Load, Program, Seq, Stmt, Store, walk_stmts
+from ..loops import (
+    Allocate,
+    Buffer,
+    For,
+    If,
+    Load,
+    Program,
+    Seq,
+    Stmt,
+    Store,
+    stmt_children,
+    walk_stmts,
+)
 from ..transform import rewrite
 
 __all__ = ["inject_virtual_threads", "inject_virtual_threads_program"]
@@ -96,7 +108,7 @@ class _VThread:
             if s.else_ is not None:
                 self._mark(s.else_, d)
         else:
-            for child in _children(s):
+            for child in stmt_children(s):
                 self._mark(child, dep)
 
     def _uses(self, s: Stmt) -> bool:
@@ -142,16 +154,6 @@ class _VThread:
         body = _map_stmt(s.body, fix, old, new, offset)
         self.touched.add(id(new))
         return Allocate(new, self.push(body))
-
-
-def _children(s: Stmt) -> tuple:
-    if isinstance(s, For | Allocate):
-        return (s.body,)
-    if isinstance(s, Seq):
-        return s.stmts
-    if isinstance(s, If):
-        return (s.then,) if s.else_ is None else (s.then, s.else_)
-    return ()
 
 
 def _map_stmt(s: Stmt, fix, old: Buffer, new: Buffer, offset: Expr) -> Stmt:

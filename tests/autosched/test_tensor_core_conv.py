@@ -4,83 +4,36 @@ numpy convolution (built for llvm with the default schedule), the tensor-core sk
 to wmma PTX, run the epilogue in the fragment store nest), and the network partition that picks
 it for 16-bit CUDA convolutions only."""
 
-import random
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched.hardware import HardwareParams
-from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.measure.records import load_records, save_records
 from autosched.network.default_schedules import default_schedule
 from autosched.network.partition import partition
-from autosched.search.annotate_gpu import gpu_context, gpu_state_errors, sample_state_gpu
-from autosched.search.params import SearchParams
+from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.sketch import generate_sketches
-from autosched.task import SearchTask
 from codegen.cuda import build_cuda
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import tolerance
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
-from tensorir.ops import NameScope, compute_op
+from tensorir.ops import NameScope
 from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm, use_implicit_gemm
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import kernels
-from tests.autosched.test_tensor_core_sketch import has_tc
-
-NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
-
-
-def conv_ref(x, w, stride, pad, dilation, layout):
-    """float64 conv2d from its definition: x NCHW / NHWC, w OIHW / HWIO."""
-    if layout == "NHWC":
-        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
-    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    w = w.astype(np.float64)
-    co, _, kh, kw = w.shape
-    oh = (x.shape[2] - (kh - 1) * dilation - 1) // stride + 1
-    ow = (x.shape[3] - (kw - 1) * dilation - 1) // stride + 1
-    out = np.zeros((x.shape[0], co, oh, ow))
-    for a in range(kh):
-        for b in range(kw):
-            win = x[:, :, a * dilation :: stride, b * dilation :: stride][:, :, :oh, :ow]
-            out += np.einsum("nchw,oc->nohw", win, w[:, :, a, b])
-    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
-
-
-def shapes(layout, n, ci, h, co, k):
-    if layout == "NHWC":
-        return (n, h, h, ci), (k, k, ci, co)
-    return (n, ci, h, h), (co, ci, k, k)
-
-
-def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False):
-    """The implicit-GEMM conv2d (fp16 operands, fp32 accumulation), maybe with the epilogue of
-    a to_mixed_precision network: cast to fp16, bias, relu."""
-    scope = NameScope()
-    xs, ws = shapes(layout, n, ci, h, co, k)
-    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
-    with scope:
-        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32")
-    ins = [x, w]
-    if epilogue:
-        b = scope.placeholder((co,), "float16")
-        ins.append(b)
-        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
-        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
-        out = compute_op("nn.relu", [out], {}, name_scope=scope)
-    return ComputeDAG([*ins, out])
-
-
-def random_args(dag, seed=0):
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
-
+from tests.autosched import tensor_core_helpers as helpers
+from tests.autosched.tensor_core_helpers import (
+    conv_dag,
+    conv_ref,
+    gpu_task,
+    has_tc,
+    needs_nvcc,
+    nvcc_ptx,
+    random_args,
+    records_round_trip,
+    small_resnet_block,
+)
 
 CASES = [
     # (n, ci, h, co, k, stride, pad, dilation)
@@ -119,24 +72,8 @@ def test_the_rule_for_using_it():
     assert not use_implicit_gemm((1, 3, 3, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
 
 
-def gpu_task(dag):
-    hw = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
-    return SearchTask(dag, target="cuda", hardware_params=hw)
-
-
 def valid_states(task, n=2, seed=0):
-    (sketch,) = generate_sketches(task)
-    assert has_tc(sketch), sketch
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
-    out = []
-    for _ in range(100):
-        s = sample_state_gpu(ctx, sketch, rng, task)
-        if s is not None:
-            out.append(s)
-            if len(out) == n:
-                break
-    assert len(out) == n
-    return out
+    return helpers.valid_states(task, n, seed, tries=100)
 
 
 TC_CASES = [
@@ -159,13 +96,8 @@ def test_tensor_core_states_replay_lower_validate_and_compute_the_conv(case, tmp
     dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue)
     task = gpu_task(dag)
     states = valid_states(task, 1)
-    path = tmp_path / "tc.json"
-    save_records(
-        path,
-        [MeasureInput(task, st) for st in states],
-        [MeasureResult((1.0,), MeasureErrorNo.NO_ERROR, "", 0.1, 1.0)] * len(states),
-    )
-    back = [inp.state.to_state(dag) for inp, _ in load_records(path)]
+    records = records_round_trip(task, states, tmp_path / "tc.json")
+    back = [inp.state.to_state(dag) for inp, _ in records]
     args = random_args(dag, seed=1)
     want = eval_dag(dag, args)[0].astype(np.float32)
     for st, r in zip(states, back, strict=True):
@@ -206,7 +138,7 @@ def test_the_fusion_switches_give_two_kernels(switch, monkeypatch):
     np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("h", [8, 7])
 def test_generated_cuda_compiles_to_wmma_ptx(arch, h, tmp_path):
@@ -218,31 +150,8 @@ def test_generated_cuda_compiles_to_wmma_ptx(arch, h, tmp_path):
     if h == 7:  # 49 pixels in 64 GEMM rows: the store writes the real ones only
         store = code[code.index("store_matrix_sync") :]
         assert "< 49)" in store[: store.index("__syncwarp();", store.index("wmma_e"))]
-    src = tmp_path / "k.cu"
-    src.write_text(code)
-    ptx = tmp_path / "k.ptx"
-    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
-                   check=True, capture_output=True)  # fmt: skip
-    text = ptx.read_text()
+    text = nvcc_ptx(code, arch, tmp_path)
     assert "wmma.mma.sync" in text and "wmma.load.a" in text and "wmma.store.d" in text
-
-
-def small_resnet_block(rng):
-    """conv 3x3 + bias + relu, then conv 1x1 s2 + bias: NHWC, 16 channels, 8x8."""
-    from tensorir.graph import ir as gir
-    from tensorir.graph import nn, op
-
-    data = op.var("data", (1, 8, 8, 16))
-    params = {
-        "w1": rng.normal(0, 0.2, (3, 3, 16, 32)).astype("float32"),
-        "b1": rng.normal(0, 0.2, (32,)).astype("float32"),
-        "w2": rng.normal(0, 0.2, (1, 1, 32, 16)).astype("float32"),
-    }
-    w1, b1, w2 = (op.var(k, v.shape) for k, v in params.items())
-    nhwc = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
-    x = nn.relu(nn.bias_add(nn.conv2d(data, w1, padding=1, **nhwc), b1, axis=3))
-    x = nn.conv2d(x, w2, strides=2, **nhwc)
-    return gir.Module({"main": gir.Function((data, w1, b1, w2), x)}), params
 
 
 def _igemm_groups(groups):

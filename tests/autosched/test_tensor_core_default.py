@@ -3,13 +3,10 @@ fixed tile (autosched.search.tensor_core_default), without a GPU: it is a tensor
 passes the GPU check, computes the conv / dense as scalar loops, compiles to wmma PTX; float32
 groups keep the scalar default exactly."""
 
-import shutil
-import subprocess
 import warnings
 
 import numpy as np
 import pytest
-from test_tensor_core_conv import conv_dag, gpu_task, has_tc, random_args, small_resnet_block
 
 import autosched as ansor
 from autosched.network.default_schedules import default_gpu_state
@@ -19,17 +16,22 @@ from autosched.search.tensor_core_default import (
     default_tensor_core_state,
     default_tile_candidates,
 )
-from autosched.task import SearchTask
 from codegen.cuda import build_cuda
-from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import tolerance
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
-from tensorir.ops.dense import dense
-
-NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+from tests.autosched.tensor_core_helpers import (
+    conv_dag,
+    dense_tensors,
+    gpu_task,
+    has_tc,
+    needs_nvcc,
+    nvcc_ptx,
+    random_args,
+    small_resnet_block,
+)
 
 
 def no_check(state):
@@ -37,16 +39,12 @@ def no_check(state):
 
 
 def dense_dag(m, n, k, dtype="float16"):
-    a = te.placeholder((m, k), dtype, name="A")
-    b = te.placeholder((n, k), dtype, name="B")
-    c = dense(a, b, out_dtype="float32")
-    if dtype == "float32":
-        return ComputeDAG([a, b, c])
-    return ComputeDAG([a, b, te.compute(c.shape, lambda i, j: c[i, j].astype(dtype), name="D")])
+    """A dense; a 16-bit one cast back to its dtype (as a to_mixed_precision network's)."""
+    return ComputeDAG(dense_tensors(m, n, k, dtype, cast=None if dtype == "float32" else dtype))
 
 
 def default_state(dag, target="cuda"):
-    task = SearchTask(dag, target=target, hardware_params=gpu_task(dag).hardware_params)
+    task = gpu_task(dag, target)
     return task, default_gpu_state(dag, 1024, 32, no_check, task=task)
 
 
@@ -159,15 +157,11 @@ def test_float32_network_groups_keep_todays_default_exactly():
     assert len(convs) == 2 and all(has_tc(default_state(gd.dag)[1]) for gd in convs)
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 def test_default_compiles_to_wmma_ptx(tmp_path):
     dag = conv_dag(*RESNET[1], 1, epilogue=True)
     _, state = default_state(dag)
     code = build_cuda(lower(state), arch="sm_80").code
     assert "nvcuda::wmma::mma_sync" in code and code.count("__global__") == 1
-    src, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
-    src.write_text(code)
-    subprocess.run([NVCC, "-ptx", "-arch=sm_80", str(src), "-o", str(ptx)],
-                   check=True, capture_output=True)  # fmt: skip
-    text = ptx.read_text()
+    text = nvcc_ptx(code, "sm_80", tmp_path)
     assert "wmma.mma.sync" in text and "wmma.load.a" in text

@@ -4,49 +4,44 @@ scalar SIMT loops they compute the GEMM (and stop doing so when a barrier is dro
 check can see a race); the validity check counts the doubled bytes; nvcc compiles cp.async
 for sm_80 / sm_90 and none for sm_75."""
 
-import random
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 from autosched.hardware import HardwareParams
 from autosched.search import state_utils as su
-from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.task import SearchTask
 from codegen.cuda import build_cuda
 from tensorir import steps as st
-from tensorir import te
-from tensorir.dag import ComputeDAG
 from tensorir.expr import Binary, walk
 from tensorir.loop_interp import run_program
 from tensorir.loops import Allocate, Barrier, For, If, Load, Seq, Store, walk_stmts
 from tensorir.lower import lower
-from tensorir.ops.dense import batch_matmul, dense
 from tensorir.passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop, is_double_buffered
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import gpu_program_errors, kernels
 from tensorir.schedule import replay
-
-NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
-HW = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
+from tests.autosched import tensor_core_helpers as helpers
+from tests.autosched.tensor_core_helpers import (
+    GPU_HW,
+    bmm_tensors,
+    dense_tensors,
+    first_states,
+    gemm_reference,
+    gpu_task,
+    needs_nvcc,
+    nvcc_ptx,
+    random_args,
+    sampled_states,
+)
 
 
 def dense_task(m=32, n=48, k=96, target="cuda"):
-    a = te.placeholder((m, k), "float16", name="A")
-    b = te.placeholder((n, k), "float16", name="B")
-    return SearchTask(ComputeDAG([a, b, dense(a, b, out_dtype="float32")]), target=target,
-                      hardware_params=HW)  # fmt: skip
+    return gpu_task(dense_tensors(m, n, k), target)
 
 
 def bmm_task():
-    x = te.placeholder((2, 32, 64), "float16", name="X")
-    y = te.placeholder((2, 32, 64), "float16", name="Y")
-    out = batch_matmul(x, y, out_dtype="float32", transpose_b=True)
-    return SearchTask(ComputeDAG([x, y, out]), target="cuda", hardware_params=HW)
+    return gpu_task(bmm_tensors(2, 32, 32, 64))
 
 
 def pipelined(prog) -> list:
@@ -56,22 +51,16 @@ def pipelined(prog) -> list:
 
 
 def has_pragma(state) -> bool:
-    return any(p == "double_buffer" for s in state.stages for _, p in s.pragmas)
+    return helpers.has_pragma(state, "double_buffer")
 
 
 def pipelined_states(task, n=2, seed=0, params=None):
     """Sampled states whose k-tile loop runs at least twice (so there is a pipeline)."""
     params = params or SearchParams()
     (sketch,) = generate_sketches(task, params=params)
-    ctx, rng = gpu_context(task, params), random.Random(seed)
-    out = []
-    for _ in range(300):
-        s = sample_state_gpu(ctx, sketch, rng, task)
-        if s is not None and pipelined(lower(s)):
-            out.append(s)
-            if len(out) == n:
-                return out
-    raise AssertionError("no sampled state has a k-tile loop of extent >= 2")
+    states = sampled_states(task, sketch, seed, tries=300, params=params)
+    return first_states((s for s in states if pipelined(lower(s))), n,
+                        "sampled states with a k-tile loop of extent >= 2")  # fmt: skip
 
 
 def single_buffered(state):
@@ -84,16 +73,6 @@ def single_buffered(state):
 def shared_allocs(prog) -> dict:
     return {s.buffer.name: s.buffer for s in walk_stmts(prog.body)
             if isinstance(s, Allocate) and s.buffer.scope == "shared"}  # fmt: skip
-
-
-def random_args(dag, seed=3):
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
-
-
-def reference(args):
-    x, y = (a.astype(np.float32) for a in args)
-    return x @ np.swapaxes(y, -1, -2)
 
 
 def test_the_rule_pipelines_by_default_and_the_switch_and_old_archs_turn_it_off():
@@ -149,8 +128,8 @@ def test_lowering_doubles_the_buffers_and_adds_the_parity_index_and_the_prologue
 @pytest.mark.parametrize("make", [dense_task, bmm_task])
 def test_the_pipelined_loops_compute_the_gemm_as_simt_scalar_code(make):
     task = make()
-    args = random_args(task.compute_dag)
-    want = reference(args)
+    args = random_args(task.compute_dag, seed=3)
+    want = gemm_reference(args)
     for s in pipelined_states(task, 2, seed=1):
         out = np.full(want.shape, np.nan, np.float32)
         run_program(lower(s), [*args, out], simt=True)  # threads interleave at barriers
@@ -180,11 +159,11 @@ def _drop_loop_barrier(prog):
 
 def test_the_simt_check_sees_the_race_a_missing_barrier_makes():
     task = dense_task(k=128)
-    args = random_args(task.compute_dag)
+    args = random_args(task.compute_dag, seed=3)
     (s,) = pipelined_states(task, 1, seed=2)
     out = np.full((32, 48), np.nan, np.float32)
     run_program(_drop_loop_barrier(lower(s)), [*args, out], simt=True)
-    assert not np.allclose(out, reference(args), rtol=1e-3, atol=1e-3)
+    assert not np.allclose(out, gemm_reference(args), rtol=1e-3, atol=1e-3)
 
 
 def test_the_validity_check_counts_the_doubled_shared_memory():
@@ -194,7 +173,7 @@ def test_the_validity_check_counts_the_doubled_shared_memory():
     (info,) = kernels(flat)
     stores = fragment_plan(info.stmt, info.extents)[0].staging_bytes  # fragment store tiles
     # Room for one copy of the tiles (and the fragment store tiles), not for two.
-    between = HW.as_limits() | {"max_shared_memory_per_block": stores + staged + staged // 2}
+    between = GPU_HW.as_limits() | {"max_shared_memory_per_block": stores + staged + staged // 2}
     assert gpu_program_errors(flat, between) == []
     errs = gpu_program_errors(prog, between)
     assert any("shared memory" in e for e in errs), errs
@@ -205,11 +184,9 @@ def test_the_validity_check_counts_the_doubled_shared_memory():
 def test_a_k_loop_of_one_tile_is_left_alone():
     task = dense_task(k=32)
     (sketch,) = generate_sketches(task)
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(0)
     seen = 0
-    for _ in range(100):
-        s = sample_state_gpu(ctx, sketch, rng, task)
-        if s is None or pipelined(lower(s)):
+    for s in sampled_states(task, sketch, seed=0, tries=100):
+        if pipelined(lower(s)):
             continue
         assert has_pragma(s)  # the k tile is the whole K: nothing to overlap
         assert str(lower(s)) == str(lower(single_buffered(s)))
@@ -242,14 +219,10 @@ def test_a_loop_of_another_shape_keeps_its_code_and_loses_the_pragma():
 
 
 def _ptx(code, arch, tmp_path):
-    src, ptx = tmp_path / f"k_{arch}.cu", tmp_path / f"k_{arch}.ptx"
-    src.write_text(code)
-    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)], check=True,
-                   capture_output=True)  # fmt: skip
-    return ptx.read_text()
+    return nvcc_ptx(code, arch, tmp_path, f"k_{arch}")
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", None])
 def test_nvcc_compiles_cp_async_for_sm80_and_newer(arch, tmp_path):
     (s,) = pipelined_states(dense_task(), 1)
@@ -264,7 +237,7 @@ def test_nvcc_compiles_cp_async_for_sm80_and_newer(arch, tmp_path):
         assert "cp.async" not in old and "wmma.mma.sync" in old
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 def test_sm75_code_keeps_plain_copies(tmp_path):
     (s,) = pipelined_states(dense_task(), 1)
     code = build_cuda(lower(s), arch="sm_75").code
@@ -282,17 +255,10 @@ def test_tiles_whose_doubled_staging_does_not_fit_are_sampled_single_buffered():
     from autosched.search import annotate_gpu as ag
 
     hw = HardwareParams(num_cores=1, max_shared_memory_per_block=12 * 1024)
-    a = te.placeholder((64, 128), "float16", name="A")
-    b = te.placeholder((64, 128), "float16", name="B")
-    task = SearchTask(ComputeDAG([a, b, dense(a, b, out_dtype="float32")]), target="cuda",
-                      hardware_params=hw)  # fmt: skip
+    task = gpu_task(dense_tensors(64, 64, 128), hardware_params=hw)
     (sketch,) = generate_sketches(task)
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(0)
     kinds = set()
-    for _ in range(40):
-        s = ag.sample_state_gpu(ctx, sketch, rng, task)
-        if s is None:
-            continue
+    for s in sampled_states(task, sketch, seed=0, tries=40):
         assert ag.gpu_state_errors(task, s) == []
         if not has_pragma(s):  # fell back: the same tiles double-buffered do not fit
             redo = [x for x in sketch.steps if isinstance(x, st.PragmaStep)

@@ -5,59 +5,54 @@ fragments, its states replay, lower and pass the validity check; the CUDA backen
 ``wmma.mma.sync ... m16n16k8 ... tf32``; without the option float32 stays exact scalar code."""
 
 import logging
-import random
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from autosched.cost_model.features import FEATURE_NAMES, slog, state_features
-from autosched.hardware import HardwareParams
 from autosched.kernel import generate_source
-from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autosched.measure.records import load_records, save_records
+from autosched.measure import MeasureInput, MeasureResult
+from autosched.measure.records import save_records
 from autosched.search import sketch_rules_tensor_core as tc_rule
-from autosched.search.annotate_gpu import gpu_context, gpu_state_errors
-from autosched.search.params import SearchParams
+from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_tensor_core import tensor_core_dtypes, tensor_core_gemm
 from autosched.task import SearchTask
 from codegen.cuda import build_cuda, wmma_available, wmma_unavailable_reason
 from codegen.target import Target
 from tensorir import steps as st
-from tensorir import te
-from tensorir.dag import ComputeDAG
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
-from tensorir.ops.dense import batch_matmul, dense
-from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES, fragment_plan
-from tensorir.passes.verify_gpu import kernels
+from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
 from tensorir.schedule import replay
-from tests.autosched.test_tensor_core_sketch import has_tc, valid_states
+from tests.autosched.tensor_core_helpers import (
+    bmm_tensors,
+    dense_tensors,
+    fragment_plans,
+    gpu_task,
+    has_tc,
+    needs_nvcc,
+    nvcc_ptx,
+    records_round_trip,
+    split_steps_of_lengths,
+    tile_size_mutations,
+    two_layer_mlp,
+    valid_states,
+)
 
-NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 TF32 = "cuda -allow_tf32=1"
 pytestmark = pytest.mark.skipif(
     not TF32_TENSOR_CORES, reason="TF32 tensor cores are switched off (TF32_TENSOR_CORES)"
 )
 
 
-def _task(tensors, target):
-    hw = HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
-    return SearchTask(ComputeDAG(tensors), target=target, hardware_params=hw)
-
-
 def dense_task(target=TF32, m=32, n=48, k=32, dtype="float32"):
-    a = te.placeholder((m, k), dtype, name="A")
-    b = te.placeholder((n, k), dtype, name="B")
-    return _task([a, b, dense(a, b, out_dtype="float32")], target)
+    return gpu_task(dense_tensors(m, n, k, dtype), target)
 
 
 def bmm_task(target=TF32, transpose_b=True):
-    x = te.placeholder((2, 32, 24), "float32", name="X")
-    y = te.placeholder((2, 32, 24) if transpose_b else (2, 24, 32), "float32", name="Y")
-    return _task([x, y, batch_matmul(x, y, transpose_b=transpose_b)], target)
+    tensors = bmm_tensors(2, 32, 32, 24, "float32", out_dtype="", transpose_b=transpose_b)
+    return gpu_task(tensors, target)
 
 
 def test_one_table_gives_each_operand_dtype_its_fragment_shape_and_arch():
@@ -126,20 +121,14 @@ def test_tf32_states_replay_lower_validate_and_compute_the_gemm(make, transposed
     args = [x, y]
     want = x @ (np.swapaxes(y, -1, -2) if transposed else y)
     states = valid_states(task)
-    path = tmp_path / "tf32.json"
-    save_records(
-        path,
-        [MeasureInput(task, s) for s in states],
-        [MeasureResult((1.0,), MeasureErrorNo.NO_ERROR, "", 0.1, 1.0)] * len(states),
-    )
-    back = list(load_records(path))
+    back = records_round_trip(task, states, tmp_path / "tf32.json")
     for s, (inp, _) in zip(states, back, strict=True):
         assert Target(inp.task.target).allow_tf32  # the record says it was tuned with TF32
         r = inp.state.to_state(dag)
         assert str(r) == str(s) and has_tc(r)
         assert not gpu_state_errors(task, r)
         prog = lower(r)
-        plans = [p for p, _ in (fragment_plan(k.stmt, k.extents) for k in kernels(prog)) if p]
+        plans = [p for p, _ in fragment_plans(prog) if p]
         assert plans and plans[0].dtype == "float32" and plans[0].shape.k == 8
         out = np.zeros(dag.output_tensors[0].shape, np.float32)
         run_program(prog, [*args, out], simt=True)  # the scalar reading: exact float32
@@ -180,26 +169,19 @@ def test_16_bit_fragments_are_unchanged_by_the_option():
     assert "16, 16, 16, half" in code and "tf32" not in code
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tf32_cuda_compiles_to_tf32_mma_ptx(arch, tmp_path):
     (s,) = valid_states(dense_task(m=64, n=32, k=48), 1, seed=2)
     code = generate_source(s, f"cuda -arch={arch} -allow_tf32=1").code
-    src = tmp_path / "k.cu"
-    src.write_text(code)
-    ptx = tmp_path / "k.ptx"
-    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
-                   check=True, capture_output=True)  # fmt: skip
-    text = ptx.read_text()
+    text = nvcc_ptx(code, arch, tmp_path)
     mma = [ln for ln in text.splitlines() if "wmma.mma.sync" in ln]
     assert mma and all("m16n16k8.f32.tf32.tf32.f32" in ln for ln in mma), mma[:2]
     assert "wmma.load.a.sync.aligned.row.m16n16k8.tf32" in text
     assert "cvt.rna.tf32.f32" in text  # __float_to_tf32: rounded, not truncated
     # The same schedule for a target without the option: exact float32 scalar code, no mma.
-    src.write_text(generate_source(s, f"cuda -arch={arch}").code)
-    subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
-                   check=True, capture_output=True)  # fmt: skip
-    assert "mma" not in ptx.read_text() and "tf32" not in ptx.read_text()
+    text = nvcc_ptx(generate_source(s, f"cuda -arch={arch}").code, arch, tmp_path)
+    assert "mma" not in text and "tf32" not in text
 
 
 def test_features_see_the_tf32_fragment_shape():
@@ -217,47 +199,23 @@ def test_features_see_the_tf32_fragment_shape():
 
 
 def test_mutation_keeps_tf32_fragment_k_and_vector_splits():
-    from autosched.search.mutation import mutate_tile_size
-
     task = dense_task(m=64, n=64, k=64)
     (s,) = valid_states(task, 1)
-    ctx = gpu_context(task, SearchParams())
-    fixed = [
-        k
-        for k, step in enumerate(s.steps)
-        if isinstance(step, st.SplitStep) and tuple(step.lengths) in ((16,), (8,), (4,), (32,))
-    ]
+    fixed = split_steps_of_lengths(s, ((16,), (8,), (4,), (32,)))
     assert len(fixed) >= 7  # i, j by 16; k by 8; per operand: 4-wide vector, 32 lanes
-    rng, changed = random.Random(1), 0
-    for _ in range(60):
-        m = mutate_tile_size(ctx, s, rng)
-        if m is None:
-            continue
-        changed += 1
+    mutated = tile_size_mutations(task, s, seed=1)
+    assert mutated
+    for m in mutated:
         assert [m.steps[k].lengths for k in fixed] == [s.steps[k].lengths for k in fixed]
-    assert changed
 
 
-def _mlp():
-    """A float32 two-layer perceptron (dense + bias + relu, dense) and its weights."""
-    from tensorir.graph import ir as gir
-    from tensorir.graph import nn, op
-
-    rng = np.random.default_rng(0)
-    shapes = {"w1": (48, 64), "b1": (48,), "w2": (32, 48)}
-    data, *ws = [op.var("data", (32, 64)), *(op.var(k, s) for k, s in shapes.items())]
-    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
-    params = {k: rng.normal(0, 0.3, s).astype("float32") for k, s in shapes.items()}
-    return gir.Function((data, *ws), out), params
-
-
-@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@needs_nvcc
 def test_a_float32_network_gets_tf32_tasks_whose_kernels_compile(tmp_path):
     """Network tasks carry -allow_tf32=1, their sketches are TF32 tensor-core ones, and the
     kernels a network build generates from them (weights layout-rewritten) compile to TF32."""
     import autosched as ansor
 
-    func, params = _mlp()
+    func, params = two_layer_mlp(32, 64, 48, 32, np.random.default_rng(0), scale=0.3)
     hw = ansor.HardwareParams(num_cores=16, max_threads_per_block=1024, warp_size=32,
                               max_shared_memory_per_block=49152)  # fmt: skip
     tasks, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80 -allow_tf32=1",
@@ -271,12 +229,8 @@ def test_a_float32_network_gets_tf32_tasks_whose_kernels_compile(tmp_path):
         code = generate_source(s, task.target, f"g{k}", layout_rewrite=True).code
         assert "precision::tf32" in code
         codes.append(code)
-    src = tmp_path / "net.cu"
-    src.write_text("\n".join(codes))
-    ptx = tmp_path / "net.ptx"
-    subprocess.run([NVCC, "-ptx", "-arch=sm_80", str(src), "-o", str(ptx)],
-                   check=True, capture_output=True)  # fmt: skip
-    assert ptx.read_text().count("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32") >= 2
+    ptx = nvcc_ptx("\n".join(codes), "sm_80", tmp_path, "net")
+    assert ptx.count("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32") >= 2
     plain, _ = ansor.extract_tasks(func, params, "cuda -arch=sm_80", hardware_params=hw)
     assert not any(has_tc(s) for t in plain for s in generate_sketches(t))
 

@@ -15,48 +15,27 @@ from autosched.measure.records import save_records
 from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from tensorir.dag import ComputeDAG
 from tensorir.dtype import tolerance
 from tensorir.graph import evaluate
-from tensorir.ops import NameScope, compute_op
-from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm
+from tests.autosched.tensor_core_helpers import (
+    check_sampled_kernels,
+    conv_dag,
+    conv_ref,
+    has_tc,
+    random_args,
+)
 
 from .conftest import CUDA_REASON
 
 
 def _conv_ref(x, w, b, stride, pad, layout):
     """float64 conv2d (+ bias, relu when ``b`` is given) from its definition."""
-    if layout == "NHWC":
-        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
-    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    w = w.astype(np.float64)
-    co, _, kh, kw = w.shape
-    oh, ow = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
-    out = np.zeros((x.shape[0], co, oh, ow))
-    for a in range(kh):
-        for c in range(kw):
-            win = x[:, :, a::stride, c::stride][:, :, :oh, :ow]
-            out += np.einsum("nchw,oc->nohw", win, w[:, :, a, c])
-    if b is not None:
-        out = np.maximum(out + b.astype(np.float64)[None, :, None, None], 0)
-    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
-
-
-def _dag(layout, n, ci, h, co, k, stride, pad, epilogue):
-    scope = NameScope()
-    xs = (n, h, h, ci) if layout == "NHWC" else (n, ci, h, h)
-    ws = (k, k, ci, co) if layout == "NHWC" else (co, ci, k, k)
-    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
-    with scope:
-        out = conv2d_implicit_gemm(x, w, stride, pad, 1, layout, "float32")
-    ins = [x, w]
-    if epilogue:
-        b = scope.placeholder((co,), "float16")
-        ins.append(b)
-        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
-        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
-        out = compute_op("nn.relu", [out], {}, name_scope=scope)
-    return ComputeDAG([*ins, out])
+    out = conv_ref(x, w, stride, pad, 1, layout)
+    if b is None:
+        return out
+    shape = [1] * out.ndim
+    shape[layout.index("C")] = -1  # the bias along the channel axis of either layout
+    return np.maximum(out + b.astype(np.float64).reshape(shape), 0)
 
 
 CASES = {
@@ -73,34 +52,16 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
-    from runtime import device
-
     layout, n, ci, h, co, k, s, p, epilogue = CASES[name]
-    dag = _dag(layout, n, ci, h, co, k, s, p, epilogue)
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue)
     task = ansor.SearchTask(dag, target="cuda")
     (sketch,) = generate_sketches(task)
-    assert any(pr == "tensor_core" for st in sketch.stages for _, pr in st.pragmas)
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(11)
-    data = np.random.default_rng(4)
-    args = [data.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
+    assert has_tc(sketch)
+    args = random_args(dag, seed=4)
     want = _conv_ref(args[0], args[1], args[2] if epilogue else None, s, p, layout)
-    checked = 0
-    for _ in range(300):
-        st = sample_state_gpu(ctx, sketch, rng, task)
-        if st is None:
-            continue
-        func = ansor.build(st, "cuda", device=device("cuda"))
-        assert "wmma::mma_sync" in func.get_source()
-        out = np.full(dag.output_tensors[0].shape, np.nan, dag.output_tensors[0].dtype)
-        func(*args, out)
-        # K up to 1152 products of fp16 inputs in [-1, 1], accumulated in float32; the
-        # epilogue rounds to fp16 (|out| up to ~40: a half ulp of 0.016).
-        np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=5e-2,
-                                   err_msg=str(st))  # fmt: skip
-        checked += 1
-        if checked == 3:
-            break
-    assert checked == 3
+    # K up to 1152 products of fp16 inputs in [-1, 1], accumulated in float32; the epilogue
+    # rounds to fp16 (|out| up to ~40: a half ulp of 0.016).
+    check_sampled_kernels(task, sketch, args, want, 3, seed=11, rtol=1e-2, atol=5e-2)
 
 
 def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):

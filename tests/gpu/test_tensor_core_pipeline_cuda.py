@@ -2,32 +2,25 @@
 state (what tuning keeps) with the pipeline equals a float32 numpy reference and the same
 schedule single-buffered, and its PTX issues cp.async."""
 
-import random
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
 import autosched as ansor
 from autosched.hardware import cuda_arch
-from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
-from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
 from autosched.search.state_utils import single_buffered
 from codegen.cuda import cp_async_available
-from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.loops import Allocate, For, walk_stmts
 from tensorir.lower import lower
-from tensorir.ops.dense import dense
 from tensorir.passes.double_buffer import DOUBLE_BUFFER
-
-
-def _dense(m, n, k):
-    a = te.placeholder((m, k), "float16", name="A")
-    b = te.placeholder((n, k), "float16", name="B")
-    return [a, b, dense(a, b, out_dtype="float32")]
+from tests.autosched.tensor_core_helpers import (
+    NVCC,
+    dense_tensors,
+    gemm_reference,
+    nvcc_ptx,
+    sampled_states,
+)
 
 
 def _shared_bytes(prog) -> int:
@@ -43,12 +36,8 @@ def tuned_style_state(task, tries=40, seed=11):
     """Of ``tries`` sampled valid states with a pipelined k loop, the one staging the most
     shared memory (the big block tiles tuning ends up with)."""
     (sketch,) = generate_sketches(task)
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
     best, best_bytes, seen = None, -1, 0
-    for _ in range(tries * 10):
-        s = sample_state_gpu(ctx, sketch, rng, task)
-        if s is None:
-            continue
+    for s in sampled_states(task, sketch, seed, tries * 10):
         prog = lower(s)
         if not _pipelined(prog):
             continue
@@ -65,24 +54,18 @@ def tuned_style_state(task, tries=40, seed=11):
 def test_double_buffered_tensor_core_kernel_matches_numpy(cuda_backend, m, n, k, tmp_path):
     from runtime import device
 
-    task = ansor.SearchTask(ComputeDAG(_dense(m, n, k)), target="cuda")
+    task = ansor.SearchTask(ComputeDAG(dense_tensors(m, n, k)), target="cuda")
     s = tuned_style_state(task)
     rng = np.random.default_rng(4)
     args = [rng.uniform(-1, 1, t.shape).astype("float16") for t in task.compute_dag.input_tensors]
-    x, y = (a.astype(np.float32) for a in args)
-    want = x @ y.T
+    want = gemm_reference(args)
     func = ansor.build(s, "cuda", device=device("cuda"))
     code = func.get_source()
     arch = cuda_arch("cuda")
     if cp_async_available(arch):
         assert "cp_async16(&" in code and "cp_async_wait_all();" in code
-        nvcc = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
-        if nvcc:
-            src, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
-            src.write_text(code)
-            subprocess.run([nvcc, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
-                           check=True, capture_output=True)  # fmt: skip
-            text = ptx.read_text()
+        if NVCC:
+            text = nvcc_ptx(code, arch, tmp_path)
             assert "cp.async.cg.shared.global" in text and "mma.sync" in text
     out = np.full((m, n), np.nan, np.float32)
     func(*args, out)

@@ -4,19 +4,18 @@ exact (float64) product, and much closer to the product of the operands rounded 
 ``__float_to_tf32`` rounds them (``cvt.rna``) than to the exact one: so the kernel is neither
 wrong nor secretly float32. Without the option, the same schedule computes exact float32."""
 
-import random
-
 import numpy as np
 import pytest
 
 import autosched as ansor
-from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
-from autosched.search.params import SearchParams
-from autosched.search.sketch import generate_sketches
-from tensorir import te
 from tensorir.dag import ComputeDAG
-from tensorir.ops.dense import batch_matmul, dense
 from tensorir.passes.tensor_core import TF32_TENSOR_CORES
+from tests.autosched.tensor_core_helpers import (
+    bmm_tensors,
+    dense_tensors,
+    two_layer_mlp,
+    valid_states,
+)
 
 TF32 = "cuda -allow_tf32=1"
 pytestmark = pytest.mark.skipif(
@@ -42,15 +41,11 @@ def tf32_round(x: np.ndarray) -> np.ndarray:
 
 
 def _dense(m, n, k):
-    a = te.placeholder((m, k), "float32", name="A")
-    b = te.placeholder((n, k), "float32", name="B")
-    return [a, b, dense(a, b)]
+    return dense_tensors(m, n, k, "float32", out_dtype="")
 
 
 def _bmm(bs, m, n, k):
-    x = te.placeholder((bs, m, k), "float32", name="X")
-    y = te.placeholder((bs, n, k), "float32", name="Y")
-    return [x, y, batch_matmul(x, y)]
+    return bmm_tensors(bs, m, n, k, "float32", out_dtype="")
 
 
 CASES = {"dense_256x512x1024": lambda: _dense(256, 512, 1024),
@@ -62,17 +57,7 @@ def _product(x, y):
 
 
 def _states(task, n, seed=7):
-    (sketch,) = generate_sketches(task)
-    assert any(p == "tensor_core" for s in sketch.stages for _, p in s.pragmas)
-    ctx, rng = gpu_context(task, SearchParams()), random.Random(seed)
-    out = []
-    for _ in range(300):
-        s = sample_state_gpu(ctx, sketch, rng, task)
-        if s is not None:
-            out.append(s)
-            if len(out) == n:
-                return out
-    raise AssertionError(f"fewer than {n} valid states")
+    return valid_states(task, n, seed, tries=300)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -115,15 +100,10 @@ def test_a_float32_network_built_with_tf32_records(sm80, tmp_path):
     from autosched.measure import MeasureInput, MeasureResult
     from autosched.measure.records import save_records
     from autosched.network.build import build_network
-    from tensorir.graph import evaluate, nn, op
-    from tensorir.graph import ir as gir
+    from tensorir.graph import evaluate
 
     rng = np.random.default_rng(0)
-    shapes = {"w1": (256, 128), "b1": (256,), "w2": (64, 256)}
-    data, *ws = [op.var("data", (64, 128)), *(op.var(k, s) for k, s in shapes.items())]
-    out = nn.dense(nn.relu(nn.bias_add(nn.dense(data, ws[0]), ws[1])), ws[2])
-    func = gir.Function((data, *ws), out)
-    params = {k: rng.normal(0, 0.1, s).astype("float32") for k, s in shapes.items()}
+    func, params = two_layer_mlp(64, 128, 256, 64, rng, scale=0.1)
     tasks, _ = ansor.extract_tasks(func, params, TF32)
     assert len(tasks) == 2
     log = tmp_path / "tf32.json"
