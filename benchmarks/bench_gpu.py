@@ -3,12 +3,22 @@
     python benchmarks/bench_gpu.py --trials 64                     # the six operators
     python benchmarks/bench_gpu.py --ops none --network resnet-18,mobilenet --network-seconds 600
     python benchmarks/bench_gpu.py --no-tune                       # re-time from the logs
+    python benchmarks/bench_gpu.py --ops none --network resnet-18 --network-seconds 300 \
+        --precision float16                                        # issue 28's precisions
 
 Every tuning run appends to the logs in ``--work-dir`` and resumes from them, so a long tune
 runs as several calls of a few minutes each (also on another machine: copy the folder).
 PyTorch runs fp32 with TF32 off (``allow_tf32 = False`` for matmul and cuDNN) and NHWC
 (channels_last) convolutions; kernels of both sides are timed with CUDA events after warm-up.
-resnet-18 is compared with PyTorch eager and with PyTorch replaying a captured CUDA graph.
+resnet-18 is compared with PyTorch eager, with PyTorch replaying a captured CUDA graph and with
+``torch.compile(mode="reduce-overhead")``.
+
+``--precision`` sets both sides' arithmetic for the networks: ``float16`` / ``bfloat16`` are
+ours through ``autosched.to_mixed_precision`` (16-bit convolutions and dense accumulating in
+float32) against PyTorch with 16-bit weights and input (``model.half()``, what PyTorch users run
+for speed); ``tf32`` is float32 with TF32 allowed on both sides (ours: target
+``cuda -allow_tf32=1``; PyTorch: ``allow_tf32 = True`` for matmul and cuDNN, its default for
+convolutions). Each precision tunes into its own log.
 """
 
 from __future__ import annotations
@@ -113,6 +123,13 @@ def _timeouts(log: Path) -> tuple[int, int]:
     return sum(c == MeasureErrorNo.BUILD_TIMEOUT for c in codes), len(codes)
 
 
+PRECISIONS = ("float32", "float16", "bfloat16", "tf32")
+
+
+def _target(precision: str) -> str:
+    return "cuda -allow_tf32=1" if precision == "tf32" else "cuda"
+
+
 def bench_network(name: str, args, work: Path, torch) -> dict:
     """Tune ``name`` (NHWC, batch 1) as the seed tutorial does, then time it against PyTorch.
 
@@ -125,9 +142,14 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
 
     from tensorir.graph import evaluate, get_network
 
-    mod, params, shape, _ = get_network(name, batch_size=1, layout="NHWC")
-    log = work / f"{name}-NHWC-B1-cuda.json"
-    tasks, weights = ansor.extract_tasks(mod, params, "cuda")
+    precision, target = args.precision, _target(args.precision)
+    mod32, params32, shape, _ = get_network(name, batch_size=1, layout="NHWC")
+    mod, params = mod32, params32
+    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
+        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
+    suffix = "" if precision == "float32" else f"-{precision}"
+    log = work / f"{name}-NHWC-B1-cuda{suffix}.json"
+    tasks, weights = ansor.extract_tasks(mod, params, target)
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
     tune_s, before = 0.0, _timeouts(log)
     if (args.network_trials > 0 or args.network_seconds) and not args.no_tune:
@@ -158,7 +180,7 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
 
     def build_and_time(records):
         with ansor.ApplyHistoryBest(records):
-            lib = ansor.build(mod, "cuda", params=params)
+            lib = ansor.build(mod, target, params=params)
         module = ansor.GraphModule(lib)
         module.set_input("data", x)
         module.run()
@@ -166,23 +188,37 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
         return out, float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
 
     out, ours_ms = build_and_time(str(log) if log.exists() else [])
-    ref = evaluate(mod, {"data": x}, params)
+    ref = evaluate(mod32, {"data": x}, params32)  # float32 numpy: both sides are compared to it
+    low = precision != "float32"
     default_ms = None
     if args.also_default:  # the untuned build (default GPU schedules), timed in this process
         default_out, default_ms = build_and_time([])
-        np.testing.assert_allclose(default_out, ref, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(default_out, ref, rtol=3e-2 if low else 1e-3, atol=1e-4)
 
     mod_nchw, params_nchw, _, _ = get_network(name, 1, layout="NCHW")
-    fn = torch_function(mod_nchw, params_nchw, "cuda")
+    torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(precision)
+    fn = torch_function(mod_nchw, params_nchw, "cuda", dtype=torch_dtype)
     xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).cuda()
+    if torch_dtype is not None:
+        xt = xt.to(torch_dtype)
     with torch.no_grad():
-        torch_out = fn(xt).cpu().numpy()
+        torch_out = fn(xt).float().cpu().numpy()
         eager_ms = cuda_event_ms(lambda: fn(xt))
         static_x = xt.clone()  # the graph reads it: alive while the graph replays
         graph_ms = cuda_event_ms(cuda_graph(fn, static_x).replay)
-    row = {"network": name, "ours_ms": ours_ms, "untuned_ms": default_ms,
-           "torch_eager_ms": eager_ms,
-           "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
+        compile_ms = None
+        if not args.no_torch_compile:
+            compiled = torch.compile(fn, mode="reduce-overhead")
+            for _ in range(3):  # compile, record the CUDA graph, warm
+                compiled(static_x)
+            compile_ms = cuda_event_ms(lambda: compiled(static_x))
+    scale = float(np.max(np.abs(ref)))
+    row = {"network": name, "precision": precision, "ours_ms": ours_ms,
+           "untuned_ms": default_ms, "torch_eager_ms": eager_ms,
+           "torch_graph_ms": graph_ms, "torch_compile_ms": compile_ms,
+           "max_abs_err": float(np.max(np.abs(out - ref))),
+           "max_rel_err": float(np.max(np.abs(out - ref))) / scale,
+           "torch_max_rel_err": float(np.max(np.abs(torch_out - ref))) / scale,
            "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
            "records": after[1], "build_timeouts": after[0],
            "records_this_run": after[1] - before[1],
@@ -214,13 +250,16 @@ def main() -> None:
     p.add_argument("--min-repeat-ms", type=float, default=300, help="as the seed: 300")
     p.add_argument("--also-default", action="store_true", help="also time the untuned network")
     p.add_argument("--no-tune", action="store_true")
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="networks: both sides' arithmetic (module docstring)")  # fmt: skip
+    p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     torch.backends.cudnn.benchmark = True
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -230,17 +269,20 @@ def main() -> None:
     if not networks and (args.network_trials or args.network_seconds):
         networks = ["resnet-18"]
     rows += [bench_network(n, args, work, torch) for n in networks]
-    print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, TF32 off")
+    tf32 = "on" if args.precision == "tf32" else "off"
+    print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, TF32 {tf32}")
     print(f"{'op':12} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'records':>8}")
     for r in rows:
         if "op" in r:
             print(f"{r['op']:12} {r['ours_ms']:9.4f} {r['torch_ms']:9.4f} "
                   f"{r['torch_ms'] / r['ours_ms']:10.2f} {r['records']:8d}")  # fmt: skip
         else:
-            print(f"{r['network']}: ours {r['ours_ms']:.3f} ms, PyTorch eager "
+            compiled = r["torch_compile_ms"]
+            compiled = "-" if compiled is None else f"{compiled:.3f} ms"
+            print(f"{r['network']} {r['precision']}: ours {r['ours_ms']:.3f} ms, PyTorch eager "
                   f"{r['torch_eager_ms']:.3f} ms, PyTorch CUDA graph "
-                  f"{r['torch_graph_ms']:.3f} ms ({r['records']} records, "
-                  f"{r['build_timeouts']} build timeouts)")  # fmt: skip
+                  f"{r['torch_graph_ms']:.3f} ms, torch.compile {compiled} "
+                  f"({r['records']} records, {r['build_timeouts']} build timeouts)")  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -71,11 +71,12 @@ def _ops(F, torch):
     }
 
 
-def torch_function(mod, params: dict, device: str = "cuda", channels_last: bool = True):
+def torch_function(mod, params: dict, device: str = "cuda", channels_last: bool = True, dtype=None):
     """A callable ``fn(x: torch.Tensor) -> torch.Tensor`` running ``mod`` (NCHW) in PyTorch.
 
     Weights are uploaded once; ``channels_last`` puts 4-d tensors in NHWC memory order, which
-    cuDNN prefers for fp32 convolutions on recent GPUs.
+    cuDNN prefers for fp32 convolutions on recent GPUs. ``dtype`` (e.g. ``torch.float16``)
+    casts the floating-point weights, as ``model.half()`` does; ``x`` must then have it too.
     """
     import torch
     import torch.nn.functional as F
@@ -93,6 +94,8 @@ def torch_function(mod, params: dict, device: str = "cuda", channels_last: bool 
 
     def upload(arr):
         t = torch.from_numpy(np.ascontiguousarray(arr)).to(device)
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
         return t.to(memory_format=fmt) if t.dim() == 4 else t
 
     consts = {id(v): upload(params[v.name]) for v in func.params if v.name in params}
