@@ -52,6 +52,34 @@ class TimingResult:
         return timing_html(self)
 
 
+# An attempt shorter than this fraction of ``min_repeat_ms`` is too short to predict from.
+CALIBRATE_BELOW = 1 / 20
+# The fraction of ``min_repeat_ms`` a calibrating attempt aims at.
+CALIBRATION = 1 / 10
+# Aim this far past ``min_repeat_ms``: an estimate a little low must not cost another attempt.
+MARGIN = 1.05
+
+
+def next_number(number: int, seconds_per_call: float, min_repeat_ms: float) -> int:
+    """The ``number`` of the next attempt after one of ``number`` calls at ``seconds_per_call``
+    fell short of ``min_repeat_ms``.
+
+    TVM jumps to the count that the short attempt predicts (at least 1.618x). A few calls
+    predict badly: on a GPU the first launch's latency and the events' resolution are spread
+    over 3 calls of tens of microseconds, so the prediction fell ~15% short and a third attempt
+    of 1.618x followed; every candidate of a resnet-18 tune on the H100 was timed for about
+    0.7 s under ``min_repeat_ms=300`` (session 7, benchmarks/RESULTS.md). So an attempt under
+    :data:`CALIBRATE_BELOW` of the minimum is followed by one of about :data:`CALIBRATION` of
+    it, long enough to predict from, and predictions aim :data:`MARGIN` past the minimum:
+    about 1.15x ``min_repeat_ms`` in all instead of up to 2.3x. Each attempt is still at least
+    1.618x the last.
+    """
+    per_call_ms = max(seconds_per_call * 1e3, 1e-9)
+    short = per_call_ms * number < min_repeat_ms * CALIBRATE_BELOW
+    aim = min_repeat_ms * (CALIBRATION if short else MARGIN)
+    return max(math.ceil(aim / per_call_ms), math.ceil(number * 1.618))
+
+
 def measure(
     time_launches: Callable[[Callable[[], None], int], float],
     fn: Callable[[], None],
@@ -85,9 +113,7 @@ def measure(
             t = time_launches(fn, number)
             if min_repeat_ms <= 0 or t * number * 1e3 >= min_repeat_ms:
                 break
-            # Grow like TVM: jump to the predicted count, but at least by the golden ratio.
-            want = min_repeat_ms / max(t * 1e3, 1e-9)
-            number = max(math.ceil(want), math.ceil(number * 1.618))
+            number = next_number(number, t, min_repeat_ms)
         results.append(t)
     return TimingResult(
         mean=sum(results) / len(results), median=statistics.median(results), results=tuple(results)

@@ -1,0 +1,66 @@
+"""The timing protocol's growth of ``number`` (runtime/timer.py), on a simulated device clock."""
+
+import numpy as np
+import pytest
+
+from runtime.timer import measure, next_number
+
+
+def device(per_call_s: float, latency_s: float):
+    """A fake ``time_launches``: ``number`` back-to-back calls plus one launch latency, as CUDA
+    events see them; records each attempt's (number, wall seconds)."""
+    attempts = []
+
+    def time_launches(fn, number):
+        wall = per_call_s * number + latency_s
+        attempts.append((number, wall))
+        return wall / number
+
+    return time_launches, attempts
+
+
+@pytest.mark.parametrize("per_call_us", [3.0, 7.0, 48.0, 230.0, 2100.0, 41000.0])
+@pytest.mark.parametrize("latency_us", [0.0, 4.0, 25.0])
+def test_timing_reaches_the_minimum_without_overshooting_twice(per_call_us, latency_us):
+    # Before: a GPU kernel of tens of microseconds took two growths (about 0.26 s, then 1.618x
+    # that: 0.43 s) under min_repeat_ms=300. Now the attempts add up to well under 2x.
+    time_launches, attempts = device(per_call_us * 1e-6, latency_us * 1e-6)
+    result = measure(time_launches, lambda: None, number=3, repeat=1, min_repeat_ms=300)
+    timed = attempts[1:]  # after the warm-up
+    assert timed[-1][1] * 1e3 >= 300  # the reported repeat lasted the minimum
+    assert all(w * 1e3 < 300 for _, w in timed[:-1])  # and is the first that did
+    assert result.results == (timed[-1][1] / timed[-1][0],)
+    total_ms = sum(w for _, w in timed) * 1e3
+    # Whole calls: the first attempt's 3 calls may already be a large part of the minimum.
+    assert total_ms <= 1.45 * 300 + 3 * per_call_us * 1e-3
+
+
+def test_a_gpu_kernel_of_tens_of_microseconds_is_timed_for_little_over_the_minimum():
+    time_launches, attempts = device(48e-6, 25e-6)  # launch latency inflates 3 calls by 17%
+    measure(time_launches, lambda: None, number=3, repeat=1, min_repeat_ms=300)
+    total_ms = sum(w for _, w in attempts[1:]) * 1e3
+    assert len(attempts[1:]) == 3  # 3 calls, a calibrating attempt, the timed one
+    assert 300 <= total_ms <= 1.2 * 300  # TVM's rule: 256 + 414 ms here
+
+
+def test_next_number_grows_at_least_by_the_golden_ratio():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        number = int(rng.integers(1, 10**6))
+        per_call = float(rng.uniform(1e-7, 1e-2))
+        nxt = next_number(number, per_call, float(rng.uniform(1, 1000)))
+        assert nxt >= number * 1.618
+
+
+def test_repeats_after_the_first_keep_the_grown_number():
+    time_launches, attempts = device(20e-6, 10e-6)
+    result = measure(time_launches, lambda: None, number=3, repeat=4, min_repeat_ms=50)
+    assert len(result.results) == 4
+    final = attempts[-1][0]
+    assert [n for n, _ in attempts[-4:]] == [final] * 4
+
+
+def test_no_minimum_times_number_calls_once_per_repeat():
+    time_launches, attempts = device(1e-3, 0.0)
+    measure(time_launches, lambda: None, number=5, repeat=3, min_repeat_ms=0)
+    assert [n for n, _ in attempts] == [1, 5, 5, 5]
