@@ -186,7 +186,9 @@ def extract_tasks(
         Also return groups without a reduction (elementwise / layout ops).
     use_winograd : bool, optional
         Use the winograd conv2d for 3x3 stride-1 NHWC convolutions where TVM's auto-scheduler
-        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU.
+        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU;
+        by default none on a target whose float32 convs run on TF32 tensor cores
+        (``cuda -allow_tf32=1``, :func:`implicit_gemm_dtypes`).
 
     Returns
     -------
