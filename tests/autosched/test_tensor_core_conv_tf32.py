@@ -179,12 +179,13 @@ def test_without_tf32_the_float32_gemm_keeps_the_scalar_sketches():
         assert default_tensor_core_state(task) is None
 
 
-def test_im2col_fetch_in_words_of_four_floats_equals_the_gather():
+@pytest.mark.parametrize("ci", [16, 20])  # 20: whole words of 4 floats, not of 8 halves
+def test_im2col_fetch_in_words_of_four_floats_equals_the_gather(ci):
     from dataclasses import replace
 
     from codegen.cuda import build_cuda
 
-    dag = f32_conv("NHWC", 1, 16, 8, 16, 3, 1, 1)
+    dag = f32_conv("NHWC", 1, ci, 8, 16, 3, 1, 1)
     (st,) = valid_states(gpu_task(dag, TF32), 1, seed=2)
     prog = lower(st)
     body, visit = _as_word_copies(prog.body)
