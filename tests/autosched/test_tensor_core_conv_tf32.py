@@ -259,3 +259,16 @@ def test_tf32_conv_cuda_compiles_to_tf32_mma_ptx(arch, tmp_path):
     mma = [ln for ln in text.splitlines() if "wmma.mma.sync" in ln]
     assert mma and all("m16n16k8.f32.tf32.tf32.f32" in ln for ln in mma), mma[:2]
     assert "cvt.rna.tf32.f32" in text
+
+
+def test_resnet18_float32_with_tf32_runs_every_conv_but_the_stem_on_tensor_cores():
+    hw = ansor.HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
+    mod, params, _, _ = ansor.networks.get_network("resnet-18", 1, "NHWC")
+    tasks, _ = ansor.extract_tasks(mod, params, TF32, hardware_params=hw)
+    convs = [t for t in tasks if "conv2d" in t.desc]
+    igemm = [t for t in convs if "conv2d_gemm" in [op.name for op in t.compute_dag.ops]]
+    assert len(igemm) == len(convs) - 1 >= 15  # 19 today; the RGB stem stays direct
+    assert not any("winograd" in t.desc for t in tasks)
+    for task in igemm:
+        (sketch,) = generate_sketches(task)
+        assert has_tc(sketch), task.desc
