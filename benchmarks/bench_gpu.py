@@ -3,15 +3,12 @@
     python benchmarks/bench_gpu.py --trials 64                     # the six operators
     python benchmarks/bench_gpu.py --ops none --network resnet-18,mobilenet --network-seconds 600
     python benchmarks/bench_gpu.py --no-tune                       # re-time from the logs
-    python benchmarks/bench_gpu.py --ops none --network --tf32 --network-seconds 1200
 
 Every tuning run appends to the logs in ``--work-dir`` and resumes from them, so a long tune
 runs as several calls of a few minutes each (also on another machine: copy the folder).
 PyTorch runs fp32 with TF32 off (``allow_tf32 = False`` for matmul and cuDNN) and NHWC
 (channels_last) convolutions; kernels of both sides are timed with CUDA events after warm-up.
 resnet-18 is compared with PyTorch eager and with PyTorch replaying a captured CUDA graph.
-With ``--tf32`` the networks are built for ``cuda -allow_tf32=1`` (float32 convs and dense
-layers on TF32 tensor cores, docs/gpu.md) and PyTorch runs with TF32 on for cuDNN and matmuls.
 """
 
 from __future__ import annotations
@@ -155,9 +152,8 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
     from tensorir.graph import evaluate, get_network
 
     mod, params, shape, _ = get_network(name, batch_size=1, layout="NHWC")
-    target = "cuda -allow_tf32=1" if args.tf32 else "cuda"
-    log = work / f"{name}-NHWC-B1-cuda{'-tf32' if args.tf32 else ''}.json"
-    tasks, weights = ansor.extract_tasks(mod, params, target)
+    log = work / f"{name}-NHWC-B1-cuda.json"
+    tasks, weights = ansor.extract_tasks(mod, params, "cuda")
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
     tune_s, before = 0.0, _timeouts(log)
     if (args.network_trials > 0 or args.network_seconds) and not args.no_tune:
@@ -188,7 +184,7 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
 
     def build_and_time(records):
         with ansor.ApplyHistoryBest(records):
-            lib = ansor.build(mod, target, params=params)
+            lib = ansor.build(mod, "cuda", params=params)
         module = ansor.GraphModule(lib)
         module.set_input("data", x)
         module.run()
@@ -200,11 +196,7 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
     default_ms = None
     if args.also_default:  # the untuned build (default GPU schedules), timed in this process
         default_out, default_ms = build_and_time([])
-        if args.tf32:  # 11 significant bits per operand: an error relative to the scale
-            err = float(np.abs(default_out - ref).max())
-            assert err <= 2e-2 * float(np.abs(ref).max()), f"TF32 network error {err}"
-        else:
-            np.testing.assert_allclose(default_out, ref, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(default_out, ref, rtol=1e-3, atol=1e-4)
 
     mod_nchw, params_nchw, _, _ = get_network(name, 1, layout="NCHW")
     fn = torch_function(mod_nchw, params_nchw, "cuda")
@@ -223,7 +215,7 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
         with torch.cuda.graph(graph):
             fn(static_x)
         graph_ms = cuda_event_ms(torch, graph.replay)
-    row = {"network": name, "target": target, "ours_ms": ours_ms, "untuned_ms": default_ms,
+    row = {"network": name, "ours_ms": ours_ms, "untuned_ms": default_ms,
            "torch_eager_ms": eager_ms,
            "torch_graph_ms": graph_ms, "max_abs_err": float(np.max(np.abs(out - ref))),
            "torch_max_abs_err": float(np.max(np.abs(torch_out - ref))),
@@ -257,28 +249,23 @@ def main() -> None:
     p.add_argument("--min-repeat-ms", type=float, default=300, help="as the seed: 300")
     p.add_argument("--also-default", action="store_true", help="also time the untuned network")
     p.add_argument("--no-tune", action="store_true")
-    p.add_argument("--tf32", action="store_true",
-                   help="networks for cuda -allow_tf32=1, PyTorch with TF32 on")  # fmt: skip
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
-    ops = [] if args.ops == "none" else [o for o in args.ops.split(",") if o]
-    if args.tf32 and ops:
-        p.error("--tf32 times networks only (the operators stay float32): add --ops none")
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
+    ops = [] if args.ops == "none" else [o for o in args.ops.split(",") if o]
     rows = [bench_op(name, args, work, torch) for name in ops]
     networks = [n for n in args.network.split(",") if n]
     if not networks and (args.network_trials or args.network_seconds):
         networks = ["resnet-18"]
     rows += [bench_network(n, args, work, torch) for n in networks]
-    tf32 = "TF32 on (networks: cuda -allow_tf32=1)" if args.tf32 else "TF32 off"
-    print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, {tf32}")
+    print(f"\n{torch.cuda.get_device_name()}; PyTorch {torch.__version__}, TF32 off")
     print(f"{'op':12} {'ours ms':>9} {'torch ms':>9} {'torch/ours':>10} {'records':>8}")
     for r in rows:
         if "op" in r:
