@@ -230,8 +230,9 @@ class Target:
         """Whether float32 convolutions and matmuls may round their operands to TF32 (10-bit
         mantissa) to run on tensor cores: ``Target("cuda -allow_tf32=1")``. Off by default: a
         float32 network computes in float32 unless the user says otherwise (PyTorch's cuDNN
-        convolutions use TF32 by default; docs/gpu.md). Read by the tensor-core sketch rule;
-        until that rule exists it changes no generated code."""
+        convolutions use TF32 by default; docs/gpu.md). Read by the tensor-core sketch rule
+        (float32 dense / batch_matmul / implicit-GEMM conv2d on TF32 fragments), the network
+        partition (float32 conv2d as implicit GEMMs) and the CUDA backend."""
         return _TRUE_FALSE[self.get("allow_tf32", "0")]
 
     @property

@@ -1,7 +1,8 @@
 """Vectorized copies that gather: an implicit-GEMM conv2d's im2col copy to shared memory as
 16-byte words.
 
-The tensor-core sketch copies each GEMM operand to shared memory 8 halves (16 bytes) at a time:
+The tensor-core sketch copies each GEMM operand to shared memory 8 halves (16 bytes; 4 floats
+for a float32 conv on TF32 fragments, where ``8`` below reads ``4``) at a time:
 a vectorized loop ``v`` over ``dst[b + v] = src[index(v)]``. For a dense operand the source
 index is ``base + v``; for the im2col operand of :mod:`tensorir.ops.conv2d_gemm` it is a gather
 through the tap ``r = 8*a + v`` (``8*a``: the run's start, a multiple of 8)::

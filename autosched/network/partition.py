@@ -27,20 +27,33 @@ from ..hardware import HardwareParams
 from ..task import SearchTask
 
 IMPLICIT_GEMM = True
-"""On CUDA, build 16-bit conv2d as an implicit GEMM (``tensorir.ops.conv2d_gemm``), which the
-tensor-core sketch tiles onto wmma fragments; False keeps the direct conv2d (scalar sketches)."""
+"""On CUDA, build 16-bit conv2d (and float32 conv2d where the target allows TF32) as an
+implicit GEMM (``tensorir.ops.conv2d_gemm``), which the tensor-core sketch tiles onto wmma
+fragments; False keeps the direct conv2d (scalar sketches)."""
 
 
 def tensor_core_convs(target) -> bool:
     """Whether ``target``'s conv2d groups are built for tensor cores (:data:`IMPLICIT_GEMM`):
     CUDA, unless its ``-arch`` is older than sm_70 (no wmma). The dtype is checked per conv
-    (``use_implicit_gemm``: float16 / bfloat16 operands only)."""
+    (``use_implicit_gemm`` with :func:`implicit_gemm_dtypes`)."""
     target = Target(target)
     if not IMPLICIT_GEMM or target.kind != "cuda":
         return False
     from codegen.cuda import wmma_available  # the CUDA backend: only needed for cuda targets
 
     return wmma_available(target.get("arch"), "float16") is not False
+
+
+def implicit_gemm_dtypes(target) -> tuple[str, ...]:
+    """The operand dtypes whose conv2d ``target`` builds as an implicit GEMM: none unless
+    :func:`tensor_core_convs`; else those the tensor-core sketch tiles for it
+    (``tensor_core_dtypes``): float16 and bfloat16, and float32 (run as TF32) with
+    ``-allow_tf32=1`` on sm_80+ or no ``-arch``."""
+    if not tensor_core_convs(target):
+        return ()
+    from ..search.sketch_rules_tensor_core import tensor_core_dtypes
+
+    return tensor_core_dtypes(Target(target))
 
 
 def _passes():
@@ -70,7 +83,10 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     in execution order."""
     # TVM's auto-scheduler strategies pick the winograd NHWC conv2d for 3x3 stride-1 convs,
     # on the CPU only where 64 < CO < 512 (tensorir.ops.use_winograd); a caller may turn it off.
-    winograd = True if use_winograd is None else bool(use_winograd)
+    # Where float32 convs run on TF32 tensor cores as implicit GEMMs, winograd (scalar
+    # float32 sketches) would take their 3x3 ones first: off unless the caller asks for it.
+    igemm = implicit_gemm_dtypes(target)
+    winograd = "float32" not in igemm if use_winograd is None else bool(use_winograd)
     on_host = Target(target).backend.on_host
     kind = "cpu" if on_host else "gpu"
     network = gir.main_function(mod, "partition")
@@ -87,7 +103,6 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
-    igemm = tensor_core_convs(target)
     return func, [
         _group_dag(g, i, layout_rewrite=on_host, implicit_gemm=igemm) for i, g in enumerate(groups)
     ]
@@ -106,19 +121,21 @@ def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _call_compute(call, args, scope: NameScope, implicit_gemm: bool):
+def _call_compute(call, args, scope: NameScope, implicit_gemm: tuple[str, ...]):
     """The te compute of one graph call: the op table's, except a conv2d that runs as an
-    implicit GEMM on tensor cores (the op strategy: which compute a target gets)."""
+    implicit GEMM on tensor cores (the op strategy: which compute a target gets), for
+    operands of the ``implicit_gemm`` dtypes."""
     if implicit_gemm and call.op == "nn.conv2d":
         with scope:
-            out = implicit_gemm_conv2d_op(*args, op_attrs(call.op, dict(call.attrs)))
+            attrs = op_attrs(call.op, dict(call.attrs))
+            out = implicit_gemm_conv2d_op(*args, attrs, implicit_gemm)
         if out is not None:
             return out
     return compute_op(call.op, args, dict(call.attrs), name_scope=scope)
 
 
 def _group_dag(
-    group, index: int, layout_rewrite: bool = False, implicit_gemm: bool = False
+    group, index: int, layout_rewrite: bool = False, implicit_gemm: tuple[str, ...] = ()
 ) -> GroupDAG:
     scope = NameScope()
     tensor_of = {}
@@ -169,7 +186,9 @@ def extract_tasks(
         Also return groups without a reduction (elementwise / layout ops).
     use_winograd : bool, optional
         Use the winograd conv2d for 3x3 stride-1 NHWC convolutions where TVM's auto-scheduler
-        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU.
+        strategy does (default): every such conv on GPUs, those with 64 < CO < 512 on the CPU;
+        by default none on a target whose float32 convs run on TF32 tensor cores
+        (``cuda -allow_tf32=1``, :func:`implicit_gemm_dtypes`).
 
     Returns
     -------

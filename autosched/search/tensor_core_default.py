@@ -1,5 +1,6 @@
 """Fixed tiles for the tensor-core sketch: the schedule an untuned 16-bit GEMM group (a dense
-layer, an implicit-GEMM conv2d) runs, and the tiles ``benchmarks/bench_tensor_core.py`` times.
+layer, an implicit-GEMM conv2d; float32 ones too on a ``-allow_tf32=1`` target, on TF32
+fragments) runs, and the tiles ``benchmarks/bench_tensor_core.py`` times.
 
 The scalar default GPU schedule (:func:`autosched.network.default_schedules.default_gpu_schedule`)
 runs one output per thread with the whole reduction in a register: correct, but an implicit-GEMM

@@ -1,4 +1,5 @@
-"""2-D convolution as an implicit GEMM: the form tensor cores run a 16-bit conv2d in.
+"""2-D convolution as an implicit GEMM: the form tensor cores run a 16-bit conv2d in (and a
+float32 one on TF32 fragments, where the target allows TF32).
 
 A conv2d with ``groups == 1`` is a matrix product over an im2col operand. With ``p`` an output
 pixel (batch included: ``p = (n*OH + oh)*OW + ow``) and ``r`` a tap ``(rc, ry, rx)`` numbered
@@ -18,9 +19,11 @@ stages them through shared memory and inlines them into those copies, so each co
 ``data`` and ``weight`` directly (MetaSchedule's ReIndex). On other schedules they inline into
 the GEMM like any injective stage.
 
-The GEMM extents are padded to multiples of :data:`GEMM_ALIGN` (the fragment size): ``col``
-and ``W2`` are zero past the real ``P = N*OH*OW``, ``K = CI*KH*KW`` and ``CO`` (a condition in
-their bodies), and the output reads only the real rows. :func:`use_implicit_gemm` says when
+The GEMM extents are padded to whole fragments (:data:`GEMM_ALIGN` for ``P`` and ``CO``, the
+operand dtype's fragment K for ``K``: 16 for float16 / bfloat16, 8 for float32 run as TF32,
+:func:`gemm_k_align`): ``col`` and ``W2`` are zero past the real ``P = N*OH*OW``,
+``K = CI*KH*KW`` and ``CO`` (a condition in their bodies), and the output reads only the real
+rows. :func:`use_implicit_gemm` says when
 that pays (see its rule).
 """
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 
 from .. import te
 from ..dtype import LOW_PRECISION
+from ..passes.tensor_core import FRAGMENT_SHAPES
 from ..tensor import Tensor, TensorError
 from ._util import as_tuple, cast_to, compute, spatial_padding, tap
 from .conv2d import conv_out_size
@@ -42,12 +46,14 @@ __all__ = [
     "ConvGemmShape",
     "conv2d_gemm_shape",
     "conv2d_implicit_gemm",
+    "gemm_k_align",
     "implicit_gemm_conv2d_op",
     "use_implicit_gemm",
 ]
 
 GEMM_ALIGN = 16
-"""GEMM extents are padded to a multiple of this (a wmma fragment's M, N and K)."""
+"""The GEMM's P and CO are padded to a multiple of this (a wmma fragment's M and N); K to the
+fragment's K (:func:`gemm_k_align`)."""
 GEMM_TAG = "conv2d_gemm"
 """The tag of the GEMM stage (the tensor-core sketch fuses its reader's loops: see
 ``autosched.search.sketch_rules_tensor_core.flat_consumer``)."""
@@ -64,18 +70,28 @@ def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def gemm_k_align(dtype: str) -> int:
+    """The multiple the GEMM's K is padded to for operands of ``dtype``: the K of its fragment
+    (``FRAGMENT_SHAPES``: 16 for float16 / bfloat16, 8 for float32 as TF32), else
+    :data:`GEMM_ALIGN`."""
+    shape = FRAGMENT_SHAPES.get(dtype)
+    return shape.k if shape is not None else GEMM_ALIGN
+
+
 @dataclass(frozen=True)
 class ConvGemmShape:
     """The GEMM of a conv2d: ``p`` rows (output pixels), ``k`` taps, ``co`` output channels,
-    each with its padded extent (a multiple of :data:`GEMM_ALIGN`)."""
+    each with its padded extent (``p`` and ``co`` a multiple of :data:`GEMM_ALIGN`, ``k`` of
+    ``k_align``: the fragment's K, :func:`gemm_k_align`)."""
 
     p: int
     k: int
     co: int
+    k_align: int = GEMM_ALIGN
 
     @property
     def padded(self) -> tuple[int, int, int]:
-        return tuple(_ceil(x, GEMM_ALIGN) for x in (self.p, self.k, self.co))
+        return (_ceil(self.p, GEMM_ALIGN), _ceil(self.k, self.k_align), _ceil(self.co, GEMM_ALIGN))
 
     @property
     def waste(self) -> float:
@@ -100,14 +116,15 @@ def _dims(data_shape, weight_shape, layout: str):
 
 
 def conv2d_gemm_shape(
-    data_shape, weight_shape, strides, padding, dilation, data_layout: str
+    data_shape, weight_shape, strides, padding, dilation, data_layout: str, dtype: str = "float16"
 ) -> ConvGemmShape:
-    """The GEMM extents of a ``groups == 1`` conv2d in ``data_layout`` (NHWC/HWIO, NCHW/OIHW)."""
+    """The GEMM extents of a ``groups == 1`` conv2d in ``data_layout`` (NHWC/HWIO, NCHW/OIHW)
+    with operands of ``dtype`` (which sets K's padding)."""
     (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
     (n, h, w, ci), (kh, kw, _, co) = _dims(data_shape, weight_shape, data_layout)
     oh = conv_out_size(h, kh, sh, dh, before[0] + after[0])
     ow = conv_out_size(w, kw, sw, dw, before[1] + after[1])
-    return ConvGemmShape(n * oh * ow, ci * kh * kw, co)
+    return ConvGemmShape(n * oh * ow, ci * kh * kw, co, gemm_k_align(dtype))
 
 
 def use_implicit_gemm(
@@ -120,23 +137,27 @@ def use_implicit_gemm(
     data_layout: str,
     kernel_layout: str,
     dtype: str,
+    dtypes=LOW_PRECISION,
 ) -> bool:
     """Whether a conv2d runs as :func:`conv2d_implicit_gemm` on tensor cores.
 
-    The rule: 16-bit float operands (``dtype``), ``groups == 1``, NHWC/HWIO or NCHW/OIHW, at
-    least :data:`IGEMM_MIN_CHANNELS` input channels, and padding the GEMM to multiples of 16
+    The rule: operands of one of ``dtypes`` (the 16-bit floats; the network partition adds
+    float32 for a target that allows TF32), ``groups == 1``, NHWC/HWIO or NCHW/OIHW, at
+    least :data:`IGEMM_MIN_CHANNELS` input channels, and padding the GEMM to whole fragments
     wastes at most :data:`IGEMM_MAX_PAD` of any axis (resnet's 7x7 maps at batch 1 have
     ``P = 49``, padded to 64: 23%; a 3-channel stem has ``K = 147``). The others keep the
     direct conv2d and the scalar sketches.
     """
-    if dtype not in LOW_PRECISION or groups != 1:
+    if dtype not in dtypes or dtype not in FRAGMENT_SHAPES or groups != 1:
         return False
     if _LAYOUTS.get(data_layout) != (kernel_layout or _LAYOUTS.get(data_layout)):
         return False
     (_, _, _, ci), (_, _, wci, _) = _dims(data_shape, weight_shape, data_layout)
     if ci != wci or ci < IGEMM_MIN_CHANNELS:
         return False
-    shape = conv2d_gemm_shape(data_shape, weight_shape, strides, padding, dilation, data_layout)
+    shape = conv2d_gemm_shape(
+        data_shape, weight_shape, strides, padding, dilation, data_layout, dtype
+    )
     return shape.waste <= IGEMM_MAX_PAD
 
 
@@ -181,7 +202,7 @@ def conv2d_implicit_gemm(
     OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])
     OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
     OHW = OH * OW
-    shape = ConvGemmShape(N * OHW, CI * KH * KW, CO)
+    shape = ConvGemmShape(N * OHW, CI * KH * KW, CO, gemm_k_align(data.dtype))
     PP, KP, COP = shape.padded
     nhwc = data_layout == "NHWC"
     zero = te.const(0.0, data.dtype)
@@ -257,15 +278,18 @@ def conv2d_implicit_gemm(
     )
 
 
-def implicit_gemm_conv2d_op(data: Tensor, weight: Tensor, attrs) -> Tensor | None:
+def implicit_gemm_conv2d_op(
+    data: Tensor, weight: Tensor, attrs, dtypes=LOW_PRECISION
+) -> Tensor | None:
     """The implicit-GEMM compute of Relay's ``nn.conv2d`` with ``attrs`` (as
-    ``tensorir.ops.op_attrs`` fills them) when :func:`use_implicit_gemm` accepts it, else None
-    (the caller builds the direct conv2d). The operand dtype decides: ``to_mixed_precision``
-    gives a float16 conv ``out_dtype="float32"``, which the GEMM accumulates in."""
+    ``tensorir.ops.op_attrs`` fills them) when :func:`use_implicit_gemm` accepts it for operand
+    ``dtypes``, else None (the caller builds the direct conv2d). The operand dtype decides:
+    ``to_mixed_precision`` gives a float16 conv ``out_dtype="float32"``, which the GEMM
+    accumulates in; a float32 conv (``dtypes`` with float32: TF32) accumulates in float32."""
     a = attrs
     if not use_implicit_gemm(
         data.shape, weight.shape, a["strides"], a["padding"], a["dilation"], a["groups"],
-        a["data_layout"], a["kernel_layout"], data.dtype,
+        a["data_layout"], a["kernel_layout"], data.dtype, dtypes,
     ):  # fmt: skip
         return None
     if weight.dtype != data.dtype:

@@ -71,19 +71,21 @@ def conv_shapes(layout, n, ci, h, co, k):
     return (n, ci, h, h), (co, ci, k, k)
 
 
-def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False):
-    """The implicit-GEMM conv2d (fp16 operands, fp32 accumulation), maybe with the epilogue of
-    a to_mixed_precision network: cast to fp16, bias, relu."""
+def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, dtype="float16"):
+    """The implicit-GEMM conv2d (``dtype`` operands, fp32 accumulation), maybe with the
+    epilogue of a to_mixed_precision network: cast to ``dtype``, bias, relu (float32: no
+    cast)."""
     scope = NameScope()
     xs, ws = conv_shapes(layout, n, ci, h, co, k)
-    x, w = scope.placeholder(xs, "float16"), scope.placeholder(ws, "float16")
+    x, w = scope.placeholder(xs, dtype), scope.placeholder(ws, dtype)
     with scope:
         out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32")
     ins = [x, w]
     if epilogue:
-        b = scope.placeholder((co,), "float16")
+        b = scope.placeholder((co,), dtype)
         ins.append(b)
-        out = compute_op("cast", [out], {"dtype": "float16"}, name_scope=scope)
+        if dtype != "float32":
+            out = compute_op("cast", [out], {"dtype": dtype}, name_scope=scope)
         out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
         out = compute_op("nn.relu", [out], {}, name_scope=scope)
     return ComputeDAG([*ins, out])
