@@ -26,7 +26,12 @@ from tensorir.loop_interp import run_program
 from tensorir.loops import Allocate, Barrier, For, If, Load, Seq, Store, walk_stmts
 from tensorir.lower import lower
 from tensorir.ops.dense import batch_matmul, dense
-from tensorir.passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop, is_double_buffered
+from tensorir.passes.double_buffer import (
+    DOUBLE_BUFFER,
+    PIPELINE_PRAGMAS,
+    double_buffer_loop,
+    is_double_buffered,
+)
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import gpu_program_errors, kernels
 from tensorir.schedule import replay
@@ -50,18 +55,17 @@ def bmm_task():
 
 
 def pipelined(prog) -> list:
-    return [
-        s for s in walk_stmts(prog.body) if isinstance(s, For) and DOUBLE_BUFFER in s.annotations
-    ]
+    return [s for s in walk_stmts(prog.body) if is_double_buffered(s)]
 
 
 def has_pragma(state) -> bool:
-    return any(p == "double_buffer" for s in state.stages for _, p in s.pragmas)
+    return any(p in PIPELINE_PRAGMAS for s in state.stages for _, p in s.pragmas)
 
 
 def pipelined_states(task, n=2, seed=0, params=None):
-    """Sampled states whose k-tile loop runs at least twice (so there is a pipeline)."""
-    params = params or SearchParams()
+    """Sampled states whose k-tile loop runs at least twice (so there is a pipeline), double
+    buffered unless ``params`` allow deeper pipelines."""
+    params = params or SearchParams(gpu_tensor_core_pipeline=2)
     (sketch,) = generate_sketches(task, params=params)
     ctx, rng = gpu_context(task, params), random.Random(seed)
     out = []
@@ -104,8 +108,9 @@ def test_the_rule_pipelines_by_default_and_the_switch_and_old_archs_turn_it_off(
         assert not has_pragma(sk)
     off = SearchParams(gpu_tensor_core_pipeline=1)
     assert not any(has_pragma(s) for s in generate_sketches(dense_task(), params=off))
-    with pytest.raises(ValueError, match="gpu_tensor_core_pipeline=3.*pass 1 or 2"):
-        generate_sketches(dense_task(), params=SearchParams(gpu_tensor_core_pipeline=3))
+    for bad in (0, 5, 2.5, True):
+        with pytest.raises(ValueError, match=f"gpu_tensor_core_pipeline={bad}.*from 1 .* to 4"):
+            generate_sketches(dense_task(), params=SearchParams(gpu_tensor_core_pipeline=bad))
 
 
 def test_lowering_doubles_the_buffers_and_adds_the_parity_index_and_the_prologue():
