@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tensorir import steps as st
 from tensorir.bounds import LowerError
 from tensorir.dtype import itemsize
+from tensorir.passes.double_buffer import PIPELINE_PRAGMAS
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -401,12 +402,22 @@ def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     """The stages (2 up to :func:`~autosched.search.sketch_rules_tensor_core.pipeline_depth`)
     a state with a software-pipeline pragma may be given: those whose N copies of the staged
     tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None)
-    fit in ``max_shared_memory_per_block``. 2 is always offered (the verifier judges it, and
-    :func:`sample_state_gpu` falls back to single buffering). Empty without such a pragma."""
-    if not su.pipeline_steps(state.steps):
+    fit in ``max_shared_memory_per_block``, and at most the k tiles of the pipelined loop (a
+    deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
+    is always offered (the verifier judges it, and :func:`sample_state_gpu` falls back to
+    single buffering). Empty without such a pragma."""
+    ids = su.pipeline_steps(state.steps)
+    if not ids:
         return []
     top, limit = pipeline_depth(ctx), ctx.hw.max_shared_memory_per_block
-    if shared is None and limit:
+    stage = state.stages[state.steps[ids[0]].stage_id]
+    # The k-tile loop is a reduce loop: its extent does not depend on where the stage is
+    # attached (which leaves the stage's own extents unknown), only on the splits of k.
+    ext = st.derive_extents(stage, {it.name: it.extent for it in stage.root_iters})
+    tiles = [ext.get(name) for name, p in stage.pragmas if p in PIPELINE_PRAGMAS]
+    tiles = [t for t in tiles if isinstance(t, int)]
+    top = min(top, *tiles) if tiles else top
+    if top > 2 and shared is None and limit:
         shared = max(block_shared_bytes(ctx, state).values(), default=0)
     return [n for n in range(2, top + 1) if n == 2 or not limit or n * shared <= limit]
 
