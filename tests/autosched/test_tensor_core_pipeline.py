@@ -548,3 +548,23 @@ def test_no_deeper_pipeline_than_k_tiles_is_drawn():
             seen.add((loops[0].extent, su.pipeline_stages(s)))
             assert su.pipeline_stages(s) <= loops[0].extent
     assert (3, 3) in seen and (6, 4) in seen
+
+
+def test_features_see_the_stages_and_their_shared_bytes():
+    from autosched.cost_model.features import FEATURE_NAMES, slog, state_features
+
+    task = dense_task(k=128)
+    (two,) = pipelined_states(task, 1, seed=2)
+    stages_col = FEATURE_NAMES.index("pipeline_stages")
+    bytes_col = FEATURE_NAMES.index("pipeline_shared_bytes")
+    staged = sum(b.nbytes for b in shared_allocs(lower(single_buffered(two))).values())
+    for n in (2, 3, 4):
+        s = two if n == 2 else su.with_pipeline_stages(two, n)
+        x = state_features(task, s)
+        inside = x[x[:, stages_col] != 0]
+        # The shared copies and the mma's accumulator are inside the pipeline; the output not.
+        assert 3 <= len(inside) < len(x)
+        np.testing.assert_allclose(inside[:, stages_col], slog(n), rtol=1e-6)
+        np.testing.assert_allclose(inside[:, bytes_col], slog(n * staged), rtol=1e-6)
+    flat = state_features(task, single_buffered(two))
+    assert not flat[:, stages_col].any() and not flat[:, bytes_col].any()
