@@ -341,7 +341,14 @@ def with_pipeline_stages(state, stages: int):
     name = pipeline_pragma(stages)
     for k in ids:
         steps[k] = st.PragmaStep(steps[k].stage_id, steps[k].iter_id, name)
-    return replay(state.dag, steps)
+    # Renaming the pragma is all that replaying would do (a loop pragma only marks its loop in
+    # Stage.pragmas), without the cost of replaying every step (sampling does it per state).
+    new = tuple(
+        x.with_(pragmas=tuple((it, name if p in PIPELINE_PRAGMAS else p) for it, p in x.pragmas))
+        if any(p in PIPELINE_PRAGMAS for _, p in x.pragmas) else x
+        for x in state.stages
+    )  # fmt: skip
+    return type(state)(state.dag, new, steps)
 
 
 def single_buffered(state):

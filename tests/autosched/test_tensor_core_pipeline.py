@@ -470,6 +470,7 @@ def test_a_depth_3_state_round_trips_through_the_steps_json_and_the_records_log(
     assert ["PR", *data[su.pipeline_steps(s.steps)[0]][1:3], "software_pipeline_3"] in data
     again = replay(s.dag, st.steps_from_json(data))
     assert su.pipeline_stages(again) == 3 and str(lower(again)) == str(lower(s))
+    assert str(again) == str(s)  # renaming the pragma is what replaying does
     log = tmp_path / "r.json"
     save_records(log, [MeasureInput(task, s)], [MeasureResult((1e-3,))])
     ((inp, _),) = load_records(log, dags={task.workload_key: task.compute_dag})
