@@ -3,19 +3,20 @@ tensor-core sketch fires) against torch.matmul fp16 (cuBLAS) in the same process
 CUDA events (ours through the module's time_evaluator).
 
     python benchmarks/bench_tensor_core.py [--seconds 150] [--trials 200] [--n 4096] [--resume LOG]
-        [--pipeline 1|2] [--dtype float16|float32 [--tf32]] [--ab TILES]
+        [--pipeline 1|2|3|4] [--dtype float16|float32 [--tf32]] [--ab TILES [--ab-stages 1,2,3]]
 
 ``--dtype float32 --tf32`` tunes a float32 matmul for ``cuda -allow_tf32=1`` (TF32 tensor cores)
 and times torch.matmul float32 with ``torch.backends.cuda.matmul.allow_tf32=True`` beside it (and
 with it False, for scale); ``--dtype float32`` alone compares float32 with float32 (TF32 off on
 both sides). Errors are against float32 torch.matmul with TF32 off.
 
-``--pipeline 1`` tunes with single-buffered shared staging
-(``SearchParams.gpu_tensor_core_pipeline``; the library's default is 2: double buffered,
-``cp.async`` on sm_80+). ``--ab`` tunes nothing: it times fixed block tiles
-(``--ab 128x128x32,128x128x64``: block i x block j x k tile, 2x2 warps) single- and
-double-buffered on the same schedule, checks each against torch, and prints one JSON line per
-kernel (a tile whose doubled staging exceeds the shared-memory limit says so).
+``--pipeline 1`` tunes with single-buffered shared staging, 2 double buffered, 3 or 4 lets the
+search draw 2 up to that many stages (``SearchParams.gpu_tensor_core_pipeline``; the library's
+default is 3; ``cp.async`` on sm_80+). ``--ab`` tunes nothing: it times fixed block tiles
+(``--ab 128x128x32,128x128x64``: block i x block j x k tile, 2x2 warps) with each number of
+stages of ``--ab-stages`` (default 1,2,3,4: single-buffered, double-buffered, 3 and 4 stage
+pipelines) on the same schedule, checks each against torch, and prints one JSON line per
+kernel (a tile whose N copies of the staging exceed the shared-memory limit says so).
 """
 
 from __future__ import annotations
@@ -59,12 +60,19 @@ def fixed_state(task, block_i, block_j, k_tile, warps=(2, 2), seed=0):
     return fixed_tensor_core_state(task, block_i, block_j, k_tile, warps, seed, params=params)
 
 
+def ab_states(double, stages) -> list:
+    """``(stages, state)`` of the double-buffered ``double`` given each number of ``stages``
+    (1: single-buffered)."""
+    from autosched.search.state_utils import with_pipeline_stages
+
+    return [(n, double if n == 2 else with_pipeline_stages(double, n)) for n in stages]
+
+
 def ab(args):
-    """Fixed tiles, single vs double buffered (module docstring)."""
+    """Fixed tiles, 1 to 4 stages of shared staging (module docstring)."""
     import torch
 
     from autosched.search.annotate_gpu import gpu_state_errors
-    from autosched.search.state_utils import single_buffered
 
     n = args.n
     task = ansor.SearchTask(ComputeDAG(workload(n)), target="cuda")
@@ -77,7 +85,7 @@ def ab(args):
     for tile in args.ab.split(","):
         bi, bj, bk = (int(x) for x in tile.split("x"))
         double = fixed_state(task, bi, bj, bk)
-        for depth, state in ((1, single_buffered(double)), (2, double)):
+        for depth, state in ab_states(double, args.ab_stages):
             res = {"tile": tile, "pipeline": depth}
             errors = gpu_state_errors(task, state)
             if errors:
@@ -107,11 +115,15 @@ def main():
         "--pipeline",
         type=int,
         default=None,
-        choices=(1, 2),
-        help="shared staging buffers of the tensor-core sketch (default: library's)",
+        choices=(1, 2, 3, 4),
+        help="most shared staging buffers of the tensor-core sketch (default: library's)",
     )
     ap.add_argument("--ab", help="time fixed tiles, e.g. 128x128x32,128x128x64, and tune nothing")
+    ap.add_argument("--ab-stages", default="1,2,3,4", help="stages timed by --ab (1 to 4)")
     args = ap.parse_args()
+    args.ab_stages = [int(x) for x in args.ab_stages.split(",")]
+    if not set(args.ab_stages) <= {1, 2, 3, 4}:
+        ap.error(f"--ab-stages {args.ab_stages}: each number of stages is 1, 2, 3 or 4")
     if args.tf32 and args.dtype != "float32":
         ap.error("--tf32 is for --dtype float32")
     if args.log is None:  # one log per precision: the trial counts stay apart

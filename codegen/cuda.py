@@ -26,8 +26,20 @@ from functools import partial
 from tensorir.arith import linear_form, simplify_expr
 from tensorir.dtype import itemsize
 from tensorir.expr import Const, Var, walk
-from tensorir.loops import Allocate, Barrier, Buffer, For, If, Load, Program, Store, walk_stmts
-from tensorir.passes.double_buffer import is_double_buffered
+from tensorir.loops import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    If,
+    Load,
+    Program,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+from tensorir.passes.double_buffer import PIPELINE_PROLOGUE, is_double_buffered, pipeline_stages
 from tensorir.passes.tensor_core import (
     FRAGMENT,
     FRAGMENT_SHAPES,
@@ -98,6 +110,27 @@ _CP_ASYNC_WAIT = (
     "static __device__ __forceinline__ void cp_async_wait_all() {\n"
     "#if __CUDA_ARCH__ >= {arch}0\n"
     '  asm volatile("cp.async.wait_all;" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+# N >= 3 stage pipelines: one group per k tile, and a wait that leaves N - 2 of them in flight.
+_CP_ASYNC_COMMIT = (
+    "#ifndef AUTOSCHED_CP_ASYNC_COMMIT\n"
+    "#define AUTOSCHED_CP_ASYNC_COMMIT\n"
+    "static __device__ __forceinline__ void cp_async_commit() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.commit_group;" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+_CP_ASYNC_WAIT_GROUP = (
+    "#ifndef AUTOSCHED_CP_ASYNC_WAIT_GROUP{n}\n"
+    "#define AUTOSCHED_CP_ASYNC_WAIT_GROUP{n}\n"
+    "static __device__ __forceinline__ void cp_async_wait_group{n}() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.wait_group {n};" ::: "memory");\n'
     "#endif\n"
     "}\n"
     "#endif"
@@ -187,6 +220,8 @@ class CUDARenderer(CRenderer):
         self._stage: Buffer | None = None  # shared staging tiles of the fragment stores
         self._uses_wmma = False
         self._cp_async: set[int] = set()  # id(For) of copies issued as cp.async, this kernel
+        self._commits: set[int] = set()  # id(Stmt) after which a cp.async group is committed
+        self._in_flight = 0  # cp.async groups each barrier leaves pending (N - 2; 0: wait_all)
 
     # ------------------------------------------------------------------ __dp4a
 
@@ -231,6 +266,7 @@ class CUDARenderer(CRenderer):
         self._gathers = _gather_copies(info.stmt, self._vec_copies) if self._plan else {}
         self._aligned16 = {id(b) for d, sbuf, *_ in self._vec_copies.values() for b in (d, sbuf)}
         self._cp_async = self._async_copies(info.stmt)
+        self._commits, self._in_flight = self._async_groups(info.stmt if self._cp_async else None)
         self._aligned16 |= {id(b) for d, sbuf, *_ in self._gathers.values() for b in (d, sbuf)}
         lines, launch = super()._kernel(program, info)
         if self._stage is not None:  # declared once a store nest named it
@@ -254,6 +290,25 @@ class CUDARenderer(CRenderer):
             for key, (dst, src, *_, word) in self._vec_copies.items()
             if word == "uint4" and dst.scope == "shared" and src.scope == "global"
         }
+
+    @staticmethod
+    def _async_groups(stmt: Stmt | None) -> tuple[set[int], int]:
+        """Where an N >= 3 stage pipeline commits its ``cp.async`` groups (after the body of
+        its prologue loop and after the guarded copies that start each iteration) and how many
+        groups each barrier leaves in flight (N - 2): see the race argument of
+        :mod:`tensorir.passes.double_buffer`. ``(set(), 0)`` (``wait_all`` before every barrier,
+        no groups) for two stages, or where the loops are not of the pass's shape."""
+        if stmt is None:
+            return set(), 0
+        loops = [x for x in walk_stmts(stmt) if pipeline_stages(x) >= 3]
+        prologues = [x for x in walk_stmts(stmt) if isinstance(x, For)
+                     and any(a[0] == PIPELINE_PROLOGUE for a in x.annotations)]  # fmt: skip
+        stages = {pipeline_stages(x) for x in loops}
+        firsts = [x.body.stmts[0] for x in loops if isinstance(x.body, Seq)]
+        if (len(stages) != 1 or len(prologues) != len(loops) or len(firsts) != len(loops)
+                or not all(isinstance(f, If) for f in firsts)):  # fmt: skip
+            return set(), 0
+        return {id(x) for x in firsts} | {id(p.body) for p in prologues}, stages.pop() - 2
 
     def _cp_async_copy(self, copy) -> None:
         dst, src, dbase, sbase, _ = copy
@@ -300,10 +355,18 @@ class CUDARenderer(CRenderer):
             self._arch_split(declare, lambda: self._line(f"{self.array_decl(b)};"))
             self._stmt(s.body, guards)
             return
-        if self._cp_async and isinstance(s, Barrier):
-            wait = _CP_ASYNC_WAIT.replace("{arch}", str(CP_ASYNC_MIN_ARCH))
+        arch = str(CP_ASYNC_MIN_ARCH)
+        if self._cp_async and isinstance(s, Barrier) and self._in_flight:
+            n = str(self._in_flight)
+            wait = _CP_ASYNC_WAIT_GROUP.replace("{arch}", arch).replace("{n}", n)
+            self._line(f"{self.helper(f'cp_async_wait_group{n}', wait)}();")
+        elif self._cp_async and isinstance(s, Barrier):
+            wait = _CP_ASYNC_WAIT.replace("{arch}", arch)
             self._line(f"{self.helper('cp_async_wait_all', wait)}();")
         super()._stmt(s, guards)
+        if id(s) in self._commits:
+            commit = _CP_ASYNC_COMMIT.replace("{arch}", arch)
+            self._line(f"{self.helper('cp_async_commit', commit)}();")
 
     def _mnk(self) -> str:
         """The template's ``M, N, K`` of this kernel's fragments (FRAGMENT_SHAPES)."""

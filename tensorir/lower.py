@@ -8,8 +8,9 @@ substituted into their consumers. Reductions get an init nest right before the o
 reduce loop (before the whole nest when a loop fuses spatial and reduce axes); a reduction
 with a reduce loop bound to threadIdx becomes a cross-thread reduction (per-thread partials,
 a shared buffer, barriers). Runs of shared-scope stages are fenced by barriers, and tail
-guards never enclose a barrier; a loop with the ``double_buffer`` pragma pipelines the shared
-stages attached at it (:mod:`tensorir.passes.double_buffer`). Loops of extent 1 disappear.
+guards never enclose a barrier; a loop with the ``double_buffer`` (``software_pipeline_<N>``)
+pragma pipelines the shared stages attached at it (:mod:`tensorir.passes.double_buffer`).
+Loops of extent 1 disappear.
 Index expressions are simplified with the loop ranges, and
 :func:`tensorir.passes.unroll.unroll_loops` applies ``auto_unroll_max_step``.
 
@@ -37,7 +38,7 @@ from .loops import (
     row_major_strides,
     seq,
 )
-from .passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop
+from .passes.double_buffer import PIPELINE_PRAGMAS, double_buffer_loop
 from .passes.layout_rewrite import rewrite_layouts
 from .passes.simplify_loops import simplify_program
 from .passes.unroll import unroll_loops
@@ -273,7 +274,7 @@ class _Lowerer:
             if k == 0 and s.auto_unroll_max_step > 0:
                 ann += (("auto_unroll_max_step", int(s.auto_unroll_max_step)),)
             stmt = For(lp.var, lp.extent, stmt, lp.kind, lp.tag, ann)
-            if DOUBLE_BUFFER in ann:  # its attached shared stages, pipelined
+            if any(p in PIPELINE_PRAGMAS for _, p in ann):  # attached shared stages, pipelined
                 stmt = double_buffer_loop(stmt)
             if init_nest is not None and k == r0:
                 stmt = seq(init_nest, stmt)

@@ -322,8 +322,10 @@ class AnnotationStep:
 #: loop nest that the CUDA backend runs as ``nvcuda::wmma`` calls
 #: (:mod:`tensorir.passes.tensor_core`); elsewhere it runs as the scalar loops it is.
 #: ``double_buffer`` on a loop makes lowering stage the shared buffers attached at it twice
-#: over and load tile k + 1 while tile k is computed (:mod:`tensorir.passes.double_buffer`).
-LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core", "double_buffer")
+#: over and load tile k + 1 while tile k is computed; ``software_pipeline_<N>`` (N = 3, 4) N
+#: times over, tiles k + 1 .. k + N - 1 in flight (:mod:`tensorir.passes.double_buffer`).
+LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core", "double_buffer", "software_pipeline_3",
+                "software_pipeline_4")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ Archive members:
     uint8 array, each entry's row count, and their rows concatenated (``(R, N_FEATURES)``
     float32).
 
-Size: 24 bytes and ``4 * N_FEATURES`` (672) bytes per row for each distinct measured program:
+Size: 24 bytes and ``4 * N_FEATURES`` (680) bytes per row for each distinct measured program:
 for resnet-18, 2.2 KB per CPU record (3.1 rows) and 3.6 KB per GPU record (5.3 rows), 2.4-2.8x
 the record's line in the log. It holds at most one entry per distinct record of its log
 (:meth:`FeatureStore.open`), so its size follows the log's however often the tune is resumed.

@@ -1,4 +1,4 @@
-"""Per-store features of a lowered loop program: Ansor's 164-float rows, plus 4 for tensor cores.
+"""Per-store features of a lowered loop program: Ansor's 164-float rows, plus 6 for tensor cores.
 
 One row per distinct buffer that the program stores to (``feature.cc`` in TVM). The layout is
 :data:`FEATURE_NAMES` (ansor-notes section 6.2): 57 computation values, 5 buffer-access groups of
@@ -8,7 +8,11 @@ in TVM) are scaled by ``slog(x) = sign(x) * log2(|x| + 1)``. Four columns after 
 tensor-core (wmma) nests: ``tensor_core`` (1 for a store inside a loop marked
 ``("pragma", "tensor_core")``), the fragment's M*N*K (4096 for fp16 / bf16, 2048 for float32
 as TF32: the precision the cost model sees), the accumulator's 16x16 fragments per warp and the
-warps per block; they are 0 for every other store.
+warps per block; they are 0 for every other store. Two more describe the software pipeline
+(:mod:`tensorir.passes.double_buffer`) around a store: ``pipeline_stages`` (N, of the pipelined
+k-tile loop or its prologue, 0 outside one) and ``pipeline_shared_bytes`` (the bytes of the
+shared buffers allocated around it, N copies of each staged tile: what bounds the blocks per
+SM and so the occupancy that deeper pipelines trade for latency).
 
 The rows are computed in one walk over the loop nest. Each loop pushes a frame with its
 variable, extent and kind; each store linearizes its indices once
@@ -45,6 +49,7 @@ import numpy as np
 from tensorir.dtype import is_float, itemsize
 from tensorir.expr import Binary, Call, Cast, Const, IfThenElse, Not, Select, Var
 from tensorir.loops import Allocate, CheckedIndex, For, If, Load, Program, Seq, Store
+from tensorir.passes.double_buffer import PIPELINE_PROLOGUE, pipeline_stages
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES
 
 from ..suppressed import suppressed
@@ -93,6 +98,9 @@ def _names() -> tuple[list[str], np.ndarray]:
     # Tensor cores (not in TVM's 164): zero for every store outside a tensor_core nest.
     names += ["tensor_core", "tc_fragment_mnk", "tc_accumulators", "tc_warps"]
     raw += [True, False, False, False]
+    # Software pipelines (double_buffer pass): zero for every store outside one.
+    names += ["pipeline_stages", "pipeline_shared_bytes"]
+    raw += [False, False]
     return names, np.array(raw)
 
 
@@ -105,6 +113,7 @@ _COMP = 57  # start of the buffer groups
 _CURVE = _COMP + N_BUFFERS * len(_BUF)
 _ALLOC = _CURVE + N_CURVE
 _TC = _ALLOC + 7  # the tensor-core columns
+_PIPE = _TC + 4  # the software-pipeline columns
 _THREAD_COL = {t: _IDX[t.replace(".", "_") + "_len"] for t in
                ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
                 "threadIdx.z")}  # fmt: skip
@@ -193,6 +202,8 @@ class _Extractor:
         self.vthread = 1
         self.tensor_core = False  # inside a loop marked ("pragma", "tensor_core")
         self.fragment_mnk = 16 * 16 * 16  # of the last mma nest (its operand dtype's shape)
+        self.stages = 0  # of the enclosing pipelined loop or prologue (0: none)
+        self.shared_bytes = 0  # of the shared buffers allocated around the statement
         self.rows: dict = {}  # buffer -> row of N_FEATURES raw floats; insertion = first store
         self.alloc: dict = {}  # buffer -> (size bytes, elements, outer_prod at allocation)
         for b in program.workspaces:  # global intermediates live at the root (TVM realizes them)
@@ -208,7 +219,10 @@ class _Extractor:
                 self.visit(x)
         elif isinstance(s, Allocate):
             self.alloc[s.buffer] = (s.buffer.nbytes, s.buffer.size, self.outer_prod)
+            shared = s.buffer.nbytes if s.buffer.scope == "shared" else 0
+            self.shared_bytes += shared
             self.visit(s.body)
+            self.shared_bytes -= shared
         elif isinstance(s, If):
             self.visit(s.then)
             if s.else_ is not None:
@@ -216,12 +230,15 @@ class _Extractor:
 
     def visit_for(self, f: For) -> None:
         old_step, old_threads, old_vthread = self.unroll_step, self.threads, self.vthread
-        old_tc = self.tensor_core
+        old_tc, old_stages = self.tensor_core, self.stages
         for key, val in f.annotations:
             if key == "auto_unroll_max_step":
                 self.unroll_step = val
             elif key == "pragma" and val == "tensor_core":
                 self.tensor_core = True
+            elif key == PIPELINE_PROLOGUE:
+                self.stages = val
+        self.stages = pipeline_stages(f) or self.stages
         if f.kind == "thread":
             self.is_gpu = True
             self.threads = {**self.threads, f.thread_tag: f.extent}
@@ -234,7 +251,7 @@ class _Extractor:
         self.outer_prod //= f.extent
         self.loops.pop()
         self.unroll_step, self.threads, self.vthread = old_step, old_threads, old_vthread
-        self.tensor_core = old_tc
+        self.tensor_core, self.stages = old_tc, old_stages
 
     # ----------------------------------------------------------------------- one store
 
@@ -276,6 +293,8 @@ class _Extractor:
             warps = self.threads.get("threadIdx.y", 1) * self.threads.get("threadIdx.z", 1)
             mnk = self.tensor_core_mnk(buf, loads)
             row[_TC:_TC + 4] = [1.0, mnk, frags, warps]  # fmt: skip
+        if self.stages:
+            row[_PIPE:_PIPE + 2] = [self.stages, self.shared_bytes]  # fmt: skip
 
     def tensor_core_mnk(self, buf, loads: list) -> int:
         """The fragment's M*N*K: the mma nest (a local accumulator updated from itself) reads it

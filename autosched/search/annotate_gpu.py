@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from tensorir import steps as st
 from tensorir.bounds import LowerError
 from tensorir.dtype import itemsize
+from tensorir.passes.double_buffer import PIPELINE_PRAGMAS
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
+from .sketch_rules_tensor_core import pipeline_depth
 from .tiling import AnnotateContext, factorization_schemes
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "gpu_context",
     "gpu_state_errors",
     "init_fill_tile_size_gpu",
+    "init_pipeline_depth",
+    "pipeline_depth_choices",
     "init_thread_bind",
     "init_unroll_gpu",
     "block_shared_bytes",
@@ -394,31 +398,73 @@ def _block_marks(state) -> list[tuple[int, dict[int, str]]]:
     return marks
 
 
+def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
+    """The stages (2 up to :func:`~autosched.search.sketch_rules_tensor_core.pipeline_depth`)
+    a state with a software-pipeline pragma may be given: those whose N copies of the staged
+    tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None)
+    fit in ``max_shared_memory_per_block``, and at most the k tiles of the pipelined loop (a
+    deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
+    is always offered (the verifier judges it, and :func:`sample_state_gpu` falls back to
+    single buffering). Empty without such a pragma."""
+    ids = su.pipeline_steps(state.steps)
+    if not ids:
+        return []
+    top, limit = pipeline_depth(ctx), ctx.hw.max_shared_memory_per_block
+    stage = state.stages[state.steps[ids[0]].stage_id]
+    # The k-tile loop is a reduce loop: its extent does not depend on where the stage is
+    # attached (which leaves the stage's own extents unknown), only on the splits of k.
+    ext = st.derive_extents(stage, {it.name: it.extent for it in stage.root_iters})
+    tiles = [ext.get(name) for name, p in stage.pragmas if p in PIPELINE_PRAGMAS]
+    tiles = [t for t in tiles if isinstance(t, int)]
+    top = min(top, *tiles) if tiles else top
+    if top > 2 and shared is None and limit:
+        shared = max(block_shared_bytes(ctx, state).values(), default=0)
+    return [n for n in range(2, top + 1) if n == 2 or not limit or n * shared <= limit]
+
+
+def init_pipeline_depth(ctx, state, rng, shared: int | None = None):
+    """``state`` (tile sizes filled, loops not bound yet) with its software pipeline given a
+    depth drawn uniformly from :func:`pipeline_depth_choices`; ``state`` itself when that is
+    2 (the sketch's ``double_buffer``) or there is no choice to make (no pragma, or a search
+    whose ``gpu_tensor_core_pipeline`` is 1 or 2: then no number is drawn from ``rng``)."""
+    choices = pipeline_depth_choices(ctx, state, shared)
+    if len(choices) < 2:
+        return state
+    n = choices[rng.randrange(len(choices))]
+    return state if n == su.pipeline_stages(state) else su.with_pipeline_stages(state, n)
+
+
 def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     """One concrete, verified GPU state from ``sketch``, or None when invalid.
 
     Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` per thread
     block (:func:`block_shared_bytes`) are redrawn, up to ``fill_tries`` times, before binding
     and lowering: the tile sizes are drawn from the same distribution, conditioned on fitting,
-    and the verifier after lowering stays the judge of every other limit. A double-buffered
-    state the verifier refuses (its doubled staging over the limit, typically) is tried once
-    more single-buffered (:func:`~autosched.search.state_utils.single_buffered`): the search
-    keeps every tile size it had before the pipeline and pipelines those that fit."""
+    and the verifier after lowering stays the judge of every other limit. The software
+    pipeline's stages are drawn among those that fit (:func:`init_pipeline_depth`). A
+    pipelined state the verifier refuses (its N copies of the staging over the limit,
+    typically) is tried once more with 2 stages when it had more, then single-buffered
+    (:func:`~autosched.search.state_utils.single_buffered`): the search keeps every tile size
+    it had before the pipeline and pipelines those that fit."""
     limit = ctx.hw.max_shared_memory_per_block
     try:
         for _ in range(fill_tries):
             s = init_fill_tile_size_gpu(ctx, sketch, rng)
-            if not limit or max(block_shared_bytes(ctx, s).values(), default=0) <= limit:
+            shared = max(block_shared_bytes(ctx, s).values(), default=0) if limit else None
+            if not limit or shared <= limit:
                 break
         else:
             return None
+        s = init_pipeline_depth(ctx, s, rng, shared)
         ext = su.bound_extents(s)
         s = init_thread_bind(ctx, s, rng, ext)
         s = init_unroll_gpu(ctx, s, rng)
     except (ScheduleError, LowerError):
         return None
     if task is not None and gpu_state_errors(task, s):
-        s = su.single_buffered(s)
-        if s is None or gpu_state_errors(task, s):
-            return None
+        for fallback in ([2] if su.pipeline_stages(s) > 2 else []) + [1]:
+            s2 = su.with_pipeline_stages(s, fallback)
+            if s2 is not None and not gpu_state_errors(task, s2):
+                return s2
+        return None
     return s

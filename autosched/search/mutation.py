@@ -5,7 +5,8 @@ mutated State, or None when the rule does not apply or the result is invalid (TV
 ``kInvalid``: the search simply draws again). Each rule changes one step of the history and
 replays the steps on the task's DAG, so the result is a consistent State.
 
-GPU tasks use tile-size (0.90) and auto-unroll (0.10) mutations only, and a mutated GPU state
+GPU tasks use tile-size (0.90) and auto-unroll (0.10) mutations, and the pipeline-depth one
+(0.05) on states with a software pipeline whose search may choose its depth; a mutated GPU state
 is returned only when it passes ``verify_gpu_program`` (see :mod:`autosched.search.annotate_gpu`).
 """
 
@@ -17,6 +18,7 @@ from tensorir.steps import ScheduleError
 
 from . import state_utils as su
 from .params import SearchParams
+from .sketch_rules_tensor_core import pipeline_depth
 from .tiling import AnnotateContext, as_random, divisors
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "mutate_auto_unroll",
     "mutate_compute_location",
     "mutate_parallel",
+    "mutate_pipeline_depth",
     "mutate_tile_size",
 ]
 
@@ -102,6 +105,29 @@ def mutate_auto_unroll(ctx, state, rng):
     value = cands[rng.randrange(len(cands))]
     new_step = st.PragmaStep(ps.stage_id, ps.iter_id, f"auto_unroll_max_step${value}")
     return _replay_with(ctx, steps, step_id, new_step)
+
+
+def mutate_pipeline_depth(ctx, state, rng):
+    """Give the software pipeline (``double_buffer`` / ``software_pipeline_<N>`` pragmas,
+    :mod:`tensorir.passes.double_buffer`) another number of stages among those that fit
+    (:func:`~autosched.search.annotate_gpu.pipeline_depth_choices`); None when there is no
+    pipeline or no other choice."""
+    from .annotate_gpu import pipeline_depth_choices, shared_bytes_per_kernel
+
+    now = su.pipeline_stages(state)
+    if not now:
+        return None
+    try:  # the loops are bound: bound inference gives the block's footprint
+        shared = max(shared_bytes_per_kernel(state, su.bound_extents(state)).values(), default=0)
+    except (ScheduleError, LowerError):
+        return None
+    cands = [n for n in pipeline_depth_choices(ctx, state, shared) if n != now]
+    if not cands:
+        return None
+    try:
+        return su.with_pipeline_stages(state, cands[rng.randrange(len(cands))])
+    except ScheduleError:
+        return None
 
 
 def mutate_compute_location(ctx, state, rng):
@@ -256,12 +282,17 @@ GPU_RULES = (
 
 
 def _mutate_gpu(task, state, rng, params):
-    """GPU: tile sizes (also the thread and cooperative-fetch vector splits) and the unroll
-    pragma only; the result must still fill a warp per tiling root and pass the verifier."""
+    """GPU: tile sizes (also the thread and cooperative-fetch vector splits), the unroll
+    pragma and the software pipeline's depth (only offered to states that have one to
+    change, so the other states draw as before); the result must still fill a warp per tiling
+    root and pass the verifier."""
     from .annotate_gpu import gpu_context, gpu_state_errors, threads_fill_warps
 
     ctx = gpu_context(task, params)
-    out = _pick_rule(GPU_RULES, params, rng)(ctx, state, rng)
+    rules = GPU_RULES
+    if su.pipeline_stages(state) and pipeline_depth(ctx) > 2:  # else the rule has no choice
+        rules = (*GPU_RULES, ("mutate_pipeline_depth_weight_gpu", mutate_pipeline_depth))
+    out = _pick_rule(rules, params, rng)(ctx, state, rng)
     if out is None or not threads_fill_warps(ctx, out) or gpu_state_errors(task, out):
         return None
     return out

@@ -50,16 +50,21 @@ class SearchParams:
         CPU mutation-rule weights (selection probability = weight / sum of weights).
     mutate_auto_unroll_weight_gpu : float
         GPU weight of the auto-unroll mutation (GPU uses it and ``mutate_tile_size_weight``).
+    mutate_pipeline_depth_weight_gpu : float
+        GPU weight of the pipeline-depth mutation (tensor-core states with a software pipeline,
+        when ``gpu_tensor_core_pipeline`` is 3 or 4). Not in TVM.
     cpu_int8_dot_product_tiling : bool
         On a CPU with VNNI, tile uint8 x int8 -> int32 reductions (quantized conv2d / dense)
         so that their two innermost loops are the output channels split by the vector's
         lanes (vectorized) and the reduction split by 4, which the code generator runs on
         ``vpdpbusd`` (:mod:`autosched.search.dot_product`). Not in TVM's auto_scheduler.
     gpu_tensor_core_pipeline : int
-        Stages of the tensor-core sketch's shared-memory staging: 2 (the default) double
-        buffers it (the ``double_buffer`` pragma on the k-tile loop: the next k tile is loaded,
-        with ``cp.async`` on sm_80+, while this one is multiplied); 1 stages one tile at a
-        time. Targets whose ``-arch`` is older than sm_80 always get 1. Not in TVM.
+        Most stages of the tensor-core sketch's shared-memory staging, 1 to 4: 1 stages one
+        tile at a time; 2 double buffers it (the ``double_buffer`` pragma on the k-tile loop:
+        the next k tile is loaded, with ``cp.async`` on sm_80+, while this one is multiplied);
+        3 (the default) and 4 let the search draw and mutate 2 up to that many stages per state
+        (``software_pipeline_<N>``: N - 1 tiles in flight), as many as fit in shared memory.
+        Targets whose ``-arch`` is older than sm_80 always get 1. Not in TVM.
     scale_population_to_batch : bool
         With an explicit population: in a round that measures fewer states than
         ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
@@ -88,8 +93,9 @@ class SearchParams:
     mutate_compute_location_weight: float = 0.05
     mutate_parallel_weight: float = 0.01
     mutate_auto_unroll_weight_gpu: float = 0.10
+    mutate_pipeline_depth_weight_gpu: float = 0.05
     scale_population_to_batch: bool = True
-    gpu_tensor_core_pipeline: int = 2
+    gpu_tensor_core_pipeline: int = 3
     cpu_int8_dot_product_tiling: bool = True
 
     def for_round(self, num_measure: int) -> SearchParams:

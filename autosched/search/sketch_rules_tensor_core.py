@@ -22,10 +22,13 @@ The sketch (a GEMM ``G`` and the stage ``O`` that writes its result: ``G`` itsel
     X.shared, Y.shared at G's k.0.0: the row split by 16 bytes (8 halves or 4 floats,
        vectorized), the rest fused and split [.., warps, 32] -> threadIdx.y, threadIdx.x (the
        lanes); rows padded by 16 bytes.
-    k.0.0 <- pragma double_buffer (:func:`pipeline_depth` 2, the default): lowering stages the
-       two shared buffers twice over and loads k tile t + 1 while tile t multiplies
+    k.0.0 <- pragma double_buffer (:func:`pipeline_depth` >= 2; the default 3): lowering stages
+       the two shared buffers twice over and loads k tile t + 1 while tile t multiplies
        (:mod:`tensorir.passes.double_buffer`); the CUDA backend issues those loads as
-       ``cp.async`` on sm_80+.
+       ``cp.async`` on sm_80+. Sampling draws the stages of each state (2 up to
+       :func:`pipeline_depth`, as many as fit in shared memory: ``software_pipeline_<N>``
+       keeps N - 1 tiles in flight; :func:`autosched.search.annotate_gpu.init_pipeline_depth`)
+       and evolution mutates them (:func:`autosched.search.mutation.mutate_pipeline_depth`).
 
 The lengths left open (warps and fragments per warp along ``i`` and ``j``, fragments per shared
 k tile) are drawn and mutated by the search like every tile size; the fragment sides, the 32
@@ -47,6 +50,7 @@ from tensorir.arith import linear_form
 from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.expr import Binary, Cast, Reduce, TensorRead, Var
 from tensorir.ops.conv2d_gemm import GEMM_TAG
+from tensorir.passes.double_buffer import MAX_STAGES
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES
 
 from . import state_utils as su
@@ -63,6 +67,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+DEFAULT_PIPELINE = 3
+"""``SearchParams.gpu_tensor_core_pipeline``'s default (kept equal there): states are drawn
+with 2 or 3 stages (docs/gpu.md says why not 4)."""
 FRAGMENT = 16
 """The wmma fragment's M and N (its K is the operand dtype's: FRAGMENT_SHAPES)."""
 LANES = 32
@@ -305,8 +312,9 @@ class MultiLevelTilingTensorCore(SketchRule):
             s.bind(shared.name, ty.name, "threadIdx.y")
             s.bind(shared.name, lanes.name, "threadIdx.x")
             s.vectorize(shared.name, vec.name)
-        if pipeline_depth(ctx) == 2:
-            # Double buffered: tile k + 1 loads (cp.async on sm_80+) while tile k multiplies.
+        if pipeline_depth(ctx) >= 2:
+            # Double buffered: tile k + 1 loads (cp.async on sm_80+) while tile k multiplies;
+            # sampling may deepen the pipeline (init_pipeline_depth).
             s.pragma(g, kp[0].name, "double_buffer")
         return [(s, s.stage_id(g) - 1)]
 
@@ -317,12 +325,15 @@ def _dtypes(ctx) -> tuple[str, ...]:
 
 
 def pipeline_depth(ctx) -> int:
-    """Stages of the shared-memory staging (``SearchParams.gpu_tensor_core_pipeline``): 2
-    (double buffered) or 1; 1 when the target's ``-arch`` predates ``cp.async`` (sm_80)."""
-    depth = getattr(ctx.params, "gpu_tensor_core_pipeline", 2)
-    if depth not in (1, 2):
+    """The most stages of the shared-memory staging (``SearchParams.gpu_tensor_core_pipeline``,
+    1 to :data:`~tensorir.passes.double_buffer.MAX_STAGES`): 1 stages one tile at a time, 2
+    double buffers every state, 3 and 4 let sampling and mutation choose 2 up to that many; 1
+    when the target's ``-arch`` predates ``cp.async`` (sm_80)."""
+    depth = getattr(ctx.params, "gpu_tensor_core_pipeline", DEFAULT_PIPELINE)
+    if isinstance(depth, bool) or depth not in range(1, MAX_STAGES + 1):
         raise ValueError(
             f"SearchParams.gpu_tensor_core_pipeline={depth!r}: the tensor-core sketch stages "
-            "shared memory in 1 or 2 buffers; pass 1 or 2"
+            f"shared memory in 1 to {MAX_STAGES} buffers; pass an int from 1 (no pipeline) "
+            f"to {MAX_STAGES}"
         )
     return 1 if cp_async_available(getattr(ctx, "arch", None)) is False else depth

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tensorir import steps as st
 from tensorir.dag import ComputeDAG
+from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, pipeline_pragma
 from tensorir.passes.tensor_core import FRAGMENT_DIMS
 from tensorir.stage import SplitRel
 
@@ -312,11 +313,45 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
     )
 
 
-def single_buffered(state):
-    """``state`` replayed without its ``double_buffer`` pragmas (the same tiles staged in one
-    shared buffer each, :mod:`tensorir.passes.double_buffer`), or None when it has none."""
+def pipeline_steps(steps) -> list[int]:
+    """Indices of the software-pipeline pragmas (``double_buffer``, ``software_pipeline_<N>``:
+    :data:`tensorir.passes.double_buffer.PIPELINE_PRAGMAS`) in ``steps``."""
+    return [k for k, x in enumerate(steps)
+            if isinstance(x, st.PragmaStep) and x.pragma_type in PIPELINE_PRAGMAS]  # fmt: skip
+
+
+def pipeline_stages(state) -> int:
+    """The deepest software pipeline of ``state``'s pragmas (2..4), 0 when it has none."""
+    return max((PIPELINE_PRAGMAS[state.steps[k].pragma_type] for k in pipeline_steps(state.steps)),
+               default=0)  # fmt: skip
+
+
+def with_pipeline_stages(state, stages: int):
+    """``state`` replayed with every software-pipeline pragma set to ``stages`` stages (1: the
+    pragmas dropped, the same tiles staged in one shared buffer each,
+    :mod:`tensorir.passes.double_buffer`), or None when it has none."""
     from tensorir.schedule import replay
 
-    keep = [x for x in state.steps
-            if not (isinstance(x, st.PragmaStep) and x.pragma_type == "double_buffer")]  # fmt: skip
-    return None if len(keep) == len(state.steps) else replay(state.dag, keep)
+    ids = set(pipeline_steps(state.steps))
+    if not ids:
+        return None
+    steps = list(state.steps)
+    if stages == 1:
+        return replay(state.dag, [x for k, x in enumerate(steps) if k not in ids])
+    name = pipeline_pragma(stages)
+    for k in ids:
+        steps[k] = st.PragmaStep(steps[k].stage_id, steps[k].iter_id, name)
+    # Renaming the pragma is all that replaying would do (a loop pragma only marks its loop in
+    # Stage.pragmas), without the cost of replaying every step (sampling does it per state).
+    new = tuple(
+        x.with_(pragmas=tuple((it, name if p in PIPELINE_PRAGMAS else p) for it, p in x.pragmas))
+        if any(p in PIPELINE_PRAGMAS for _, p in x.pragmas) else x
+        for x in state.stages
+    )  # fmt: skip
+    return type(state)(state.dag, new, steps)
+
+
+def single_buffered(state):
+    """``state`` replayed without its software-pipeline pragmas (the same tiles staged in one
+    shared buffer each, :mod:`tensorir.passes.double_buffer`), or None when it has none."""
+    return with_pipeline_stages(state, 1)

@@ -2,11 +2,11 @@
 
 Measuring a program takes milliseconds to seconds; the search looks at thousands. So Ansor
 predicts: each candidate is lowered, and every innermost store ("buffer statement") becomes a
-row of 168 numbers (TVM's 164, plus 4 for tensor cores): arithmetic counts, loop annotations
-(vectorized / unrolled / parallel lengths), and per buffer the bytes touched, cache lines,
-reuse and stride. A gradient-boosted tree model (LightGBM) learns from the measured programs
-to score the rest; only the best predicted are measured. Most features are ``log2(1 + x)``
-(``slog``), so 10 means ~1000.
+row of 170 numbers (TVM's 164, plus 4 for tensor cores and 2 for software pipelines):
+arithmetic counts, loop annotations (vectorized / unrolled / parallel lengths), and per buffer
+the bytes touched, cache lines, reuse and stride. A gradient-boosted tree model (LightGBM)
+learns from the measured programs to score the rest; only the best predicted are measured.
+Most features are ``log2(1 + x)`` (``slog``), so 10 means ~1000.
 """
 
 import os

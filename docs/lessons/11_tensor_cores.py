@@ -13,8 +13,12 @@ tile) are drawn and mutated by the search as usual. The k-tile loop also carries
 ``double_buffer`` pragma: lowering gives each shared buffer two halves and loads k tile t + 1
 into one while tile t is multiplied from the other (a prologue loads tile 0 before the loop,
 one barrier ends each iteration), and on sm_80+ the CUDA backend issues those copies as
-``cp.async``, so the loads overlap the tensor-core work. This lesson needs no GPU: it prints
-the sketch, a sampled program, and the CUDA it generates (nvcc compiles it when present).
+``cp.async``, so the loads overlap the tensor-core work. Deeper pipelines are searched too
+(``software_pipeline_3`` / ``_4``: N copies of each shared buffer, tiles t + 1 .. t + N - 1 in
+flight, ``cp.async.commit_group`` per tile and ``cp.async.wait_group N-2`` before each barrier);
+``SearchParams.gpu_tensor_core_pipeline`` (default 3) bounds the stages the search draws. This
+lesson needs no GPU: it prints the sketch, a sampled program, and the CUDA it generates (nvcc
+compiles it when present).
 
 Convolutions reach the same rule as an *implicit GEMM* (the last part of the lesson). A conv2d
 is a GEMM over an im2col matrix ``col[p, r]`` (``p`` an output pixel, ``r`` a kernel tap) and
@@ -80,8 +84,9 @@ marked = "tensor_core" in pragmas
 print(f"== float32 dense gets the tensor-core sketch: {marked}")
 
 # Annotation: sizes drawn, checked by the GPU validity check (which knows the fragment rules).
-# Keep drawing until the k tile is smaller than K, so that there is a pipeline to show.
-ctx, rng = gpu_context(task, ansor.SearchParams()), random.Random(1)
+# Keep drawing until the k tile is smaller than K, so that there is a pipeline to show (two
+# stages here: gpu_tensor_core_pipeline=2; the deeper pipelines come after the CUDA).
+ctx, rng = gpu_context(task, ansor.SearchParams(gpu_tensor_core_pipeline=2)), random.Random(1)
 state = None
 while state is None or "pragma=double_buffer" not in str(lower(state)):
     state = sample_state_gpu(ctx, sketch, rng, task)
@@ -118,6 +123,33 @@ if nvcc:
             text = f.read()
         n, a = text.count("wmma.mma.sync"), text.count("cp.async.cg.shared.global")
         print(f"~ nvcc: the PTX holds {n} wmma.mma.sync and {a} cp.async instructions")
+
+# A 3-stage pipeline (the default search draws 2 or 3 stages, as many as fit in shared memory
+# and no more than the k tiles): K = 96 in k tiles of 16 or 32, so that the loop has 3 or more.
+A3 = te.placeholder((32, 96), "float16", name="A")
+B3 = te.placeholder((32, 96), "float16", name="B")
+task3 = ansor.SearchTask(ansor.ComputeDAG([A3, B3, dense(A3, B3, out_dtype="float32")]),
+                         target="cuda", hardware_params=hardware)  # fmt: skip
+(sketch3,) = generate_sketches(task3)
+ctx3, rng = gpu_context(task3, ansor.SearchParams()), random.Random(0)
+state3 = None
+while state3 is None or "pragma=software_pipeline_3" not in str(lower(state3)):
+    state3 = sample_state_gpu(ctx3, sketch3, rng, task3)
+program3 = lower(state3)
+print("== a 3-stage pipeline: 3 copies of each shared tile, tiles 0 and 1 loaded by the prologue")
+print("== loop, tile k_0_0 + 2 issued into copy (k_0_0 + 2) % 3 while tile k_0_0 is multiplied")
+for line in str(program3).splitlines():
+    if re.search(r"allocate \w+_shared|_pre in range|software_pipeline|if \(\(k_0_0", line):
+        print(line)
+a3 = data.uniform(-1, 1, (32, 96)).astype("float16")
+b3 = data.uniform(-1, 1, (32, 96)).astype("float16")
+out3 = np.zeros((32, 32), "float32")
+run_program(program3, [a3, b3, out3], simt=True)
+want3 = a3.astype("float32") @ b3.astype("float32").T
+print(f"== as scalar loops it equals numpy: {np.allclose(out3, want3, rtol=1e-3, atol=1e-3)}")
+code3 = build_cuda(program3, arch="sm_80").code
+commits, waits = code3.count("cp_async_commit();"), code3.count("cp_async_wait_group1();")
+print(f"== cp.async group commits in the CUDA: {commits} (prologue, loop); wait_group 1: {waits}")
 
 # Convolution as an implicit GEMM: 16 input channels, 8x8 image, 3x3 kernel, bias + relu.
 from tensorir.ops import NameScope, compute_op  # noqa: E402

@@ -1,37 +1,56 @@
-"""Double-buffered shared-memory staging: a software pipeline of depth 2 over a loop.
+"""Multi-buffered shared-memory staging: a software pipeline of N = 2..4 stages over a loop.
 
-A loop annotated ``("pragma", "double_buffer")`` (the tensor-core sketch marks its k-tile
-loop, :mod:`autosched.search.sketch_rules_tensor_core`) is lowered to the loop of TVM's
-``double_buffer`` / CUTLASS's two-stage mainloop when its body is what lowering emits for
-shared stages attached at that loop::
+A loop annotated ``("pragma", "double_buffer")`` (N = 2) or ``("pragma",
+"software_pipeline_<N>")`` (N = 3, 4; :data:`PIPELINE_PRAGMAS`; the tensor-core sketch marks its
+k-tile loop, :mod:`autosched.search.sketch_rules_tensor_core`) is lowered to the loop of TVM's
+``double_buffer`` / CUTLASS's N-stage mainloop when its body is what lowering emits for shared
+stages attached at that loop::
 
-    for k in range(K):                     allocate S0[2, ...], S1[2, ...] shared
+    for k in range(K):                     allocate S0[N, ...], S1[N, ...] shared
       allocate S0, S1 shared               barrier()
-        barrier()                          copies(k=0) -> S*[0]                  # prologue
-        copies(k) -> S0, S1        ==>     barrier()
-        barrier()                          for k in range(K):
-        rest(k) reads S0, S1                 if k + 1 < K:
-                                               copies(k+1) -> S*[(k + 1) % 2]    # in flight
-                                             rest(k) reads S*[k % 2]             # meanwhile
+        barrier()                          for p in range(N - 1):                # prologue
+        copies(k) -> S0, S1        ==>       if p < K: copies(p) -> S*[p]        # (commit)
+        barrier()                          barrier()
+        rest(k) reads S0, S1               for k in range(K):
+                                             if k + N - 1 < K:
+                                               copies(k+N-1) -> S*[(k+N-1) % N]  # in flight
+                                             (commit)
+                                             rest(k) reads S*[k % N]             # meanwhile
                                              barrier()
 
-Each buffer is allocated twice over (the validity check, which reads the allocations, counts
-the doubled bytes), the copies of tile ``k + 1`` are issued before the computation of tile
-``k``, and one barrier per iteration replaces two. On sm_80+ the CUDA backend issues those
-copies as ``cp.async`` and waits for them (``cp.async.wait_all``) before every barrier
-(:mod:`codegen.cuda`), so the loads of the next tile overlap the tensor-core work of this one;
-elsewhere they are ordinary loads and stores, and the loop computes the same values.
+For N = 2 the prologue is ``copies(0) -> S*[0]`` without a loop (the code lowering emitted
+before deeper pipelines existed, unchanged). Each buffer is allocated N times over (the
+validity check, which reads the allocations, counts the N copies), the copies of tile
+``k + N - 1`` are issued before the computation of tile ``k``, and one barrier per iteration
+replaces two. On sm_80+ the CUDA backend issues those copies as ``cp.async``
+(:mod:`codegen.cuda`): for N = 2 it waits for all of them (``cp.async.wait_all``) before every
+barrier; for N >= 3 it closes a group after each tile's copies (``cp.async.commit_group``: after
+each prologue iteration and after the guarded copies of each loop iteration, so that every
+iteration commits exactly one group, empty past the last tile) and waits with
+``cp.async.wait_group N-2`` before every barrier, so that N - 2 later tiles stay in flight while
+tile ``k`` is multiplied. The prologue loop carries :data:`PIPELINE_PROLOGUE` so that the
+backend finds it. Elsewhere the copies are ordinary loads and stores, and the loop computes the
+same values.
 
-Why there is no race (``B = k % 2`` is the half that ``rest(k)`` reads):
+Why there is no race (``B = k % N`` is the buffer that ``rest(k)`` reads; tile ``t`` is staged
+in buffer ``t % N`` and, with ``cp.async``, is the ``t``-th committed group of each thread):
 
-- read after write: ``rest(k)`` reads half ``B``, written by ``copies(k)`` in iteration
-  ``k - 1`` (or the prologue), whose writes every thread has finished (and, with ``cp.async``,
-  waited for) before the barrier that ends iteration ``k - 1`` (or the prologue's barrier);
-- write after read: ``copies(k + 1)`` in iteration ``k`` writes half ``1 - B``, last read by
-  ``rest(k - 1)``, which every thread finished before the barrier that ends iteration
-  ``k - 1``; ``rest(k)`` never touches that half;
+- read after write: ``rest(k)`` reads buffer ``B``, written by ``copies(k)`` (issued in
+  iteration ``k - N + 1`` or in the prologue). Before the barrier that ends iteration
+  ``k - 1`` (or the prologue's barrier, ``k = 0``) a thread has committed ``k + N - 1``
+  groups (tiles ``0 .. k + N - 2``); ``wait_group N-2`` leaves only the newest N - 2 of them
+  in flight, so tile ``k``'s copies of that thread are done, and the barrier makes every
+  thread's writes visible to every other;
+- write after read: ``copies(k + N - 1)`` in iteration ``k`` writes buffer ``(k - 1) % N``,
+  last read by ``rest(k - 1)``, which every thread finished before the barrier that ends
+  iteration ``k - 1``; ``rest(k)`` reads ``B``, another buffer;
+- write after write, and reads of a buffer still being written: the tiles in flight in
+  iteration ``k`` are ``k + 1 .. k + N - 1``, which with tile ``k`` are N consecutive tiles,
+  so in N different buffers: no two pending copies share a buffer and ``rest(k)`` reads none
+  of theirs;
 - the prologue's leading barrier orders its writes after the reads of an enclosing loop's
-  previous pass, as the per-iteration leading barrier did before.
+  previous pass, as the per-iteration leading barrier did before (the groups still pending
+  then are empty: the guards issue no tile past ``K - 1``).
 
 A loop whose body has another shape (a copy that reads a shared buffer, a store to a staged
 buffer outside the copies, no barrier pair), or that is not sequential, is left as it was,
@@ -43,25 +62,65 @@ from __future__ import annotations
 
 import logging
 
-from ..expr import Const, Expr, floormod, walk
+from ..expr import Const, Expr, Var, floormod, walk
 from ..loops import Allocate, Barrier, Buffer, For, If, Load, Seq, Stmt, Store, seq, walk_stmts
 from ..transform import rewrite, substitute
 
-__all__ = ["DOUBLE_BUFFER", "double_buffer_loop", "is_double_buffered"]
+__all__ = [
+    "DOUBLE_BUFFER",
+    "MAX_STAGES",
+    "PIPELINE_PRAGMAS",
+    "PIPELINE_PROLOGUE",
+    "double_buffer_loop",
+    "is_double_buffered",
+    "pipeline_pragma",
+    "pipeline_stages",
+]
 
 log = logging.getLogger(__name__)
 
 DOUBLE_BUFFER = ("pragma", "double_buffer")
-"""The loop annotation this pass acts on (and keeps on the loops it pipelined)."""
+"""The loop annotation of a two-stage pipeline (and kept on the loops it pipelined)."""
+
+MAX_STAGES = 4
+"""The deepest pipeline this pass builds (CUTLASS's sm80 mainloops use 3 to 5 stages)."""
+
+PIPELINE_PRAGMAS = {"double_buffer": 2, **{f"software_pipeline_{n}": n for n in (3, 4)}}
+"""Loop pragma -> pipeline stages N (the annotations this pass acts on, kept on the loops it
+pipelined); ``double_buffer`` keeps its name so that records of two-stage states replay."""
+
+PIPELINE_PROLOGUE = "pipeline_prologue"
+"""Annotation key of the prologue loop of an N >= 3 stage pipeline (value: N), for backends."""
+
+
+def pipeline_pragma(stages: int) -> str:
+    """The loop pragma of an N-stage pipeline (:data:`PIPELINE_PRAGMAS`)."""
+    for name, n in PIPELINE_PRAGMAS.items():
+        if n == stages:
+            return name
+    raise ValueError(f"a software pipeline has 2 to {MAX_STAGES} stages, not {stages!r}")
+
+
+def _stages_of(annotations) -> int:
+    for key, value in annotations:
+        if key == "pragma" and value in PIPELINE_PRAGMAS:
+            return PIPELINE_PRAGMAS[value]
+    return 0
+
+
+def pipeline_stages(s: Stmt) -> int:
+    """The stages N of ``s`` if it is a loop this pass pipelined, else 0."""
+    return _stages_of(s.annotations) if isinstance(s, For) else 0
 
 
 def is_double_buffered(s: Stmt) -> bool:
-    """Whether ``s`` is a loop this pass pipelined."""
-    return isinstance(s, For) and DOUBLE_BUFFER in s.annotations
+    """Whether ``s`` is a loop this pass pipelined (with any number of stages)."""
+    return pipeline_stages(s) > 0
 
 
 def _without_pragma(loop: For) -> For:
-    ann = tuple(a for a in loop.annotations if a != DOUBLE_BUFFER)
+    ann = tuple(a for a in loop.annotations
+                if not (a[0] == "pragma" and a[1] in PIPELINE_PRAGMAS))  # fmt: skip
     return For(loop.var, loop.extent, loop.body, loop.kind, loop.thread_tag, ann)
 
 
@@ -130,9 +189,10 @@ def _retarget(s: Stmt, fix, stores: dict) -> Stmt:
 
 
 def double_buffer_loop(loop: For) -> Stmt:
-    """The pipelined form of the annotated ``loop`` (module docstring), or ``loop`` without
-    its annotation when it cannot or need not be pipelined."""
-    if loop.extent < 2:
+    """The pipelined form of the annotated ``loop`` (module docstring; its pragma gives the
+    stages), or ``loop`` without its annotation when it cannot or need not be pipelined."""
+    n = _stages_of(loop.annotations)
+    if loop.extent < 2 or not n:
         return _without_pragma(loop)
     got = _split_body(loop)
     if isinstance(got, str):
@@ -140,31 +200,36 @@ def double_buffer_loop(loop: For) -> Stmt:
         return _without_pragma(loop)
     allocs, copies, rest = got
     k = loop.var
-    twice = {id(b): Buffer(b.name, (2, *b.shape), b.dtype, b.scope) for b in allocs}
+    many = {id(b): Buffer(b.name, (n, *b.shape), b.dtype, b.scope) for b in allocs}
 
-    def half(parity: Expr) -> dict:
-        return {id(b): (twice[id(b)], parity * b.size) for b in allocs}
+    def part(slot: Expr) -> dict:
+        return {id(b): (many[id(b)], slot * b.size) for b in allocs}
 
-    def reads(parity: Expr):
-        table = half(parity)
+    def reads(slot: Expr):
+        table = part(slot)
 
-        def visit(n):
-            hit = table.get(id(n.buffer)) if isinstance(n, Load) else None
-            return None if hit is None else Load(hit[0], hit[1] + rewrite(n.index, visit), n.dtype)
+        def visit(x):
+            hit = table.get(id(x.buffer)) if isinstance(x, Load) else None
+            return None if hit is None else Load(hit[0], hit[1] + rewrite(x.index, visit), x.dtype)
 
         return lambda e: rewrite(e, visit)
 
-    def copies_of(tile: Expr, parity: Expr) -> Stmt:
-        return seq(*(_retarget(c, lambda e: substitute(e, {k: tile}), half(parity))
+    def copies_of(tile: Expr, slot: Expr) -> Stmt:
+        return seq(*(_retarget(c, lambda e: substitute(e, {k: tile}), part(slot))
                      for c in copies))  # fmt: skip
 
-    zero, one = Const(0, "int32"), Const(1, "int32")
-    prologue = copies_of(zero, zero)
-    ahead = If(k + one < Const(loop.extent, "int32"), copies_of(k + one, floormod(k + one, 2)))
-    compute = [_retarget(r, reads(floormod(k, 2)), {}) for r in rest]
+    zero, ahead_by, extent = Const(0, "int32"), Const(n - 1, "int32"), Const(loop.extent, "int32")
+    if n == 2:
+        prologue = copies_of(zero, zero)
+    else:  # tiles 0 .. N-2, one per iteration (a cp.async group each, codegen.cuda)
+        p = Var(f"{k.name}_pre", "int32")
+        fill = If(p < extent, copies_of(p, p))
+        prologue = For(p, n - 1, fill, "serial", None, ((PIPELINE_PROLOGUE, n),))
+    ahead = If(k + ahead_by < extent, copies_of(k + ahead_by, floormod(k + ahead_by, n)))
+    compute = [_retarget(r, reads(floormod(k, n)), {}) for r in rest]
     body = seq(ahead, *compute, Barrier())
     pipelined = For(k, loop.extent, body, loop.kind, loop.thread_tag, loop.annotations)
     out = seq(Barrier(), prologue, Barrier(), pipelined)
     for b in reversed(allocs):
-        out = Allocate(twice[id(b)], out)
+        out = Allocate(many[id(b)], out)
     return out

@@ -40,10 +40,12 @@ def matmul_state(n=16):
     return dag, dag.get_init_state()
 
 
-def test_layout_has_164_unique_names_plus_4_for_tensor_cores():
-    assert len(FEATURE_NAMES) == 168
-    assert len(set(FEATURE_NAMES)) == 168
-    assert FEATURE_NAMES[164:] == ("tensor_core", "tc_fragment_mnk", "tc_accumulators", "tc_warps")
+def test_layout_has_164_unique_names_plus_4_for_tensor_cores_and_2_for_pipelines():
+    assert len(FEATURE_NAMES) == 170
+    assert len(set(FEATURE_NAMES)) == 170
+    assert FEATURE_NAMES[164:168] == ("tensor_core", "tc_fragment_mnk", "tc_accumulators",
+                                      "tc_warps")  # fmt: skip
+    assert FEATURE_NAMES[168:] == ("pipeline_stages", "pipeline_shared_bytes")
     assert FEATURE_NAMES[0] == "float_mad" and FEATURE_NAMES[163] == "auto_unroll_max_step"
     assert FEATURE_NAMES[57] == "B0.acc_type.kRead" and FEATURE_NAMES[57 + 90] == (
         "arith_intensity_curve_0"
@@ -53,7 +55,7 @@ def test_layout_has_164_unique_names_plus_4_for_tensor_cores():
 def test_unscheduled_matmul_counts_and_strides():
     _, s = matmul_state(16)
     x = program_features(lower(s))
-    assert x.shape == (1, 168) and x.dtype == np.float32  # init and update of C: one row
+    assert x.shape == (1, 170) and x.dtype == np.float32  # init and update of C: one row
     row = x[0]
     assert f(row, "float_addsub") == pytest.approx(slog(16**3))
     assert f(row, "float_mul") == pytest.approx(slog(16**3))
@@ -128,7 +130,7 @@ def test_gpu_thread_lengths_and_allocation_on_a_hand_built_program():
         ),  # fmt: skip
     )
     x = program_features(prog)
-    assert x.shape == (2, 168)  # L then O, in order of first store
+    assert x.shape == (2, 170)  # L then O, in order of first store
     loc_row, out_row = x
     for row in x:
         assert f(row, "is_gpu") == 1.0
@@ -172,12 +174,12 @@ def test_rows_are_stored_buffers_and_output_is_deterministic():
     s = dag.get_init_state()
     x = state_features(task, s)
     stored = {st.buffer.name for st in _stores(lower(s).body)}
-    assert x.shape == (len(stored), 168) and len(stored) == 4
+    assert x.shape == (len(stored), 170) and len(stored) == 4
     assert np.array_equal(x, state_features(task, s))
     assert np.isfinite(x).all()
     st = manual.conv2d_nhwc_cpu(dag)
     y = state_features(task, st)
-    assert y.shape[1] == 168 and np.isfinite(y).all() and y.shape[0] >= 2
+    assert y.shape[1] == 170 and np.isfinite(y).all() and y.shape[0] >= 2
 
 
 def _stores(stmt):
@@ -189,10 +191,10 @@ def _stores(stmt):
 def test_invalid_states_give_empty_features():
     dag, s = matmul_state(16)
     gpu = SearchTask(dag, target="cuda")  # unbound loops fail the GPU verifier
-    assert state_features(gpu, s).shape == (0, 168)
+    assert state_features(gpu, s).shape == (0, 170)
     cpu = SearchTask(dag, target="llvm")
-    assert state_features(cpu, object()).shape == (0, 168)  # cannot lower at all
-    assert state_features(cpu, s).shape == (1, 168)
+    assert state_features(cpu, object()).shape == (0, 170)  # cannot lower at all
+    assert state_features(cpu, s).shape == (1, 170)
 
 
 def test_states_features_caches_by_steps():

@@ -4,11 +4,16 @@ scalar SIMT loops they compute the GEMM (and stop doing so when a barrier is dro
 check can see a race); the validity check counts the doubled bytes; nvcc compiles cp.async
 for sm_80 / sm_90 and none for sm_75."""
 
+import json
+import random
+
 import numpy as np
 import pytest
 
 from autosched.hardware import HardwareParams
 from autosched.search import state_utils as su
+from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
+from autosched.search.annotate_gpu import gpu_state_errors as ag_errors
 from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
 from codegen.cuda import build_cuda
@@ -17,13 +22,20 @@ from tensorir.expr import Binary, walk
 from tensorir.loop_interp import run_program
 from tensorir.loops import Allocate, Barrier, For, If, Load, Seq, Store, walk_stmts
 from tensorir.lower import lower
-from tensorir.passes.double_buffer import DOUBLE_BUFFER, double_buffer_loop, is_double_buffered
+from tensorir.passes.double_buffer import (
+    DOUBLE_BUFFER,
+    PIPELINE_PRAGMAS,
+    PIPELINE_PROLOGUE,
+    double_buffer_loop,
+    is_double_buffered,
+    pipeline_stages,
+)
 from tensorir.passes.tensor_core import fragment_plan
 from tensorir.passes.verify_gpu import gpu_program_errors, kernels
 from tensorir.schedule import replay
-from tests.autosched import tensor_core_helpers as helpers
 from tests.autosched.tensor_core_helpers import (
     GPU_HW,
+    NVCC,
     bmm_tensors,
     dense_tensors,
     first_states,
@@ -45,18 +57,17 @@ def bmm_task():
 
 
 def pipelined(prog) -> list:
-    return [
-        s for s in walk_stmts(prog.body) if isinstance(s, For) and DOUBLE_BUFFER in s.annotations
-    ]
+    return [s for s in walk_stmts(prog.body) if is_double_buffered(s)]
 
 
 def has_pragma(state) -> bool:
-    return helpers.has_pragma(state, "double_buffer")
+    return any(p in PIPELINE_PRAGMAS for s in state.stages for _, p in s.pragmas)
 
 
 def pipelined_states(task, n=2, seed=0, params=None):
-    """Sampled states whose k-tile loop runs at least twice (so there is a pipeline)."""
-    params = params or SearchParams()
+    """Sampled states whose k-tile loop runs at least twice (so there is a pipeline), double
+    buffered unless ``params`` allow deeper pipelines."""
+    params = params or SearchParams(gpu_tensor_core_pipeline=2)
     (sketch,) = generate_sketches(task, params=params)
     states = sampled_states(task, sketch, seed, tries=300, params=params)
     return first_states((s for s in states if pipelined(lower(s))), n,
@@ -83,8 +94,9 @@ def test_the_rule_pipelines_by_default_and_the_switch_and_old_archs_turn_it_off(
         assert not has_pragma(sk)
     off = SearchParams(gpu_tensor_core_pipeline=1)
     assert not any(has_pragma(s) for s in generate_sketches(dense_task(), params=off))
-    with pytest.raises(ValueError, match="gpu_tensor_core_pipeline=3.*pass 1 or 2"):
-        generate_sketches(dense_task(), params=SearchParams(gpu_tensor_core_pipeline=3))
+    for bad in (0, 5, 2.5, True):
+        with pytest.raises(ValueError, match=f"gpu_tensor_core_pipeline={bad}.*from 1 .* to 4"):
+            generate_sketches(dense_task(), params=SearchParams(gpu_tensor_core_pipeline=bad))
 
 
 def test_lowering_doubles_the_buffers_and_adds_the_parity_index_and_the_prologue():
@@ -268,3 +280,261 @@ def test_tiles_whose_doubled_staging_does_not_fit_are_sampled_single_buffered():
             assert any("shared memory" in e for e in ag.gpu_state_errors(task, again))
         kinds.add(has_pragma(s))
     assert kinds == {True, False}
+
+
+# ---------------------------------------------------------------- 3 and 4 stage pipelines
+
+
+def _map(s, f):
+    """``s`` with its statements passed through ``f`` top-down: ``f`` returns its argument (then
+    its children are mapped), another statement (used as is) or None (dropped)."""
+    new = f(s)
+    if new is not s:
+        return new
+    if isinstance(s, For):
+        return For(s.var, s.extent, _map(s.body, f), s.kind, s.thread_tag, s.annotations)
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _map(s.body, f))
+    if isinstance(s, Seq):
+        return Seq(tuple(y for y in (_map(x, f) for x in s.stmts) if y is not None))
+    if isinstance(s, If):
+        return If(s.cond, _map(s.then, f), None if s.else_ is None else _map(s.else_, f))
+    return s
+
+
+def _shift(s, k, by):
+    """``s`` with loop variable ``k`` replaced by ``k - by`` in every expression."""
+    from tensorir.expr import Const
+    from tensorir.transform import substitute
+
+    def fix(e):
+        return substitute(e, {k: k - Const(by, "int32")})
+
+    def one(x):
+        if isinstance(x, Store):
+            return Store(x.buffer, fix(x.index), fix(x.value))
+        if isinstance(x, If):
+            return If(
+                fix(x.cond), _map(x.then, one), None if x.else_ is None else _map(x.else_, one)
+            )
+        return x
+
+    return _map(s, one)
+
+
+def latest_landing(prog, wait: int):
+    """``prog`` with every tile's copies landing as late as ``cp.async.wait_group wait``
+    allows (the interpreter otherwise runs them where they are issued): before the barrier
+    that ends iteration ``k`` of an N-stage loop, the ``N - 1 + k + 1`` tiles committed so far
+    are done but for the newest ``wait``, so tile ``k + N - 1 - wait`` lands there, and the
+    prologue's barrier only sees tiles ``0 .. N - 2 - wait``."""
+    (loop,) = pipelined(prog)
+    n, k = pipeline_stages(loop), loop.var
+    ahead, *compute, bar = loop.body.stmts
+    assert isinstance(ahead, If) and isinstance(bar, Barrier)
+    landed = _shift(ahead, k, wait)  # tile k + N - 1 - wait, into its buffer, if < K
+    body = Seq((*compute, landed, bar))
+
+    def one(x):
+        if x is loop:
+            return For(k, loop.extent, body, loop.kind, loop.thread_tag, loop.annotations)
+        if isinstance(x, For) and any(a[0] == PIPELINE_PROLOGUE for a in x.annotations):
+            keep = n - 1 - wait
+            return For(x.var, keep, x.body, x.kind, x.thread_tag, x.annotations) if keep else None
+        return x
+
+    return type(prog)(prog.name, prog.params, prog.workspaces, _map(prog.body, one))
+
+
+def deep_states(task, stages, n=1, seed=0):
+    """Double-buffered sampled states whose k loop has at least ``stages`` tiles (so that the
+    loop issues copies), given ``stages`` stages."""
+    params = SearchParams(gpu_tensor_core_pipeline=2)
+    (sketch,) = generate_sketches(task, params=params)
+    ctx, rng = gpu_context(task, params), random.Random(seed)
+    out = []
+    for _ in range(300):
+        s = sample_state_gpu(ctx, sketch, rng, task)
+        loops = pipelined(lower(s)) if s is not None else []
+        if loops and loops[0].extent >= stages:
+            out.append(su.with_pipeline_stages(s, stages))
+            if len(out) == n:
+                return out
+    raise AssertionError(f"no sampled state has a k-tile loop of extent >= {stages}")
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_n_stage_lowering_has_n_buffers_a_prologue_loop_and_one_barrier(stages):
+    (s,) = deep_states(dense_task(k=128), stages, seed=2)
+    assert su.pipeline_stages(s) == stages
+    prog, flat = lower(s), lower(single_buffered(s))
+    (loop,) = pipelined(prog)
+    assert pipeline_stages(loop) == stages and loop.extent >= 2
+    many, one = shared_allocs(prog), shared_allocs(flat)
+    assert sorted(many) == sorted(one) and len(many) == 2
+    for name, b in many.items():
+        assert b.shape == (stages, *one[name].shape)
+    assert sum(isinstance(x, Barrier) for x in walk_stmts(loop.body)) == 1
+    ahead = loop.body.stmts[0]
+    assert isinstance(ahead, If) and f"(k_0_0+{stages - 1})<" in str(ahead.cond).replace(" ", "")
+    for x in (x for x in walk_stmts(ahead.then) if isinstance(x, Store)):
+        mods = [m for m in walk(x.index) if isinstance(m, Binary) and m.op == "floormod"]
+        assert any(str(m.b) == str(stages) for m in mods)
+    (pro,) = [x for x in walk_stmts(prog.body) if isinstance(x, For)
+              and (PIPELINE_PROLOGUE, stages) in x.annotations]  # fmt: skip
+    assert pro.extent == stages - 1
+    assert {x.buffer.name for x in walk_stmts(pro.body) if isinstance(x, Store)} == set(many)
+
+
+@pytest.mark.parametrize("make", [dense_task, bmm_task])
+@pytest.mark.parametrize("stages", [3, 4])
+def test_n_stage_loops_compute_the_gemm_however_late_the_wait_lets_tiles_land(make, stages):
+    task = make()
+    args = random_args(task.compute_dag)
+    want = gemm_reference(args)
+    for s in deep_states(task, stages, 2, seed=1):
+        prog = lower(s)
+        for model in (prog, latest_landing(prog, stages - 2)):  # issue time / wait time
+            out = np.full(want.shape, np.nan, np.float32)
+            run_program(model, [*args, out], simt=True)
+            np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_the_simt_check_sees_a_missing_barrier_and_a_too_loose_wait(stages):
+    task = dense_task(k=128)
+    args = random_args(task.compute_dag)
+    (s,) = deep_states(task, stages, seed=2)
+    prog = lower(s)
+    for broken in (_drop_loop_barrier(prog), latest_landing(prog, stages - 1)):
+        out = np.full((32, 48), np.nan, np.float32)
+        run_program(broken, [*args, out], simt=True)
+        assert not np.allclose(out, gemm_reference(args), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_n_stage_cuda_commits_a_group_per_tile_and_waits_for_all_but_n_minus_2(stages, tmp_path):
+    (s,) = deep_states(dense_task(k=128), stages, seed=2)
+    code = build_cuda(lower(s), arch="sm_80").code
+    # One commit in the prologue loop's body, one after the guarded copies of each iteration.
+    assert code.count("cp_async_commit();") == 2
+    wait = f"cp_async_wait_group{stages - 2}();"
+    assert code.count(wait) == code.count("__syncthreads();") and "cp_async_wait_all" not in code
+    loop = code[code.index("for (int k_0_0 = 0;") :]
+    assert loop.index("cp_async16(&") < loop.index("cp_async_commit();") < loop.index("wmma::mma")
+    assert "cp_async" not in build_cuda(lower(s), arch="sm_75").code
+    if NVCC is not None:
+        text = _ptx(code, "sm_80", tmp_path)
+        assert "cp.async.commit_group" in text and f"cp.async.wait_group {stages - 2}" in text
+        assert "cp.async.wait_all" not in text and "wmma.mma.sync" in text
+
+
+def test_a_depth_3_state_round_trips_through_the_steps_json_and_the_records_log(tmp_path):
+    from autosched.measure.data import MeasureInput, MeasureResult
+    from autosched.measure.records import load_records, save_records
+
+    task = dense_task()
+    (s,) = deep_states(task, 3)
+    data = json.loads(json.dumps(st.steps_to_json(s.steps)))
+    assert ["PR", *data[su.pipeline_steps(s.steps)[0]][1:3], "software_pipeline_3"] in data
+    again = replay(s.dag, st.steps_from_json(data))
+    assert su.pipeline_stages(again) == 3 and str(lower(again)) == str(lower(s))
+    assert str(again) == str(s)  # renaming the pragma is what replaying does
+    log = tmp_path / "r.json"
+    save_records(log, [MeasureInput(task, s)], [MeasureResult((1e-3,))])
+    ((inp, _),) = load_records(log, dags={task.workload_key: task.compute_dag})
+    back = inp.state.to_state(task.compute_dag)
+    assert su.pipeline_stages(back) == 3 and str(lower(back)) == str(lower(s))
+
+
+def test_mutation_changes_the_depth_among_those_that_fit():
+    from autosched.search.mutation import mutate, mutate_pipeline_depth
+
+    task = dense_task(k=128)
+    params = SearchParams(gpu_tensor_core_pipeline=4)
+    ctx = gpu_context(task, params)
+    (s,) = pipelined_states(task, 1, seed=2)
+    rng, seen = random.Random(0), set()
+    for _ in range(12):
+        t = mutate_pipeline_depth(ctx, s, rng)
+        assert t is not None and su.pipeline_steps(t.steps) == su.pipeline_steps(s.steps)
+        seen.add(su.pipeline_stages(t))
+        assert lower(t) is not None and [x for x in t.steps if x not in s.steps]
+    assert seen == {3, 4}  # never the depth it had (2)
+    # The search's mutation offers the rule only where the depth is a choice.
+    picked = {su.pipeline_stages(m) for m in (mutate(task, s, random.Random(i), params)
+                                             for i in range(60)) if m is not None}  # fmt: skip
+    assert {3, 4} & picked
+    fixed = SearchParams(gpu_tensor_core_pipeline=2)
+    assert mutate_pipeline_depth(gpu_context(task, fixed), s, rng) is None
+    assert all(m is None or su.pipeline_stages(m) == 2
+               for m in (mutate(task, s, random.Random(i), fixed) for i in range(30)))  # fmt: skip
+
+
+def test_sampling_draws_only_depths_whose_staging_fits():
+    from autosched.search.annotate_gpu import gpu_state_errors, pipeline_depth_choices
+
+    task = dense_task(k=128)
+    (s,) = pipelined_states(task, 1, seed=2)
+    flat = lower(single_buffered(s))
+    staged = sum(b.nbytes for b in shared_allocs(flat).values())
+    (info,) = kernels(flat)
+    stores = fragment_plan(info.stmt, info.extents)[0].staging_bytes
+    # Room for 3 copies of the tiles but not 4: the validity check rejects depth 4 ...
+    hw = HardwareParams(num_cores=1, max_shared_memory_per_block=stores + 3 * staged + staged // 2)
+    small = gpu_task(task.compute_dag, hardware_params=hw)
+    assert gpu_state_errors(small, su.with_pipeline_stages(s, 3)) == []
+    errs = gpu_state_errors(small, su.with_pipeline_stages(s, 4))
+    assert any("shared memory" in e for e in errs), errs
+    # ... and the choices drawn from leave it out (the staging itself fits 3 times).
+    ctx = gpu_context(small, SearchParams(gpu_tensor_core_pipeline=4))
+    assert pipeline_depth_choices(ctx, s, staged) == [2, 3]
+    assert pipeline_depth_choices(ctx, s, 2 * staged) == [2]
+    assert pipeline_depth_choices(ctx, single_buffered(s), staged) == []
+
+
+def test_sampled_depths_by_default_are_2_and_3_and_all_valid():
+    task = dense_task(m=64, n=64, k=256)
+    (sketch,) = generate_sketches(task)
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(0)
+    depths = set()
+    for _ in range(30):
+        s = sample_state_gpu(ctx, sketch, rng, task)
+        if s is not None:
+            assert ag_errors(task, s) == []
+            depths.add(su.pipeline_stages(s))
+    assert {2, 3} <= depths and 4 not in depths
+
+
+def test_no_deeper_pipeline_than_k_tiles_is_drawn():
+    task = dense_task(k=96)  # k tiles of 16 or 32 elements: 6 or 3 of them (or 1: no loop)
+    (sketch,) = generate_sketches(task)
+    ctx, rng = gpu_context(task, SearchParams(gpu_tensor_core_pipeline=4)), random.Random(0)
+    seen = set()
+    for _ in range(40):
+        s = sample_state_gpu(ctx, sketch, rng, task)
+        loops = pipelined(lower(s)) if s is not None else []
+        if loops:
+            seen.add((loops[0].extent, su.pipeline_stages(s)))
+            assert su.pipeline_stages(s) <= loops[0].extent
+    assert (3, 3) in seen and (6, 4) in seen
+
+
+def test_features_see_the_stages_and_their_shared_bytes():
+    from autosched.cost_model.features import FEATURE_NAMES, slog, state_features
+
+    task = dense_task(k=128)
+    (two,) = pipelined_states(task, 1, seed=2)
+    stages_col = FEATURE_NAMES.index("pipeline_stages")
+    bytes_col = FEATURE_NAMES.index("pipeline_shared_bytes")
+    staged = sum(b.nbytes for b in shared_allocs(lower(single_buffered(two))).values())
+    for n in (2, 3, 4):
+        s = two if n == 2 else su.with_pipeline_stages(two, n)
+        x = state_features(task, s)
+        inside = x[x[:, stages_col] != 0]
+        # The shared copies and the mma's accumulator are inside the pipeline; the output not.
+        assert 3 <= len(inside) < len(x)
+        np.testing.assert_allclose(inside[:, stages_col], slog(n), rtol=1e-6)
+        np.testing.assert_allclose(inside[:, bytes_col], slog(n * staged), rtol=1e-6)
+    flat = state_features(task, single_buffered(two))
+    assert not flat[:, stages_col].any() and not flat[:, bytes_col].any()

@@ -37,3 +37,15 @@ def test_ab_states_have_the_asked_tiles_with_and_without_the_pipeline():
     big = bench.fixed_state(task, 128, 128, 64)  # 36 KiB staged: fits once, not twice
     assert gpu_state_errors(task, single_buffered(big)) == []
     assert any("shared memory" in e for e in gpu_state_errors(task, big))
+
+
+def test_ab_states_with_deeper_pipelines_have_n_copies_and_the_check_refuses_what_does_not_fit():
+    hw = ansor.HardwareParams(num_cores=132, max_shared_memory_per_block=49152)
+    task = ansor.SearchTask(ComputeDAG(bench.workload(512)), target="cuda", hardware_params=hw)
+    states = dict(bench.ab_states(bench.fixed_state(task, 64, 64, 32), (1, 2, 3, 4)))
+    for n, state in states.items():
+        want = (64, 40) if n == 1 else (n, 64, 40)
+        assert _shared(state) == {"A_shared": want, "B_shared": want}
+        assert gpu_state_errors(task, state) == []  # 4 x 10 KiB staged: fits
+    big = dict(bench.ab_states(bench.fixed_state(task, 128, 64, 32), (3,)))[3]  # 3 x 15 KiB + 4 KiB
+    assert any("shared memory" in e for e in gpu_state_errors(task, big))

@@ -1,19 +1,22 @@
 """Double-buffered tensor-core kernels (cp.async on sm_80+) on a real GPU: a large-tile sampled
 state (what tuning keeps) with the pipeline equals a float32 numpy reference and the same
-schedule single-buffered, and its PTX issues cp.async."""
+schedule single-buffered, and its PTX issues cp.async; the same for 3 and 4 stage pipelines
+(cp.async groups, wait_group N-2)."""
 
 import numpy as np
 import pytest
 
 import autosched as ansor
 from autosched.hardware import cuda_arch
+from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
-from autosched.search.state_utils import single_buffered
+from autosched.search.state_utils import pipeline_stages, single_buffered, with_pipeline_stages
 from codegen.cuda import cp_async_available
 from tensorir.dag import ComputeDAG
-from tensorir.loops import Allocate, For, walk_stmts
+from tensorir.loops import Allocate, walk_stmts
 from tensorir.lower import lower
-from tensorir.passes.double_buffer import DOUBLE_BUFFER
+from tensorir.passes.double_buffer import is_double_buffered
 from tests.autosched.tensor_core_helpers import (
     NVCC,
     dense_tensors,
@@ -29,15 +32,16 @@ def _shared_bytes(prog) -> int:
 
 
 def _pipelined(prog) -> bool:
-    return any(isinstance(s, For) and DOUBLE_BUFFER in s.annotations for s in walk_stmts(prog.body))
+    return any(is_double_buffered(s) for s in walk_stmts(prog.body))
 
 
-def tuned_style_state(task, tries=40, seed=11):
-    """Of ``tries`` sampled valid states with a pipelined k loop, the one staging the most
-    shared memory (the big block tiles tuning ends up with)."""
+def tuned_style_state(task, tries=40, seed=11, stages=2):
+    """Of ``tries`` sampled valid states with a pipelined k loop (up to ``stages`` stages), the
+    one staging the most shared memory (the big block tiles tuning ends up with)."""
     (sketch,) = generate_sketches(task)
+    params = SearchParams(gpu_tensor_core_pipeline=stages)
     best, best_bytes, seen = None, -1, 0
-    for s in sampled_states(task, sketch, seed, tries * 10):
+    for s in sampled_states(task, sketch, seed, tries * 10, params):
         prog = lower(s)
         if not _pipelined(prog):
             continue
@@ -75,4 +79,30 @@ def test_double_buffered_tensor_core_kernel_matches_numpy(cuda_backend, m, n, k,
     assert "cp_async16(&" not in single.get_source()
     ref = np.full((m, n), np.nan, np.float32)
     single(*args, ref)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_deeper_pipelines_match_numpy_and_the_double_buffered_kernel(cuda_backend, stages):
+    from runtime import device
+
+    m, n, k = 256, 256, 512
+    task = ansor.SearchTask(ComputeDAG(dense_tensors(m, n, k)), target="cuda")
+    two = tuned_style_state(task, tries=10, seed=5)
+    deep = with_pipeline_stages(two, stages)
+    assert pipeline_stages(deep) == stages
+    if gpu_state_errors(task, deep):
+        pytest.skip(f"{stages} copies of this state's tiles do not fit in shared memory")
+    rng = np.random.default_rng(7)
+    args = [rng.uniform(-1, 1, t.shape).astype("float16") for t in task.compute_dag.input_tensors]
+    func = ansor.build(deep, "cuda", device=device("cuda"))
+    code = func.get_source()
+    if cp_async_available(cuda_arch("cuda")):
+        assert "cp_async_commit();" in code and f"cp_async_wait_group{stages - 2}();" in code
+    out = np.full((m, n), np.nan, np.float32)
+    func(*args, out)
+    np.testing.assert_allclose(out, gemm_reference(args), rtol=1e-2, atol=2e-2, err_msg=str(deep))
+    # The same tiles double buffered: the same sums in the same order.
+    ref = np.full((m, n), np.nan, np.float32)
+    ansor.build(two, "cuda", device=device("cuda"))(*args, ref)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)

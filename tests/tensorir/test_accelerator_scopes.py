@@ -75,7 +75,7 @@ def test_an_unknown_pragma_lists_the_accelerator_ones(chain):
     with pytest.raises(
         ScheduleError,
         match=r"unknown pragma 'dma'; .*\['dma_copy', 'alu', 'gemm', 'tensor_core', "
-        r"'double_buffer'\]",
+        r"'double_buffer', 'software_pipeline_3', 'software_pipeline_4'\]",
     ):
         chain.pragma("out", "i", "dma")
 
