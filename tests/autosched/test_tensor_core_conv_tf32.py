@@ -272,3 +272,16 @@ def test_resnet18_float32_with_tf32_runs_every_conv_but_the_stem_on_tensor_cores
     for task in igemm:
         (sketch,) = generate_sketches(task)
         assert has_tc(sketch), task.desc
+
+
+def test_the_gpu_tests_conv_cases_sample_valid_tensor_core_states():
+    # tests/gpu/test_tensor_core_conv_tf32_cuda.py samples two valid states of each case on the
+    # device; a shape whose tilings all break the fragment rules fails there, not here, unless
+    # this checks it (a batch-2 14x14 stride-2 case did, on the H100).
+    from tests.autosched.tensor_core_helpers import valid_states as draw
+    from tests.gpu.test_tensor_core_conv_tf32_cuda import CASES
+
+    for layout, n, ci, h, co, k, s, p in CASES:
+        dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue=True, dtype="float32")
+        task = gpu_task(dag, "cuda -allow_tf32=1")
+        assert len(draw(task, 2, 7, tries=300)) == 2
