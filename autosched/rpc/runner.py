@@ -317,7 +317,7 @@ class RPCRunner:
                     results[i] = finish(i, tracker.read(future, server), secs, server)
                     self.server_counts[server] += 1
                 except (RemoteError, BadReply) as exc:
-                    if future.status == "cancelled":
+                    if future.status == "cancelled" or self._lost_tracker(tracker):
                         record(i, MeasureErrorNo.RUNTIME_DEVICE, self._tracker_lost_msg())
                     else:
                         record(i, MeasureErrorNo.RUNTIME_DEVICE, str(exc)[:600])
