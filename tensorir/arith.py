@@ -246,11 +246,53 @@ def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = Non
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
-        out = _local(map_children(node, visit), ranges)
+        if cls is Binary and node.op in _SUM_OPS and _int_sum(node):
+            out = _sum(node, visit)
+        else:
+            out = _local(map_children(node, visit), ranges)
         memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
         return out
 
     return visit(e)
+
+
+_SUM_OPS = frozenset(("+", "-"))
+
+
+def _int_sum(e: Binary) -> bool:
+    """Whether ``_binary`` would rebuild ``e`` from its linear form (an integer ``+``/``-``,
+    ``*`` of integers)."""
+    return is_int(e.dtype) and is_int(e.a.dtype) and is_int(e.b.dtype)
+
+
+def _sum(root: Binary, visit) -> Expr:
+    """The simplified integer sum ``root``: its linear form collected in one walk, each atom
+    simplified (``visit``) before it is collected.
+
+    Equal to simplifying bottom-up (each inner ``+``, ``-`` and ``* c`` rebuilt from its own
+    linear form, then collected again by its parent), which made a sum of n terms cost n
+    linear forms: index expressions are such sums, and this was a third of lowering.
+    """
+    terms: dict = {}
+    const = 0
+    todo = [(root, 1)]
+    while todo:
+        e, scale = todo.pop()
+        if type(e) is Binary and is_int(e.dtype) and _int_sum(e):
+            if e.op in _SUM_OPS:
+                todo.append((e.b, scale if e.op == "+" else -scale))
+                todo.append((e.a, scale))  # popped first: atoms are met in reading order
+                continue
+            if e.op == "*":  # ``x * c`` scales ``x``'s terms, as _collect does
+                c, x = _int_const(e.b), e.a
+                if c is None:
+                    c, x = _int_const(e.a), e.b
+                if c is not None:
+                    todo.append((x, scale * c))
+                    continue
+        const += _collect(visit(e), scale, terms)
+    const += _merge_divmod(terms)
+    return build_linear({a: c for a, c in terms.items() if c != 0}, const, root.dtype)
 
 
 def _int_const(e: Expr):

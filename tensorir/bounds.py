@@ -27,6 +27,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .arith import const_bound, linear_diff, simplify_expr
 from .dtype import is_int
@@ -154,8 +155,10 @@ class Namer:
         return name
 
 
+@lru_cache(maxsize=8192)
 def sanitize(raw: str) -> str:
-    """``i.0`` -> ``i_0``, ``a@b@`` -> ``a_b_f``: a valid C identifier."""
+    """``i.0`` -> ``i_0``, ``a@b@`` -> ``a_b_f``: a valid C identifier (cached: bound
+    inference names every loop of every sampled state, from a few hundred distinct names)."""
     s = re.sub(r"@(?=\.|$)", "_f", raw).replace("@", "_")
     s = re.sub(r"[^0-9A-Za-z_]", "_", s)
     if not s or s[0].isdigit():

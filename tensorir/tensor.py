@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .bounds_check import out_of_range_read, unbound_variable
@@ -56,9 +57,12 @@ class ComputeOp:
     def dtype(self) -> str:
         return self.body.dtype
 
-    @property
+    @cached_property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        """Tensors read by the body, in first-read order, without duplicates."""
+        """Tensors read by the body, in first-read order, without duplicates.
+
+        Cached on the op (its body never changes): schedule replay asks for it on every step
+        of every sampled state, and walking the body each time was a fifth of sampling."""
         from .expr import walk
 
         seen: dict[int, Tensor] = {}

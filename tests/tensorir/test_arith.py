@@ -5,7 +5,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensorir.arith import const_bound, simplify_expr
+from tensorir.arith import const_bound, linear_diff, simplify_expr
 from tensorir.expr import (
     Binary,
     Cast,
@@ -238,3 +238,24 @@ def test_direct_scaled_atom_path_matches_the_general_path():
             direct = simplify_expr(Binary("*", atom, const(c), "int32"), RANGES)
             general = simplify_expr(Binary("*", const(c), atom, "int32"), RANGES)
             assert direct == general and str(direct) == str(general), (atom, c)
+
+
+def _bottom_up(e, ranges):
+    """The simplifier without the one-walk sum path: every node rebuilt from its simplified
+    children by the local rules (each inner ``+`` from its own linear form)."""
+    from tensorir.arith import _local
+    from tensorir.transform import map_children
+
+    return _local(map_children(e, lambda c: _bottom_up(c, ranges)), ranges)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(int_exprs)
+def test_one_walk_sums_equal_the_bottom_up_rebuild(e):
+    # A sum is collected in one walk (issue 29: a sum of n terms cost n linear forms). Same
+    # terms and constant as the bottom-up rebuild; the order of the terms may differ only
+    # where a div/mod pair merged inside an inner sum.
+    got, want = simplify_expr(e, RANGES), _bottom_up(e, RANGES)
+    assert got == want or linear_diff(got, want) == 0, f"{e}: {got} != {want}"
+    chain = I * 3 + (J - (K * 2 - I)) * 4 - floordiv(I + J, 2) + 7
+    assert simplify_expr(chain, RANGES) == _bottom_up(chain, RANGES)
