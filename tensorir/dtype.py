@@ -33,7 +33,12 @@ def is_float(dtype: str) -> bool:
 
 def is_int(dtype: str) -> bool:
     """True for signed and unsigned integers (not bool)."""
-    return DTYPES[dtype][0] in ("int", "uint")
+    if dtype in _INT_DTYPES:  # a set lookup first: the simplifier asks this for every node
+        return True
+    return DTYPES[dtype][0] in ("int", "uint")  # KeyError for an unknown dtype, as ever
+
+
+_INT_DTYPES = frozenset(name for name, (kind, _) in DTYPES.items() if kind in ("int", "uint"))
 
 
 def is_bool(dtype: str) -> bool:
