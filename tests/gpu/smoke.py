@@ -18,10 +18,11 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE)]  # the repository, then programs.py
+sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent)]  # the repository, then gpu.programs
 
 import numpy as np  # noqa: E402
-from programs import (  # noqa: E402
+
+from gpu.programs import (  # noqa: E402
     all_cases,
     check_outputs,
     lowered_cases,
@@ -94,7 +95,7 @@ def cuda_checks() -> None:
     check("cuda.load_module.matmul1024", module_and_timing)
 
     def vthread_injection():
-        from programs import lowered_matmul_case
+        from gpu.programs import lowered_matmul_case
 
         case = lowered_matmul_case(1024, 1024, 1024)
         inputs = case.inputs(np.random.default_rng(4))
@@ -112,9 +113,8 @@ def cuda_checks() -> None:
     check("cuda.vthread_injection", vthread_injection)
 
     def autosched_build():
-        from programs import lowered_matmul_state
-
         from autosched.build_module import build
+        from gpu.programs import lowered_matmul_state
 
         dag, state = lowered_matmul_state(256, 256, 128)
         mod = build(state, "cuda")
