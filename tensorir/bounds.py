@@ -30,22 +30,20 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .arith import const_bound, linear_diff, simplify_expr
-from .dtype import is_int
 from .expr import (
-    Binary,
-    Cast,
     Const,
     Expr,
-    IfThenElse,
     Reduce,
-    Select,
     TensorRead,
     Var,
     walk,
     walk_distinct,
 )
+from .intervals import max_expr, min_expr, region_width, sym_interval
+from .loop_structure import leaf_extents, loop_kind, root_values
 from .loops import Buffer
-from .stage import Iterator, SplitRel, Stage, initial_stage
+from .lower_error import LowerError
+from .stage import Iterator, Stage, initial_stage
 from .transform import rewrite, substitute
 
 __all__ = ["Analysis", "LowerError", "StageInfo", "analyze", "infer_bound", "stages_of"]
@@ -61,10 +59,6 @@ _C_KEYWORDS = {
     "shared", "in", "is", "and", "or", "not", "lambda", "def", "class", "pass", "None",
     "True", "False", "range", "min", "max", "abs",
 }  # fmt: skip
-
-
-class LowerError(ValueError):
-    """A loop state cannot be lowered (bad attachment, unsupported construct)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,198 +231,6 @@ def _read_names(body: Expr) -> set:
 
 def reads_of(body: Expr, name: str) -> list:
     return [n for n in walk(body) if isinstance(n, TensorRead) and n.tensor.name == name]
-
-
-# ----------------------------------------------------------------------------- loop structure
-
-
-def leaf_extents(stage: Stage, root_ext: dict) -> dict:
-    """Extents of every iterator (root, intermediate, leaf) from the root extents.
-
-    As TVM's PassDownDomain, a split applies its lengths innermost first and tightens each
-    inner part to ``min(remaining extent, length)`` unless a loop derived from it is bound to
-    a thread (a split of an extent-2 region by lengths [4, 2] gives loops 1, 1, 2 instead of
-    1, 4, 2 with a guard). Strides stay the lengths (see :func:`root_values`).
-    """
-    bound = _thread_bound_iters(stage)
-    ext = dict(root_ext)
-    for rel in stage.relations:
-        if isinstance(rel, SplitRel):
-            if any(x is None for x in rel.lengths):
-                raise LowerError(
-                    f"stage {stage.name!r}: split of {rel.parent!r} has undefined lengths "
-                    f"{list(rel.lengths)}; fill the tile sizes before lowering"
-                )
-            rem = ext[rel.parent]
-            for child, ln in zip(reversed(rel.children[1:]), reversed(rel.lengths), strict=True):
-                ln = int(ln)
-                if ln <= 0:
-                    raise LowerError(
-                        f"stage {stage.name!r}: split of {rel.parent!r} has a non-positive "
-                        f"length {ln}"
-                    )
-                ext[child] = ln if child in bound else min(rem, ln)
-                rem = -(-rem // ln)
-            ext[rel.children[0]] = rem
-        else:
-            ext[rel.child] = math.prod(ext[p] for p in rel.parents)
-    return ext
-
-
-def _thread_bound_iters(stage: Stage) -> set:
-    """Names of iterators from which a thread- or vthread-bound leaf is derived."""
-    out = {
-        it.name
-        for it in stage.iters
-        if it.annotation not in ("none", None, "parallel", "vectorize", "unroll")
-    }
-    for rel in reversed(stage.relations):
-        if isinstance(rel, SplitRel):
-            if any(c in out for c in rel.children):
-                out.add(rel.parent)
-        elif rel.child in out:
-            out.update(rel.parents)
-    return out
-
-
-def root_values(stage: Stage, leaf_vals: dict, ext: dict):
-    """Root iterator values from leaf values, and tail guards ``value < extent``.
-
-    A split parent is ``sum(child_k * stride_k)`` with strides the products of the split
-    lengths; a guard is needed when the largest value reached is beyond the parent's extent.
-    """
-    val = dict(leaf_vals)
-    guards = []
-    for rel in reversed(stage.relations):
-        if isinstance(rel, SplitRel):
-            total: Expr | None = None
-            stride = 1
-            top = 0
-            strides = [*[math.prod(rel.lengths[k:]) for k in range(len(rel.lengths))], 1]
-            for c, stride in zip(reversed(rel.children), reversed(strides), strict=True):
-                term = val[c] if stride == 1 else val[c] * stride
-                total = term if total is None else term + total
-                top += (ext[c] - 1) * stride
-            val[rel.parent] = total
-            if top >= ext[rel.parent]:
-                guards.append(total < ext[rel.parent])
-        else:
-            fused = val[rel.child]
-            stride = 1
-            parts = {}
-            for p in reversed(rel.parents):
-                e = ext[p]
-                x = fused if stride == 1 else fused // stride
-                parts[p] = x if p == rel.parents[0] else x % e
-                stride *= e
-            val.update(parts)
-    return val, guards
-
-
-def loop_kind(it: Iterator) -> tuple[str, str | None]:
-    ann = it.annotation
-    if ann in ("none", None):
-        return "serial", None
-    if ann == "parallel":
-        return "parallel", None
-    if ann == "vectorize":
-        return "vectorized", None
-    if ann == "unroll":
-        return "unrolled", None
-    if ann == "vthread":
-        return "vthread", None
-    if ann.startswith("blockIdx") or ann.startswith("threadIdx"):
-        return "thread", ann
-    raise LowerError(f"unknown iterator annotation {ann!r} on {it.name!r}")
-
-
-# ----------------------------------------------------------------------------- intervals
-
-
-def _has_any(e: Expr, vars_: dict) -> bool:
-    return any(isinstance(n, Var) and n in vars_ for n in walk(e))
-
-
-def sym_interval(e: Expr, relaxed: dict, ranges: dict):
-    """``(lo, hi, width)`` of ``e`` when the Vars in ``relaxed`` range over their intervals.
-
-    ``lo``/``hi`` are expressions in the other (fixed) variables; ``width`` bounds ``hi - lo``
-    (an int, or None when unknown). ``ranges`` holds the ranges of every variable (for the
-    constant fallback).
-    """
-    if not _has_any(e, relaxed):
-        return e, e, 0
-    if isinstance(e, Var):
-        lo, hi = relaxed[e]
-        return Const(lo, "int32"), Const(hi, "int32"), hi - lo
-    if isinstance(e, Binary) and is_int(e.dtype):
-        op = e.op
-        if op in ("+", "-"):
-            a = sym_interval(e.a, relaxed, ranges)
-            b = sym_interval(e.b, relaxed, ranges)
-            w = None if a[2] is None or b[2] is None else a[2] + b[2]
-            if op == "+":
-                return a[0] + b[0], a[1] + b[1], w
-            return a[0] - b[1], a[1] - b[0], w
-        if op == "*":
-            for x, y in ((e.a, e.b), (e.b, e.a)):
-                if isinstance(y, Const):
-                    c = int(y.value)
-                    a = sym_interval(x, relaxed, ranges)
-                    w = None if a[2] is None else a[2] * abs(c)
-                    if c >= 0:
-                        return a[0] * c, a[1] * c, w
-                    return a[1] * c, a[0] * c, w
-        if op in ("floordiv", "floormod") and isinstance(e.b, Const) and int(e.b.value) > 0:
-            c = int(e.b.value)
-            a = sym_interval(e.a, relaxed, ranges)
-            if op == "floordiv":
-                w = None if a[2] is None else -(-a[2] // c)
-                return a[0] // c, a[1] // c, w
-            # floormod: the constant bound below ([0, c) or tighter) is all we use
-        if op in ("min", "max"):
-            a = sym_interval(e.a, relaxed, ranges)
-            b = sym_interval(e.b, relaxed, ranges)
-            w = None if a[2] is None or b[2] is None else max(a[2], b[2])
-            f = _min if op == "min" else _max
-            return f(a[0], b[0]), f(a[1], b[1]), w
-    if isinstance(e, Select | IfThenElse):
-        t = sym_interval(e.t, relaxed, ranges)
-        f = sym_interval(e.f, relaxed, ranges)
-        return _min(t[0], f[0]), _max(t[1], f[1]), None
-    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.value.dtype):
-        return sym_interval(e.value, relaxed, ranges)
-    lo, hi = const_bound(e, {**ranges, **relaxed})
-    if lo == -INF or hi == INF:
-        raise LowerError(f"cannot bound the index expression {e}")
-    return Const(int(lo), "int32"), Const(int(hi), "int32"), int(hi - lo)
-
-
-def _min(a: Expr, b: Expr) -> Expr:
-    d = linear_diff(a, b)
-    if d is not None:
-        return a if d <= 0 else b
-    return Binary("min", a, b, "int32")
-
-
-def _max(a: Expr, b: Expr) -> Expr:
-    d = linear_diff(a, b)
-    if d is not None:
-        return a if d >= 0 else b
-    return Binary("max", a, b, "int32")
-
-
-def _width(lo: Expr, hi: Expr, w, ranges: dict) -> int:
-    d = linear_diff(hi, lo)
-    if d is not None:
-        return d
-    cands = [] if w is None else [w]
-    b = const_bound(simplify_expr(hi - lo, ranges), ranges)
-    if b[1] != INF:
-        cands.append(int(b[1]))
-    if not cands:
-        raise LowerError(f"cannot bound the width of the region [{lo}, {hi}]")
-    return min(cands)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -627,7 +429,7 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
                     same = (
                         linear_diff(lo, los[d]) is not None and linear_diff(hi, his[d]) is not None
                     )
-                    nlo, nhi = _min(los[d], lo), _max(his[d], hi)
+                    nlo, nhi = min_expr(los[d], lo), max_expr(his[d], hi)
                     if same:
                         ws[d] = linear_diff(nhi, nlo)
                     else:
@@ -640,14 +442,14 @@ def _infer_region(s: Stage, scope: str, enclosing, cons, infos, extents):
         )
     mins, exts = [], []
     for d, n in enumerate(shape):
-        width = _width(los[d], his[d], ws[d], ranges)
+        width = region_width(los[d], his[d], ws[d], ranges)
         e = min(width + 1, n)
         lo = los[d]
         b = const_bound(lo, ranges)
         if b[0] < 0:
-            lo = _max(lo, Const(0, "int32"))
+            lo = max_expr(lo, Const(0, "int32"))
         if b[1] > n - e:
-            lo = _min(lo, Const(n - e, "int32"))
+            lo = min_expr(lo, Const(n - e, "int32"))
         mins.append(simplify_expr(lo, ranges, memo))
         exts.append(e)
     return mins, exts
