@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .passes.double_buffer import PIPELINE_PRAGMAS
 from .stage import FuseRel, Iterator, SplitRel
 from .steps_common import (
     ANNOTATION_CODES,
@@ -324,8 +325,8 @@ class AnnotationStep:
 #: ``double_buffer`` on a loop makes lowering stage the shared buffers attached at it twice
 #: over and load tile k + 1 while tile k is computed; ``software_pipeline_<N>`` (N = 3, 4) N
 #: times over, tiles k + 1 .. k + N - 1 in flight (:mod:`tensorir.passes.double_buffer`).
-LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core", "double_buffer", "software_pipeline_3",
-                "software_pipeline_4")  # fmt: skip
+# The accelerator pragmas, the tensor-core mark and the pipeline depths (one home: the pass).
+LOOP_PRAGMAS = ("dma_copy", "alu", "gemm", "tensor_core", *PIPELINE_PRAGMAS)
 
 
 @dataclass(frozen=True)
