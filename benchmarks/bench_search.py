@@ -3,6 +3,7 @@
     python benchmarks/bench_search.py                          # one CPU task + resnet-18, CPU
     python benchmarks/bench_search.py --cases network --seconds 600 --target cuda   # the GPU
     python benchmarks/bench_search.py --cases task --task-seconds 60 --json out.json
+    python benchmarks/bench_search.py --cases states      # per-state CPU ms: sample, features
 
 Two cases, library defaults with only a time budget set (nothing resumed: a fresh log in
 ``--work-dir`` each run):
@@ -142,9 +143,49 @@ def bench_network(args, work: Path) -> dict:
     return _summary("network", args.target, tuner.ledger, wall, tuner.ct, best)
 
 
+def bench_states(args, work: Path) -> dict:
+    """CPU milliseconds per state (this process's time, so a busy machine skews it less than
+    wall time) of the two costs the tuning process pays per candidate it considers: sampling
+    a state from the sketches (bound inference included) and lowering it for its features.
+    Fixed seeds and tasks: run it on two checkouts to compare them."""
+    from autosched.cost_model.features import state_features
+
+    del work
+    tasks, _ = _network_tasks(args.target)
+    tasks = sorted(tasks, key=lambda t: t.workload_key)[: args.state_tasks]
+    sample_s = feature_s = 0.0
+    sampled = featured = 0
+    for task in tasks:
+        policy = ansor.SketchPolicy(task, seed=0, verbose=0)
+        _ = policy.sketches  # generated once per task: not a per-state cost
+        t0 = time.process_time()
+        states = policy.sample_initial_population()
+        sample_s += time.process_time() - t0
+        sampled += len(states)
+        states = states[:40]
+        t0 = time.process_time()
+        for state in states:
+            state_features(task, state)
+        feature_s += time.process_time() - t0
+        featured += len(states)
+    out = {
+        "case": "states", "target": args.target, "tasks": len(tasks),
+        "sample_ms": round(1e3 * sample_s / sampled, 3), "sampled": sampled,
+        "features_ms": round(1e3 * feature_s / featured, 3), "featured": featured,
+    }  # fmt: skip
+    print(f"[states / {args.target}] {len(tasks)} resnet-18 tasks: sampling "
+          f"{out['sample_ms']:.2f} ms a state ({sampled}), lowering and features "
+          f"{out['features_ms']:.2f} ms a state ({featured}), CPU time", flush=True)  # fmt: skip
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", default="task,network", help="task, network or both")
+    parser.add_argument(
+        "--cases",
+        default="task,network",
+        help="task, network, states (per-state costs), comma-separated",
+    )
     parser.add_argument("--target", default="llvm", help="llvm (default) or cuda")
     parser.add_argument("--seconds", type=float, default=120.0, help="network budget (s)")
     parser.add_argument("--task-seconds", type=float, default=60.0, help="task budget (s)")
@@ -152,6 +193,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work-dir", default=None, help="logs (default: a temporary folder)")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--verbose", type=int, default=0)
+    parser.add_argument("--state-tasks", type=int, default=10, help="states: tasks sampled")
     parser.add_argument(
         "--trials", type=int, default=None,
         help="network: also stop after this many trials (compare wall times at equal trials)",
@@ -163,15 +205,15 @@ def main(argv=None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    unknown = sorted(set(cases) - {"task", "network"})
+    unknown = sorted(set(cases) - {"task", "network", "states"})
     if unknown:
-        parser.error(f"--cases: unknown {unknown}; use task, network or task,network")
+        parser.error(f"--cases: unknown {unknown}; use task, network, states (comma-separated)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in ("task.json", "network.json"):  # fresh logs: nothing is resumed
             (work / name).unlink(missing_ok=True)
-        runs = {"task": bench_task, "network": bench_network}
+        runs = {"task": bench_task, "network": bench_network, "states": bench_states}
         results = [runs[c](args, work) for c in cases]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

@@ -54,3 +54,15 @@ def test_simulated_device_overlaps_the_search_with_its_runs(tmp_path, monkeypatc
     (result,) = json.loads(out.read_text())
     assert result["trials"] >= 1 and result["seconds"]["run"] >= 0.05
     assert len(result["rounds"]) < 2 or result["overlap_s"] > 0
+
+
+def test_states_case_reports_per_state_costs(tmp_path, monkeypatch, capsys):
+    task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm")
+    monkeypatch.setattr(bench, "_network_tasks", lambda target: ([task], [1]))
+    out = tmp_path / "out.json"
+    assert bench.main(["--cases", "states", "--json", str(out)]) == 0
+    (result,) = json.loads(out.read_text())
+    assert result["case"] == "states" and result["tasks"] == 1
+    assert result["sampled"] >= 1 and 1 <= result["featured"] <= min(40, result["sampled"])
+    assert result["sample_ms"] > 0 and result["features_ms"] > 0
+    assert "ms a state" in capsys.readouterr().out
