@@ -1,45 +1,36 @@
 """ComputeDAG: the ops of a computation in topological order, and what is known about them.
 
-Besides the op list this module holds the static facts the search needs (Ansor notes 1.2-1.5):
+Besides the op list the DAG answers the static facts the search needs (Ansor notes 1.2-1.5):
 the printed form (``str(dag)``, TVM's ``PrintDAG``), the FLOP estimate, the workload key and
 the access analysis (``is_simple_access``, ``is_strictly_inlinable``,
 ``needs_multi_level_tiling``, ``is_output``, read maps, common outer iterators, elementwise
-matches). Analyses are computed lazily on first use and cached in the instance.
+matches). Analyses are computed lazily on first use and cached in the instance. The work
+behind them lives by job in :mod:`tensorir.dag_access` (the access analysis),
+:mod:`tensorir.dag_flops` (the FLOP estimate) and :mod:`tensorir.dag_printer` (the printed
+form); this module keeps the DAG, its construction checks and the workload key, and
+re-exports ``dag_expr_str``, ``MAX_LINE_WIDTH`` and ``SIMPLIFY_CONST_TENSOR_INDICES``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 
-from .dag_structure import canonical_text, structurally_equal
-from .expr import (
-    Binary,
-    Call,
-    Cast,
-    Const,
-    Expr,
-    IfThenElse,
-    Not,
-    Reduce,
-    Select,
-    TensorRead,
-    Var,
-    walk,
+from .dag_access import (  # noqa: F401  (re-exported: winograd and the sketch rules use it)
+    SIMPLIFY_CONST_TENSOR_INDICES,
+    _Analysis,
 )
-from .printer import expr_str
+from .dag_flops import _flop_count
+from .dag_printer import _COMBINER_SIGN, MAX_LINE_WIDTH, _shape_str, dag_expr_str
+from .dag_structure import canonical_text, structurally_equal
+from .expr import Call, Expr, IfThenElse, Reduce
 from .tensor import ComputeOp, PlaceholderOp, Tensor, TensorError
 
-SIMPLIFY_CONST_TENSOR_INDICES = "auto_scheduler_simplify_const_tensor_indices"
 # The scheme of ``workload_key``. Version 1 hashed the simple-mode print, which drops call and
 # if_then_else arguments and rounds constants, so different computations shared a key; version 2
 # hashes ``canonical_text``. The version is part of the key, so records of an older scheme match
 # no task.
 WORKLOAD_KEY_VERSION = 2
-MAX_LINE_WIDTH = 256  # str(dag) shortens longer lines like TVM's Python printer
-
-_COMBINER_SIGN = {"sum": " += ", "max": " max= ", "min": " min= "}
 
 
 def _check_inputs_first(tensors) -> None:
@@ -320,10 +311,6 @@ class ComputeDAG:
         return self._an.elementwise_match(self._op(op), self._op(target))
 
 
-def _shape_str(shape) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
 def _topo_order(tensors) -> tuple:
     """DFS post-order from the outputs: producers before consumers, deterministic."""
     order: list = []
@@ -343,293 +330,3 @@ def _topo_order(tensors) -> tuple:
     for t in tensors:  # unused inputs still get a stage so errors can name them
         visit(t.op)
     return tuple(order)
-
-
-# ----------------------------------------------------------------------------- printing
-
-
-_TVM_INFIX = {
-    "+": " + ", "-": " - ", "*": "*", "/": "/", "<": " < ", "<=": " <= ", ">": " > ",
-    ">=": " >= ", "==": " == ", "!=": " != ", "&&": " && ", "||": " || ", ">>": " >> ",
-    "<<": " << ", "&": " & ", "|": " | ", "^": " ^ ",
-}  # fmt: skip
-
-
-def dag_expr_str(e: Expr) -> str:
-    """Print ``e`` exactly like TVM's legacy printer (the form in the seed DAG printouts).
-
-    Differs from :func:`tensorir.printer.expr_str` in spacing (``(i + 1)``, ``(i >= 1)``) and
-    constants (``0f``, ``-3.40282e+38f``, ``(bool)1``, ``(int64)5``); other nodes (loop-IR
-    ones) fall back to ``expr_str``.
-    """
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, Const):
-        return _const_str(e)
-    if isinstance(e, Binary):
-        a, b = dag_expr_str(e.a), dag_expr_str(e.b)
-        if e.op in _TVM_INFIX:
-            return f"({a}{_TVM_INFIX[e.op]}{b})"
-        return f"{e.op}({a}, {b})"
-    if isinstance(e, Not):
-        return f"!{dag_expr_str(e.a)}"
-    if isinstance(e, Select):
-        return f"select({dag_expr_str(e.cond)}, {dag_expr_str(e.t)}, {dag_expr_str(e.f)})"
-    if isinstance(e, IfThenElse):
-        parts = ", ".join(dag_expr_str(x) for x in (e.cond, e.t, e.f))
-        return f"tir.if_then_else({parts})"
-    if isinstance(e, Cast):
-        return f"{e.dtype}({dag_expr_str(e.value)})"
-    if isinstance(e, Call):
-        return f"tir.{e.name}({', '.join(dag_expr_str(a) for a in e.args)})"
-    if isinstance(e, TensorRead):
-        return f"{e.tensor.name}[{', '.join(dag_expr_str(i) for i in e.indices)}]"
-    if isinstance(e, Reduce):
-        return dag_expr_str(e.source)
-    return expr_str(e)
-
-
-def _const_str(e: Const) -> str:
-    if e.dtype == "int32":
-        return str(int(e.value))
-    if e.dtype == "float32":
-        return f"{float(e.value):g}f"  # C++ ostream default: 6 significant digits
-    if e.dtype == "float64":
-        return f"{float(e.value):g}"
-    if e.dtype == "float16":
-        return f"{float(e.value):g}h"
-    if e.dtype == "bfloat16":
-        return f"bfloat16({float(e.value):g}f)"
-    return f"({e.dtype}){int(e.value)}"
-
-
-# ----------------------------------------------------------------------------- flops
-
-
-class _FlopFail(Exception):
-    pass
-
-
-def _type_code(dtype: str) -> str:
-    from .dtype import DTYPES
-
-    return DTYPES[dtype][0]
-
-
-def _flop_count(ops) -> float:
-    total = 0.0
-    try:
-        for op in ops:
-            if "FLOP" in op.attrs:
-                total += float(op.attrs["FLOP"])
-                continue
-            code = _type_code(op.dtype)
-            total += math.prod(op.shape) * _flops(op.body, code)
-    except _FlopFail:
-        return -1.0
-    return total
-
-
-def _flops(e: Expr, code: str) -> float:
-    """FLOPs of one evaluation of ``e`` in an op whose output type code is ``code``."""
-    if isinstance(e, Var | Const | TensorRead):
-        return 0.0
-    if isinstance(e, Binary):
-        # Integer index arithmetic inside a float op does not count (TVM's FlopEstimator).
-        base = 0.0 if (_type_code(e.a.dtype) != code and _type_code(e.b.dtype) != code) else 1.0
-        return base + _flops(e.a, code) + _flops(e.b, code)
-    if isinstance(e, Not):
-        return (1.0 if _type_code(e.dtype) == code else 0.0) + _flops(e.a, code)
-    if isinstance(e, Select):
-        return _flops(e.cond, code) + max(_flops(e.t, code), _flops(e.f, code))
-    if isinstance(e, Cast):
-        return _flops(e.value, code)
-    if isinstance(e, IfThenElse):  # a call in TVM: its arguments count, the call does not
-        return _flops(e.cond, code) + _flops(e.t, code) + _flops(e.f, code)
-    if isinstance(e, Call):
-        return sum(_flops(a, code) for a in e.args)
-    if isinstance(e, Reduce):
-        n_iter = math.prod(ax.extent for ax in e.axes)
-        combiner = 1.0 if _type_code(e.dtype) == code else 0.0  # x + y, max(x, y), min(x, y)
-        return n_iter * (combiner + _flops(e.source, code))
-    raise _FlopFail(type(e).__name__)
-
-
-# ----------------------------------------------------------------------------- access analysis
-
-
-def _var_shift(e: Expr) -> Var | None:
-    """``v`` if ``e`` is ``v``, ``v + c``, ``c + v`` or ``v - c`` with an int constant c."""
-    if isinstance(e, Var):
-        return e
-    if isinstance(e, Binary) and e.op in ("+", "-"):
-        if isinstance(e.a, Var) and isinstance(e.b, Const):
-            return e.a
-        if e.op == "+" and isinstance(e.b, Var) and isinstance(e.a, Const):
-            return e.b
-    return None
-
-
-def _simple_access(op: ComputeOp, indices) -> tuple[bool, bool, bool, bool]:
-    """TVM's IsSimpleAccess: (simple, axis_missing, axis_duplicated, same_order)."""
-    axes = [ax.var for ax in op.axes]
-    order: list[int] = []
-    count = [0] * len(axes)
-    for ix in indices:
-        if isinstance(ix, Const):
-            continue
-        v = _var_shift(ix)
-        pos = next((k for k, a in enumerate(axes) if a is v), None) if v is not None else None
-        if pos is None:
-            return False, False, False, False
-        order.append(pos)
-        count[pos] += 1
-    missing = any(c == 0 for c in count)
-    duplicated = any(c > 1 for c in count)
-    same_order = all(order[k] >= order[k - 1] for k in range(1, len(order)))
-    return True, missing, duplicated, same_order
-
-
-class _Analysis:
-    """All per-op facts of one DAG, computed once (TVM's AccessAnalyzer)."""
-
-    def __init__(self, dag: ComputeDAG):
-        self.dag = dag
-        ops = dag.ops
-        self.index = {id(op): k for k, op in enumerate(ops)}
-        self.read_from: dict = {op: {} for op in ops}
-        self.read_by: dict = {op: {} for op in ops}
-        self.branch: dict = {}
-        for op in ops:
-            self.branch[op] = False
-            if isinstance(op, PlaceholderOp):
-                continue
-            for node in walk(op.body):
-                if isinstance(node, TensorRead):
-                    self.read_from[op].setdefault(node.tensor.op, []).append(node.indices)
-                elif isinstance(node, Select | IfThenElse):
-                    self.branch[op] = True
-        for op in ops:  # consumers in op order
-            for prod, accesses in self.read_from[op].items():
-                self.read_by[prod][op] = accesses
-
-        self.simple: dict = {}
-        self.strict_inline: dict = {}
-        self.tiling: dict = {}
-        self.output: dict = {}
-        for op in ops:
-            if isinstance(op, PlaceholderOp):
-                self.simple[op], self.strict_inline[op] = True, False
-                self.tiling[op], self.output[op] = False, False
-            else:
-                self._classify(op)
-
-        self.common: dict = {}
-        for op in ops:
-            for prod, accesses in self.read_from[op].items():
-                n = self._common_outer(op, prod, accesses)
-                self.common[(id(op), id(prod))] = n
-                self.common[(id(prod), id(op))] = n
-
-    def _classify(self, op: ComputeOp) -> None:
-        simple, strict = True, True
-        for accesses in self.read_from[op].values():
-            for acc in accesses:
-                ok, _, duplicated, same_order = _simple_access(op, acc)
-                if not ok:
-                    simple = strict = False
-                    break
-                if not same_order or duplicated:
-                    strict = False  # do not strictly inline transposes
-            if not simple:
-                break
-        has_exp = any(isinstance(n, Call) and n.name == "exp" for n in walk(op.body))
-        if has_exp or self.branch[op]:
-            strict = False
-        if not self.read_from[op]:
-            strict = True  # constant tensors (Winograd matrices) are always inlinable
-        self.simple[op], self.strict_inline[op] = simple, strict
-
-        tiling = False
-        n_missing = 0
-        for accesses in self.read_from[op].values():
-            used = {id(v) for acc in accesses for ix in acc for v in walk(ix) if isinstance(v, Var)}
-            if any(ax.extent > 1 and id(ax.var) not in used for ax in op.axes):
-                n_missing += 1
-            if n_missing >= 2 or (n_missing >= 1 and op.reduce_axes):
-                tiling = True
-                break
-        if SIMPLIFY_CONST_TENSOR_INDICES in op.attrs:
-            tiling = False  # "fake reductions" over constant matrices
-        self.tiling[op] = tiling
-        self.output[op] = not self.read_by[op]
-
-    @staticmethod
-    def _common_outer(op: ComputeOp, prod, accesses) -> int:
-        """Leading dims of equal extent that every access reads as ``axis (+/- const)``."""
-        limit = min(len(op.shape), len(prod.shape))
-        n = 0
-        while n < limit and op.shape[n] == prod.shape[n]:
-            var = op.axes[n].var
-            if not all(_var_shift(acc[n]) is var for acc in accesses):
-                break
-            n += 1
-        return n
-
-    def follow(self, op, edges: dict, inlined: frozenset) -> tuple:
-        found: dict[int, object] = {}
-        seen: set[int] = set()
-
-        def collect(cur) -> None:
-            for nxt in edges[cur]:
-                if id(nxt) in inlined:
-                    if id(nxt) not in seen:
-                        seen.add(id(nxt))
-                        collect(nxt)
-                else:
-                    found[id(nxt)] = nxt
-
-        collect(op)
-        return tuple(sorted(found.values(), key=lambda o: self.index[id(o)]))
-
-    def common_along_paths(self, src, dst) -> int | None:
-        """Min over consumer paths src -> dst of the smallest pairwise count; None if no path."""
-        memo: dict[int, int | None] = {}
-
-        def best(cur) -> int | None:
-            if cur is dst:
-                return len(dst.shape)
-            if id(cur) in memo:
-                return memo[id(cur)]
-            out = None
-            for nxt in self.read_by[cur]:
-                sub = best(nxt)
-                if sub is None:
-                    continue
-                val = min(self.common[(id(cur), id(nxt))], sub)
-                out = val if out is None else min(out, val)
-            memo[id(cur)] = out
-            return out
-
-        if src is dst:
-            return len(src.shape)
-        res = best(src)
-        return None if res is None else min(res, len(src.shape))
-
-    def elementwise_match(self, op, target) -> bool:
-        cur = op
-        while cur is not target:
-            consumers = self.read_by[cur]
-            if len(consumers) != 1:
-                return False
-            (nxt,) = consumers
-            if not (isinstance(cur, ComputeOp) and isinstance(nxt, ComputeOp)):
-                return False
-            if tuple(cur.shape) != tuple(nxt.shape):
-                return False
-            for acc in consumers[nxt]:
-                ok, missing, duplicated, same_order = _simple_access(nxt, acc)
-                if not ok or missing or duplicated or not same_order:
-                    return False
-            cur = nxt
-        return True
