@@ -1,0 +1,109 @@
+"""``cp.async`` in the CUDA backend: which 16-byte global-to-shared copies of a pipelined
+tensor-core kernel run asynchronously (sm_80+), where an N-stage pipeline commits its groups
+and how many each barrier leaves in flight (:mod:`tensorir.passes.double_buffer`), and the
+device helpers that issue, commit and wait for them. A mixin of
+:class:`codegen.cuda.CUDARenderer`."""
+
+from __future__ import annotations
+
+from tensorir.loops import For, If, Seq, Stmt, walk_stmts
+from tensorir.passes.double_buffer import PIPELINE_PROLOGUE, is_double_buffered, pipeline_stages
+
+from . import cuda_arch
+from .cuda_arch import cp_async_available
+
+__all__ = ["AsyncCopies"]
+
+# Guarded: sources of several programs may be concatenated into one translation unit.
+_CP_ASYNC = (
+    "#ifndef AUTOSCHED_CP_ASYNC16\n"
+    "#define AUTOSCHED_CP_ASYNC16\n"
+    "static __device__ __forceinline__ void cp_async16(void* dst, const void* src) {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    "  unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);\n"
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) '
+    ': "memory");\n'
+    "#else\n"
+    "  *(uint4*)dst = *(const uint4*)src;\n"
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+_CP_ASYNC_WAIT = (
+    "#ifndef AUTOSCHED_CP_ASYNC_WAIT\n"
+    "#define AUTOSCHED_CP_ASYNC_WAIT\n"
+    "static __device__ __forceinline__ void cp_async_wait_all() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.wait_all;" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+# N >= 3 stage pipelines: one group per k tile, and a wait that leaves N - 2 of them in flight.
+_CP_ASYNC_COMMIT = (
+    "#ifndef AUTOSCHED_CP_ASYNC_COMMIT\n"
+    "#define AUTOSCHED_CP_ASYNC_COMMIT\n"
+    "static __device__ __forceinline__ void cp_async_commit() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.commit_group;" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+_CP_ASYNC_WAIT_GROUP = (
+    "#ifndef AUTOSCHED_CP_ASYNC_WAIT_GROUP{n}\n"
+    "#define AUTOSCHED_CP_ASYNC_WAIT_GROUP{n}\n"
+    "static __device__ __forceinline__ void cp_async_wait_group{n}() {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    '  asm volatile("cp.async.wait_group {n};" ::: "memory");\n'
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
+
+
+class AsyncCopies:
+    """The ``cp.async`` part of the CUDA renderer (state set up in its ``_kernel``)."""
+
+    def _async_copies(self, stmt) -> set[int]:
+        """The 16-byte global-to-shared copies of a kernel with a double-buffered loop
+        (:mod:`tensorir.passes.double_buffer`), run as ``cp.async`` on sm_80+: each barrier of
+        such a kernel first waits for them (``cp.async.wait_all``), which is where the
+        pipeline needs its copies complete (see the race argument there). Other kernels, and
+        every kernel for an older ``-arch``, keep their synchronous copies."""
+        if cp_async_available(self.arch) is False or not self._vec_copies:
+            return set()
+        if not any(is_double_buffered(x) for x in walk_stmts(stmt)):
+            return set()
+        return {
+            key
+            for key, (dst, src, *_, word) in self._vec_copies.items()
+            if word == "uint4" and dst.scope == "shared" and src.scope == "global"
+        }
+
+    @staticmethod
+    def _async_groups(stmt: Stmt | None) -> tuple[set[int], int]:
+        """Where an N >= 3 stage pipeline commits its ``cp.async`` groups (after the body of
+        its prologue loop and after the guarded copies that start each iteration) and how many
+        groups each barrier leaves in flight (N - 2): see the race argument of
+        :mod:`tensorir.passes.double_buffer`. ``(set(), 0)`` (``wait_all`` before every barrier,
+        no groups) for two stages, or where the loops are not of the pass's shape."""
+        if stmt is None:
+            return set(), 0
+        loops = [x for x in walk_stmts(stmt) if pipeline_stages(x) >= 3]
+        prologues = [x for x in walk_stmts(stmt) if isinstance(x, For)
+                     and any(a[0] == PIPELINE_PROLOGUE for a in x.annotations)]  # fmt: skip
+        stages = {pipeline_stages(x) for x in loops}
+        firsts = [x.body.stmts[0] for x in loops if isinstance(x.body, Seq)]
+        if (len(stages) != 1 or len(prologues) != len(loops) or len(firsts) != len(loops)
+                or not all(isinstance(f, If) for f in firsts)):  # fmt: skip
+            return set(), 0
+        return {id(x) for x in firsts} | {id(p.body) for p in prologues}, stages.pop() - 2
+
+    def _cp_async_copy(self, copy) -> None:
+        dst, src, dbase, sbase, _ = copy
+        name = self.helper(
+            "cp_async16", _CP_ASYNC.replace("{arch}", str(cuda_arch.CP_ASYNC_MIN_ARCH))
+        )
+        to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
+        self._line(f"{name}(&{to}, &{frm});")
