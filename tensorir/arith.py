@@ -145,7 +145,15 @@ def linear_form(e: Expr):
 
 
 def _merge_divmod(terms: dict) -> int:
-    """Rewrite ``k*c*floordiv(x, c) + k*floormod(x, c)`` into ``k*x`` inside ``terms``."""
+    """Rewrite ``k*c*floordiv(x, c) + k*floormod(x, c)`` into ``k*x`` inside ``terms``, and
+    ``k*c*floormod(floordiv(x, c), d) + k*floormod(x, c)`` into ``k*floormod(x, c*d)`` (for
+    positive ``c``, ``d``: ``x mod cd = (x div c mod d)*c + x mod c``).
+
+    The second rule is what makes a row-major flattening of three or more fused axes fold
+    back: fusing ``n, oh, ow`` gives ``n = f div (OH*OW)``, ``oh = f div OW mod OH``,
+    ``ow = f mod OW``, and ``(n*OH + oh)*OW + ow`` becomes ``f`` (an implicit-GEMM conv's
+    reader at batch > 1, whose GEMM region bound inference could otherwise not narrow to
+    the rows of a tile that crosses an image boundary)."""
     const = 0
     changed = True
     while changed:
@@ -157,14 +165,37 @@ def _merge_divmod(terms: dict) -> int:
             if c is None:
                 continue
             div = Binary("floordiv", atom.a, atom.b, atom.dtype)
-            if terms.get(div, 0) != k * c:
-                continue
-            terms[atom] = 0
-            terms[div] = 0
-            const += _collect(atom.a, k, terms)
-            changed = True
-            break
+            if terms.get(div, 0) == k * c:
+                terms[atom] = 0
+                terms[div] = 0
+                const += _collect(atom.a, k, terms)
+                changed = True
+                break
+            nested = _nested_mod(atom, k, c, terms)
+            if nested is not None:
+                terms[atom] = 0
+                terms[nested[0]] = 0
+                terms[nested[1]] = terms.get(nested[1], 0) + k
+                changed = True
+                break
     return const
+
+
+def _nested_mod(atom: Binary, k: int, c: int, terms: dict):
+    """``(outer, merged)`` when ``terms`` holds ``outer = floormod(floordiv(x, c), d)`` with
+    coefficient ``k*c`` beside ``atom = floormod(x, c)`` of coefficient ``k`` (``c``, ``d``
+    positive): their sum is ``k*merged``, ``merged = floormod(x, c*d)``. Else None."""
+    if c <= 0:
+        return None
+    for outer, ko in terms.items():
+        if ko != k * c or not (isinstance(outer, Binary) and outer.op == "floormod"):
+            continue
+        d, inner = _int_const(outer.b), outer.a
+        if d is None or d <= 0 or not (isinstance(inner, Binary) and inner.op == "floordiv"):
+            continue
+        if _int_const(inner.b) == c and inner.a == atom.a:
+            return outer, Binary("floormod", atom.a, Const(c * d, atom.dtype), atom.dtype)
+    return None
 
 
 def _collect(e: Expr, scale: int, terms: dict) -> int:
