@@ -140,11 +140,11 @@ def linear_form(e: Expr):
         return None
     terms: dict = {}
     const = _collect(e, 1, terms)
-    const += _merge_divmod(terms)
+    const += _merge_divmod(terms)[0]
     return {a: c for a, c in terms.items() if c != 0}, const
 
 
-def _merge_divmod(terms: dict) -> int:
+def _merge_divmod(terms: dict) -> tuple[int, bool]:
     """Rewrite ``k*c*floordiv(x, c) + k*floormod(x, c)`` into ``k*x`` inside ``terms``, and
     ``k*c*floormod(floordiv(x, c), d) + k*floormod(x, c)`` into ``k*floormod(x, c*d)`` (for
     positive ``c``, ``d``: ``x mod cd = (x div c mod d)*c + x mod c``).
@@ -153,8 +153,11 @@ def _merge_divmod(terms: dict) -> int:
     back: fusing ``n, oh, ow`` gives ``n = f div (OH*OW)``, ``oh = f div OW mod OH``,
     ``ow = f mod OW``, and ``(n*OH + oh)*OW + ow`` becomes ``f`` (an implicit-GEMM conv's
     reader at batch > 1, whose GEMM region bound inference could otherwise not narrow to
-    the rows of a tile that crosses an image boundary)."""
+    the rows of a tile that crosses an image boundary).
+
+    Returns the constant the merges add and whether any merge happened."""
     const = 0
+    merged = False
     changed = True
     while changed:
         changed = False
@@ -178,7 +181,8 @@ def _merge_divmod(terms: dict) -> int:
                 terms[nested[1]] = terms.get(nested[1], 0) + k
                 changed = True
                 break
-    return const
+        merged = merged or changed
+    return const, merged
 
 
 def _nested_mod(atom: Binary, k: int, c: int, terms: dict):
@@ -277,11 +281,33 @@ def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = Non
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
-        out = _local(map_children(node, visit), ranges)
+        src = node
+        if cls is Binary and node.op in _SUM_OPS and is_int(node.dtype):
+            src = _merged_sum(node)
+        out = _local(map_children(src, visit), ranges)
         memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
         return out
 
     return visit(e)
+
+
+_SUM_OPS = frozenset(("+", "-"))
+
+
+def _merged_sum(node: Binary) -> Expr:
+    """The integer sum ``node`` with its div/mod atoms merged as they stand (or ``node`` when
+    none merge), before its children are simplified.
+
+    Simplifying the children first can hide a merge: in ``(n*OH + oh)*OW + ow`` with
+    ``n = f div (OH*OW)``, ``oh = f div OW mod OH``, ``ow = f mod OW`` (fused loops) and ``f``
+    a tile's ``B*112 + t``, the range rules rewrite ``f div OW`` to ``B*16 + t div OW`` (112
+    a multiple of OW = 7) and ``f mod OW`` to ``t mod OW``, so the atoms no longer share
+    ``f``; merged first, the sum is ``f``. The result depends on ``node`` alone (the memo
+    stays valid)."""
+    terms: dict = {}
+    const = _collect(node, 1, terms)
+    extra, merged = _merge_divmod(terms)
+    return build_linear(terms, const + extra, node.dtype) if merged else node
 
 
 def _int_const(e: Expr):
