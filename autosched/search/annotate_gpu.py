@@ -327,22 +327,49 @@ def threads_fill_warps(ctx, state) -> bool:
     return True
 
 
-def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
-    """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
-    bound-inferred ``extents`` (a cheap estimate of what the verifier will count). Stages
-    staged at a ``double_buffer`` loop count once: the tiles fit when they fit single-buffered
+def shared_bytes_per_kernel(state, bounded=None) -> dict[str, int]:
+    """Root stage name -> bytes of shared memory its kernel allocates per block, as the
+    verifier counts them, from ``bounded``: the stages of ``state`` after bound inference
+    (:func:`tensorir.bounds.infer_bound`; computed when None). Each ``shared`` stage counts
+    its region with its rows padded as its ``storage_align`` pads them (what lowering
+    allocates: :func:`tensorir.lower.aligned_strides`), and a kernel whose result is written
+    by a tensor-core store nest counts one 16x16 accumulator tile per warp
+    (:func:`tensorir.passes.tensor_core.store_staging_bytes`). Stages staged at a
+    ``double_buffer`` loop count once: the tiles fit when they fit single-buffered
     (:func:`sample_state_gpu` falls back to that when the doubled staging does not)."""
+    from tensorir.bounds import infer_bound
+    from tensorir.lower import aligned_strides
+    from tensorir.passes.tensor_core import store_staging_bytes
+
+    if bounded is None:
+        bounded = infer_bound(state)
     by_name = {s.name: s for s in state.stages}
     out: dict[str, int] = {}
+    acc_dtype: dict[str, str] = {}  # kernel -> the dtype of its tensor-core accumulator
     for sid, stage in enumerate(state.stages):
-        if stage.scope != "shared" or stage.compute_at != "iter":
+        if stage.compute_at != "iter":
             continue
         root = stage
         while root.compute_at == "iter":
             root = by_name[root.attach[0]]
-        n = math.prod(extents[sid].values()) * itemsize(stage.op.dtype)
-        out[root.name] = out.get(root.name, 0) + n
+        if stage.scope == "shared":
+            shape = [it.extent for it in bounded[sid].root_iters if it.kind == "spatial"]
+            _, alloc = aligned_strides(shape, stage.storage_align, stage.name)
+            n = math.prod(alloc) * itemsize(stage.op.dtype)
+            out[root.name] = out.get(root.name, 0) + n
+        if _has_tensor_core_pragma(stage) and su.has_reduce_iter(stage):
+            acc_dtype[root.name] = stage.op.dtype
+    for sid, stage in enumerate(state.stages):
+        if stage.name in acc_dtype and _has_tensor_core_pragma(stage):  # the store nest
+            warps = math.prod(it.extent for it in bounded[sid].iters
+                              if it.annotation in ("threadIdx.y", "threadIdx.z"))  # fmt: skip
+            n = store_staging_bytes(warps, acc_dtype[stage.name])
+            out[stage.name] = out.get(stage.name, 0) + n
     return out
+
+
+def _has_tensor_core_pragma(stage) -> bool:
+    return any(p == "tensor_core" for _, p in stage.pragmas)
 
 
 def block_shared_bytes(ctx, state) -> dict[str, int]:
@@ -364,9 +391,7 @@ def block_shared_bytes(ctx, state) -> dict[str, int]:
         stages[sid] = stages[sid].with_(iters=iters)
     from tensorir.bounds import infer_bound
 
-    bounded = infer_bound((tuple(stages), state.dag))
-    extents = [{it.name: it.extent for it in st_.iters} for st_ in bounded]
-    return shared_bytes_per_kernel(state, extents)
+    return shared_bytes_per_kernel(state, infer_bound((tuple(stages), state.dag)))
 
 
 # Loop structure (names and kinds) of a sketch -> the annotations block_shared_bytes gives its
@@ -401,7 +426,8 @@ def _block_marks(state) -> list[tuple[int, dict[int, str]]]:
 def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     """The stages (2 up to :func:`~autosched.search.sketch_rules_tensor_core.pipeline_depth`)
     a state with a software-pipeline pragma may be given: those whose N copies of the staged
-    tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None)
+    tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None;
+    the store nests' per-warp tiles in it are counted N times too, a margin of a few KiB)
     fit in ``max_shared_memory_per_block``, and at most the k tiles of the pipelined loop (a
     deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
     is always offered (the verifier judges it, and :func:`sample_state_gpu` falls back to
