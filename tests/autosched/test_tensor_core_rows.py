@@ -139,3 +139,29 @@ def test_the_batch_2_strided_conv_compiles_to_mma_ptx(dtype, tmp_path):
     assert NVCC is not None
     text = nvcc_ptx(code, "sm_90", tmp_path)
     assert "wmma.mma.sync" in text and "wmma.store.d" in text
+
+
+@pytest.mark.parametrize("case", ["conv", "dense"])
+def test_the_shared_memory_estimate_decides_as_the_verifier(case):
+    """The estimate before binding (block_shared_bytes) counts the padded shared rows and the
+    store nests' per-warp tiles, so it refuses exactly the tilings the verifier refuses
+    (single-buffered): those are redrawn before lowering, not lost after it."""
+    from autosched.search import annotate_gpu as ag
+    from autosched.search import state_utils as su
+
+    if case == "conv":
+        task = gpu_task(conv_dag(*CONVS["resnet-18 b16 conv4 s2 (P 784)"], dtype="float32"), TF32)
+    else:
+        task = gpu_task(dense_tensors(*DENSES["ffn-in"]), TF32)
+    (sketch,) = generate_sketches(task)
+    ctx, rng = gpu_context(task, SearchParams()), random.Random(4)
+    limit = ctx.hw.max_shared_memory_per_block
+    verdicts = []
+    for _ in range(10):
+        s = ag.init_fill_tile_size_gpu(ctx, sketch, rng)
+        over = max(ag.block_shared_bytes(ctx, s).values()) > limit
+        s = ag.init_thread_bind(ctx, s, rng, su.bound_extents(s))
+        errors = gpu_state_errors(task, su.with_pipeline_stages(s, 1))
+        assert over == any("shared memory" in e for e in errors), errors
+        verdicts.append(over)
+    assert any(verdicts) and not all(verdicts)
