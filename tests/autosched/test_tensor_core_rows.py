@@ -165,3 +165,17 @@ def test_the_shared_memory_estimate_decides_as_the_verifier(case):
         assert over == any("shared memory" in e for e in errors), errors
         verdicts.append(over)
     assert any(verdicts) and not all(verdicts)
+
+
+def test_tile_size_mutations_of_the_batch_2_conv_stay_valid():
+    """Evolution mutates the row split (block tile, warps, fragments per warp) of a state whose
+    tiles span both images: the verifier keeps accepting such states (it refused all before)."""
+    from tests.autosched.tensor_core_helpers import tile_size_mutations
+
+    dag = conv_dag(*CONVS["gpu-test b2 14x14 s2 (P 98 in 112)"], epilogue=True, dtype="float32")
+    task = gpu_task(dag, TF32)
+    (state,) = valid_states(task, 1, seed=5, tries=40)
+    mutated = tile_size_mutations(task, state, seed=6, tries=20)
+    rows = [m for m in mutated if m.steps != state.steps]
+    valid = [m for m in rows if not gpu_state_errors(task, m)]
+    assert len(valid) >= MIN_RATE * len(rows) > 0, (len(valid), len(rows))
