@@ -143,9 +143,10 @@ def test_the_batch_2_strided_conv_compiles_to_mma_ptx(dtype, tmp_path):
 
 @pytest.mark.parametrize("case", ["conv", "dense"])
 def test_the_shared_memory_estimate_decides_as_the_verifier(case):
-    """The estimate before binding (block_shared_bytes) counts the padded shared rows and the
-    store nests' per-warp tiles, so it refuses exactly the tilings the verifier refuses
-    (single-buffered): those are redrawn before lowering, not lost after it."""
+    """The estimate before binding (block_shared_bytes: the shared rows padded; and
+    store_tile_bytes: the store nests' per-warp tiles) refuses exactly the tilings the
+    verifier refuses (single-buffered): those are redrawn before lowering, not lost after
+    it."""
     from autosched.search import annotate_gpu as ag
     from autosched.search import state_utils as su
 
@@ -159,7 +160,8 @@ def test_the_shared_memory_estimate_decides_as_the_verifier(case):
     verdicts = []
     for _ in range(10):
         s = ag.init_fill_tile_size_gpu(ctx, sketch, rng)
-        over = max(ag.block_shared_bytes(ctx, s).values()) > limit
+        stores = max(ag.store_tile_bytes(s).values())  # one kernel
+        over = max(ag.block_shared_bytes(ctx, s).values()) + stores > limit
         s = ag.init_thread_bind(ctx, s, rng, su.bound_extents(s))
         errors = gpu_state_errors(task, su.with_pipeline_stages(s, 1))
         assert over == any("shared memory" in e for e in errors), errors
@@ -179,3 +181,31 @@ def test_tile_size_mutations_of_the_batch_2_conv_stay_valid():
     rows = [m for m in mutated if m.steps != state.steps]
     valid = [m for m in rows if not gpu_state_errors(task, m)]
     assert len(valid) >= MIN_RATE * len(rows) > 0, (len(valid), len(rows))
+
+
+def test_the_pipeline_depths_offered_are_those_the_verifier_accepts():
+    """N copies of the staged tiles plus the store tiles once: a depth above 2 (up to the k
+    tiles of the pipelined loop) is offered exactly when the state with that many stages
+    passes the verifier's shared-memory check."""
+    from autosched.search import annotate_gpu as ag
+    from autosched.search import state_utils as su
+    from tensorir import steps as st
+    from tensorir.passes.double_buffer import PIPELINE_PRAGMAS
+
+    task = gpu_task(dense_tensors(256, 256, 1024), "cuda -arch=sm_90")
+    (sketch,) = generate_sketches(task)
+    ctx = gpu_context(task, SearchParams(gpu_tensor_core_pipeline=4))
+    rng, seen = random.Random(8), {True: 0, False: 0}
+    for _ in range(16):
+        s = ag.init_fill_tile_size_gpu(ctx, sketch, rng)
+        choices = ag.pipeline_depth_choices(ctx, s)
+        stage = s.stages[s.steps[su.pipeline_steps(s.steps)[0]].stage_id]
+        ext = st.derive_extents(stage, {it.name: it.extent for it in stage.root_iters})
+        k_tiles = min(ext[name] for name, p in stage.pragmas if p in PIPELINE_PRAGMAS)
+        bound = ag.init_thread_bind(ctx, s, rng, su.bound_extents(s))
+        for n in range(3, min(4, k_tiles) + 1):
+            staged = su.with_pipeline_stages(bound, n)
+            fits = not any("shared memory" in e for e in gpu_state_errors(task, staged))
+            assert (n in choices) == fits, (n, choices, str(s))
+            seen[fits] += 1
+    assert seen[True] and seen[False], seen
