@@ -482,8 +482,9 @@ def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
 
     Tile sizes whose shared cache stages (:func:`block_shared_bytes`) and tensor-core store
     tiles (:func:`store_tile_bytes`) exceed ``max_shared_memory_per_block`` per thread block
-    are redrawn, up to ``fill_tries`` times, before binding and lowering: the tile sizes are drawn from the same distribution, conditioned on fitting,
-    and the verifier after lowering stays the judge of every other limit. The software
+    are redrawn, up to ``fill_tries`` times, before binding and lowering: the tile sizes are
+    drawn from the same distribution, conditioned on fitting, and the verifier after lowering
+    stays the judge of every other limit. The software
     pipeline's stages are drawn among those that fit (:func:`init_pipeline_depth`). A
     pipelined state the verifier refuses (its N copies of the staging over the limit,
     typically) is tried once more with 2 stages when it had more, then single-buffered
