@@ -140,13 +140,24 @@ def linear_form(e: Expr):
         return None
     terms: dict = {}
     const = _collect(e, 1, terms)
-    const += _merge_divmod(terms)
+    const += _merge_divmod(terms)[0]
     return {a: c for a, c in terms.items() if c != 0}, const
 
 
-def _merge_divmod(terms: dict) -> int:
-    """Rewrite ``k*c*floordiv(x, c) + k*floormod(x, c)`` into ``k*x`` inside ``terms``."""
+def _merge_divmod(terms: dict) -> tuple[int, bool]:
+    """Rewrite ``k*c*floordiv(x, c) + k*floormod(x, c)`` into ``k*x`` inside ``terms``, and
+    ``k*c*floormod(floordiv(x, c), d) + k*floormod(x, c)`` into ``k*floormod(x, c*d)`` (for
+    positive ``c``, ``d``: ``x mod cd = (x div c mod d)*c + x mod c``).
+
+    The second rule is what makes a row-major flattening of three or more fused axes fold
+    back: fusing ``n, oh, ow`` gives ``n = f div (OH*OW)``, ``oh = f div OW mod OH``,
+    ``ow = f mod OW``, and ``(n*OH + oh)*OW + ow`` becomes ``f`` (an implicit-GEMM conv's
+    reader at batch > 1, whose GEMM region bound inference could otherwise not narrow to
+    the rows of a tile that crosses an image boundary).
+
+    Returns the constant the merges add and whether any merge happened."""
     const = 0
+    merged = False
     changed = True
     while changed:
         changed = False
@@ -157,14 +168,38 @@ def _merge_divmod(terms: dict) -> int:
             if c is None:
                 continue
             div = Binary("floordiv", atom.a, atom.b, atom.dtype)
-            if terms.get(div, 0) != k * c:
-                continue
-            terms[atom] = 0
-            terms[div] = 0
-            const += _collect(atom.a, k, terms)
-            changed = True
-            break
-    return const
+            if terms.get(div, 0) == k * c:
+                terms[atom] = 0
+                terms[div] = 0
+                const += _collect(atom.a, k, terms)
+                changed = True
+                break
+            nested = _nested_mod(atom, k, c, terms)
+            if nested is not None:
+                terms[atom] = 0
+                terms[nested[0]] = 0
+                terms[nested[1]] = terms.get(nested[1], 0) + k
+                changed = True
+                break
+        merged = merged or changed
+    return const, merged
+
+
+def _nested_mod(atom: Binary, k: int, c: int, terms: dict):
+    """``(outer, merged)`` when ``terms`` holds ``outer = floormod(floordiv(x, c), d)`` with
+    coefficient ``k*c`` beside ``atom = floormod(x, c)`` of coefficient ``k`` (``c``, ``d``
+    positive): their sum is ``k*merged``, ``merged = floormod(x, c*d)``. Else None."""
+    if c <= 0:
+        return None
+    for outer, ko in terms.items():
+        if ko != k * c or not (isinstance(outer, Binary) and outer.op == "floormod"):
+            continue
+        d, inner = _int_const(outer.b), outer.a
+        if d is None or d <= 0 or not (isinstance(inner, Binary) and inner.op == "floordiv"):
+            continue
+        if _int_const(inner.b) == c and inner.a == atom.a:
+            return outer, Binary("floormod", atom.a, Const(c * d, atom.dtype), atom.dtype)
+    return None
 
 
 def _collect(e: Expr, scale: int, terms: dict) -> int:
@@ -247,7 +282,7 @@ def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = Non
         if hit is not None:
             return hit[1]
         if cls is Binary and node.op in _SUM_OPS and _int_sum(node):
-            out = _sum(node, visit)
+            out = _sum(_merged_sum(node), visit)
         else:
             out = _local(map_children(node, visit), ranges)
         memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
@@ -271,7 +306,8 @@ def _sum(root: Binary, visit) -> Expr:
 
     Equal to simplifying bottom-up (each inner ``+``, ``-`` and ``* c`` rebuilt from its own
     linear form, then collected again by its parent), which made a sum of n terms cost n
-    linear forms: index expressions are such sums, and this was a third of lowering.
+    linear forms: index expressions are such sums, and this was a third of lowering. The
+    caller merges the raw sum's div/mod atoms first (:func:`_merged_sum`).
     """
     terms: dict = {}
     const = 0
@@ -291,8 +327,24 @@ def _sum(root: Binary, visit) -> Expr:
                     todo.append((x, scale * c))
                     continue
         const += _collect(visit(e), scale, terms)
-    const += _merge_divmod(terms)
+    const += _merge_divmod(terms)[0]
     return build_linear({a: c for a, c in terms.items() if c != 0}, const, root.dtype)
+
+
+def _merged_sum(node: Binary) -> Expr:
+    """The integer sum ``node`` with its div/mod atoms merged as they stand (or ``node`` when
+    none merge), before its children are simplified.
+
+    Simplifying the children first can hide a merge: in ``(n*OH + oh)*OW + ow`` with
+    ``n = f div (OH*OW)``, ``oh = f div OW mod OH``, ``ow = f mod OW`` (fused loops) and ``f``
+    a tile's ``B*112 + t``, the range rules rewrite ``f div OW`` to ``B*16 + t div OW`` (112
+    a multiple of OW = 7) and ``f mod OW`` to ``t mod OW``, so the atoms no longer share
+    ``f``; merged first, the sum is ``f``. The result depends on ``node`` alone (the memo
+    stays valid)."""
+    terms: dict = {}
+    const = _collect(node, 1, terms)
+    extra, merged = _merge_divmod(terms)
+    return build_linear(terms, const + extra, node.dtype) if merged else node
 
 
 def _int_const(e: Expr):

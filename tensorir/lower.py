@@ -45,7 +45,7 @@ from .passes.unroll import unroll_loops
 from .tensor import reduce_identity
 from .transform import rewrite, substitute
 
-__all__ = ["LowerError", "infer_bound", "lower", "lower_unscheduled"]
+__all__ = ["LowerError", "aligned_strides", "infer_bound", "lower", "lower_unscheduled"]
 
 
 def lower(
@@ -109,7 +109,7 @@ class _Lowerer:
                 info.strides = row_major_strides(info.buffer.shape)
                 continue
             shape = tuple(info.root_ext[ax.name] for ax in s.op.axes)
-            strides, alloc_shape = _aligned_strides(shape, s.storage_align, s.name)
+            strides, alloc_shape = aligned_strides(shape, s.storage_align, s.name)
             scope = info.scope
             info.buffer = Buffer(self.namer(s.name), alloc_shape, s.op.dtype, scope)
             info.strides = strides
@@ -463,8 +463,10 @@ def _combine(combiner: str, acc: Expr, src: Expr) -> Expr:
     raise LowerError(f"unknown reduction combiner {combiner!r}")
 
 
-def _aligned_strides(shape, aligns, name: str):
-    """Row-major strides with ``storage_align`` padding; returns (strides, allocation shape)."""
+def aligned_strides(shape, aligns, name: str):
+    """Row-major strides with ``storage_align`` padding; returns (strides, allocation shape)
+    (what lowering allocates for a stage of region ``shape``; the GPU sampler's shared-memory
+    estimate reads it too)."""
     nd = len(shape)
     align = {}
     for axis, factor, offset in aligns:

@@ -39,6 +39,7 @@ __all__ = [
     "sample_state_gpu",
     "shared_bytes_per_kernel",
     "spatial_split_step_ids",
+    "store_tile_bytes",
 ]
 
 
@@ -327,11 +328,20 @@ def threads_fill_warps(ctx, state) -> bool:
     return True
 
 
-def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
-    """Root stage name -> bytes of the ``shared`` stages computed inside its kernel, from
-    bound-inferred ``extents`` (a cheap estimate of what the verifier will count). Stages
-    staged at a ``double_buffer`` loop count once: the tiles fit when they fit single-buffered
-    (:func:`sample_state_gpu` falls back to that when the doubled staging does not)."""
+def shared_bytes_per_kernel(state, bounded=None) -> dict[str, int]:
+    """Root stage name -> bytes of the ``shared`` stages its kernel allocates per block, as
+    the verifier counts them, from ``bounded``: the stages of ``state`` after bound inference
+    (:func:`tensorir.bounds.infer_bound`; computed when None). Each stage counts its region
+    with its rows padded as its ``storage_align`` pads them (what lowering allocates:
+    :func:`tensorir.lower.aligned_strides`). Stages staged at a ``double_buffer`` loop count
+    once: the tiles fit when they fit single-buffered (:func:`sample_state_gpu` falls back to
+    that when the doubled staging does not). The tensor-core store tiles, allocated once
+    whatever the pipeline, are :func:`store_tile_bytes`."""
+    from tensorir.bounds import infer_bound
+    from tensorir.lower import aligned_strides
+
+    if bounded is None:
+        bounded = infer_bound(state)
     by_name = {s.name: s for s in state.stages}
     out: dict[str, int] = {}
     for sid, stage in enumerate(state.stages):
@@ -340,9 +350,42 @@ def shared_bytes_per_kernel(state, extents) -> dict[str, int]:
         root = stage
         while root.compute_at == "iter":
             root = by_name[root.attach[0]]
-        n = math.prod(extents[sid].values()) * itemsize(stage.op.dtype)
-        out[root.name] = out.get(root.name, 0) + n
+        shape = [it.extent for it in bounded[sid].root_iters if it.kind == "spatial"]
+        _, alloc = aligned_strides(shape, stage.storage_align, stage.name)
+        out[root.name] = out.get(root.name, 0) + math.prod(alloc) * itemsize(stage.op.dtype)
     return out
+
+
+def store_tile_bytes(state) -> dict[str, int]:
+    """Root stage name -> the shared memory of its kernel's tensor-core store nests: one
+    16x16 accumulator tile per warp (:func:`tensorir.passes.tensor_core.store_staging_bytes`),
+    for the root stage that carries a ``tensor_core`` pragma (the store nest) over a stage
+    with one and a reduction (the mma nest). The warps are the root stage's ``threadIdx.y``
+    (and ``z``) loops, whose extents the state knows once its tile sizes are filled. Empty
+    for kernels without fragments."""
+    from tensorir.passes.tensor_core import store_staging_bytes
+
+    by_name = {s.name: s for s in state.stages}
+    acc_dtype: dict[str, str] = {}  # root stage -> the dtype of its fragment accumulator
+    for stage in state.stages:
+        if stage.compute_at == "iter" and _has_tensor_core_pragma(stage):
+            root = stage
+            while root.compute_at == "iter":
+                root = by_name[root.attach[0]]
+            if su.has_reduce_iter(stage):
+                acc_dtype[root.name] = stage.op.dtype
+    out = {}
+    for name, dtype in acc_dtype.items():
+        stage = by_name[name]
+        if _has_tensor_core_pragma(stage):
+            warps = math.prod(it.extent for it in stage.iters
+                              if it.annotation in ("threadIdx.y", "threadIdx.z"))  # fmt: skip
+            out[name] = store_staging_bytes(warps, dtype)
+    return out
+
+
+def _has_tensor_core_pragma(stage) -> bool:
+    return any(p == "tensor_core" for _, p in stage.pragmas)
 
 
 def block_shared_bytes(ctx, state) -> dict[str, int]:
@@ -364,9 +407,7 @@ def block_shared_bytes(ctx, state) -> dict[str, int]:
         stages[sid] = stages[sid].with_(iters=iters)
     from tensorir.bounds import infer_bound
 
-    bounded = infer_bound((tuple(stages), state.dag))
-    extents = [{it.name: it.extent for it in st_.iters} for st_ in bounded]
-    return shared_bytes_per_kernel(state, extents)
+    return shared_bytes_per_kernel(state, infer_bound((tuple(stages), state.dag)))
 
 
 # Loop structure (names and kinds) of a sketch -> the annotations block_shared_bytes gives its
@@ -402,7 +443,8 @@ def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     """The stages (2 up to :func:`~autosched.search.sketch_rules_tensor_core.pipeline_depth`)
     a state with a software-pipeline pragma may be given: those whose N copies of the staged
     tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None)
-    fit in ``max_shared_memory_per_block``, and at most the k tiles of the pipelined loop (a
+    and the store tiles once (:func:`store_tile_bytes`) fit in
+    ``max_shared_memory_per_block``, and at most the k tiles of the pipelined loop (a
     deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
     is always offered (the verifier judges it, and :func:`sample_state_gpu` falls back to
     single buffering). Empty without such a pragma."""
@@ -419,7 +461,8 @@ def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     top = min(top, *tiles) if tiles else top
     if top > 2 and shared is None and limit:
         shared = max(block_shared_bytes(ctx, state).values(), default=0)
-    return [n for n in range(2, top + 1) if n == 2 or not limit or n * shared <= limit]
+    fixed = max(store_tile_bytes(state).values(), default=0) if top > 2 and limit else 0
+    return [n for n in range(2, top + 1) if n == 2 or not limit or n * shared + fixed <= limit]
 
 
 def init_pipeline_depth(ctx, state, rng, shared: int | None = None):
@@ -437,10 +480,11 @@ def init_pipeline_depth(ctx, state, rng, shared: int | None = None):
 def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     """One concrete, verified GPU state from ``sketch``, or None when invalid.
 
-    Tile sizes whose shared cache stages exceed ``max_shared_memory_per_block`` per thread
-    block (:func:`block_shared_bytes`) are redrawn, up to ``fill_tries`` times, before binding
-    and lowering: the tile sizes are drawn from the same distribution, conditioned on fitting,
-    and the verifier after lowering stays the judge of every other limit. The software
+    Tile sizes whose shared cache stages (:func:`block_shared_bytes`) and tensor-core store
+    tiles (:func:`store_tile_bytes`) exceed ``max_shared_memory_per_block`` per thread block
+    are redrawn, up to ``fill_tries`` times, before binding and lowering: the tile sizes are
+    drawn from the same distribution, conditioned on fitting, and the verifier after lowering
+    stays the judge of every other limit. The software
     pipeline's stages are drawn among those that fit (:func:`init_pipeline_depth`). A
     pipelined state the verifier refuses (its N copies of the staging over the limit,
     typically) is tried once more with 2 stages when it had more, then single-buffered
@@ -450,8 +494,13 @@ def sample_state_gpu(ctx, sketch, rng, task=None, fill_tries: int = 8):
     try:
         for _ in range(fill_tries):
             s = init_fill_tile_size_gpu(ctx, sketch, rng)
-            shared = max(block_shared_bytes(ctx, s).values(), default=0) if limit else None
-            if not limit or shared <= limit:
+            if not limit:
+                shared = None
+                break
+            staged = block_shared_bytes(ctx, s)
+            shared = max(staged.values(), default=0)
+            stores = store_tile_bytes(s)
+            if all(staged.get(k, 0) + stores.get(k, 0) <= limit for k in {*staged, *stores}):
                 break
         else:
             return None

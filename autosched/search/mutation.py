@@ -118,7 +118,7 @@ def mutate_pipeline_depth(ctx, state, rng):
     if not now:
         return None
     try:  # the loops are bound: bound inference gives the block's footprint
-        shared = max(shared_bytes_per_kernel(state, su.bound_extents(state)).values(), default=0)
+        shared = max(shared_bytes_per_kernel(state).values(), default=0)
     except (ScheduleError, LowerError):
         return None
     cands = [n for n in pipeline_depth_choices(ctx, state, shared) if n != now]

@@ -64,6 +64,7 @@ __all__ = [
     "fragment_plan",
     "fragment_shape",
     "has_tensor_core_pragma",
+    "store_staging_bytes",
     "tensor_core_errors",
 ]
 
@@ -181,7 +182,13 @@ class FragmentPlan:
         if not self.store:
             return 0
         acc = next(iter(self.accumulators.values()))
-        return self.warps * FRAGMENT * FRAGMENT * itemsize(acc.dtype)
+        return store_staging_bytes(self.warps, acc.dtype)
+
+
+def store_staging_bytes(warps: int, acc_dtype: str) -> int:
+    """The shared memory of the store nests of a kernel of ``warps`` warps: one 16x16 tile of
+    the accumulator dtype per warp (``store_matrix_sync`` writes it, the epilogue reads it)."""
+    return warps * FRAGMENT * FRAGMENT * itemsize(acc_dtype)
 
 
 # ----------------------------------------------------------------------------- matching

@@ -19,13 +19,15 @@ pytestmark = tf32_gpu.pytestmark
 sm80 = tf32_gpu.sm80  # the fixture: a CUDA device of compute capability 8.0+, else skipped
 
 
-# (layout, n, ci, h, co, k, stride, pad): P = 49 in 64 GEMM rows; strided, batch 2; 1x1.
-# Not batch 2 of 14x14 stride 2: its P = 98 pads to 112 = 7 x 16 rows, and almost no sampled
-# tiling of it passes the fragment rules (0 of 300 draws, float16 too; session 7's H100 run).
+# (layout, n, ci, h, co, k, stride, pad): P = 49 in 64 GEMM rows; strided, batch 2; 1x1;
+# batch 2 of 14x14 stride 2: P = 98 in 112 = 7 x 16 rows, tiles whose rows span both images
+# (0 of 300 draws were valid on session 7's H100 run, until the simplifier folded the
+# flattened (n, oh, ow) index back: tests/autosched/test_tensor_core_rows.py).
 CASES = [
     ("NHWC", 1, 64, 7, 64, 3, 1, 1),
     ("NHWC", 2, 32, 16, 64, 3, 2, 1),
     ("NCHW", 1, 64, 8, 32, 1, 1, 0),
+    ("NHWC", 2, 32, 14, 64, 3, 2, 1),
 ]
 
 

@@ -68,6 +68,26 @@ def test_range_rules():
     assert s(floordiv(K + 15, 10)) == "1"
 
 
+def test_a_row_major_flattening_of_fused_axes_folds_back():
+    """Fusing n, oh, ow gives n = f div 49, oh = f div 7 mod 7, ow = f mod 7; the row-major
+    index (n*7 + oh)*7 + ow of an implicit-GEMM conv's reader is f again (bound inference then
+    narrows the GEMM region to a tile's rows, across image boundaries too)."""
+    f = Var("f")
+    n, oh, ow = floordiv(f, 49), floormod(floordiv(f, 7), 7), floormod(f, 7)
+    assert s((n * 7 + oh) * 7 + ow, {f: (0, 97)}) == "f"
+    assert s(oh * 7 + ow, None) == "floormod(f, 49)"
+    assert s(oh * 14 + ow * 2 + 3, None) == "((floormod(f, 49)*2)+3)"  # a common factor
+    a, b = floordiv(f, 60), floormod(floordiv(f, 20), 3)
+    c, d = floormod(floordiv(f, 5), 4), floormod(f, 5)
+    assert s(((a * 3 + b) * 4 + c) * 5 + d, None) == "f"  # four axes
+    kept = oh * 6 + ow  # the coefficients do not match: nothing to merge
+    assert s(kept, None) == "((floormod(floordiv(f, 7), 7)*6)+floormod(f, 7))"
+    for e in ((n * 7 + oh) * 7 + ow, oh * 14 + ow * 2 + 3, ((a * 3 + b) * 4 + c) * 5 + d, kept):
+        simple = simplify_expr(e)
+        for x in range(-130, 130):  # negative values too: floor semantics
+            assert _eval(simple, {f: x}) == _eval(e, {f: x}), (e, simple, x)
+
+
 def test_const_bound():
     assert const_bound(I * 8 + J, RANGES) == (0, 127)
     assert const_bound(floordiv(I * 8 + J, 8), RANGES) == (0, 15)
@@ -242,10 +262,13 @@ def test_direct_scaled_atom_path_matches_the_general_path():
 
 def _bottom_up(e, ranges):
     """The simplifier without the one-walk sum path: every node rebuilt from its simplified
-    children by the local rules (each inner ``+`` from its own linear form)."""
-    from tensorir.arith import _local
+    children by the local rules (each inner ``+`` from its own linear form, after its div/mod
+    atoms merged as they stand)."""
+    from tensorir.arith import _local, _merged_sum
     from tensorir.transform import map_children
 
+    if isinstance(e, Binary) and e.op in ("+", "-") and e.dtype == "int32":
+        e = _merged_sum(e)
     return _local(map_children(e, lambda c: _bottom_up(c, ranges)), ranges)
 
 
