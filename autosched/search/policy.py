@@ -201,8 +201,14 @@ class SketchPolicy:
         if getattr(self.model, "warming_up", False):
             # Random scores: evolving under them is wasted work (about 1 ms per mutation), so
             # measure fresh random samples, as many as the round needs (TVM evolves anyway).
-            small = max(p.sample_init_min_population, 4 * num_measure)
-            init = self.sample_initial_population(replace(p, evolutionary_search_population=small))
+            # Random scores: any state is as good a pick as another, so sample only what the
+            # round can use (2 x num_measure picks, as many random fallbacks), not the
+            # evolution's population (50 states for a round of 2: issue 29, the tuning
+            # process's share; a network tune spends its first ~100 trials here).
+            small = 4 * num_measure
+            init = self.sample_initial_population(
+                replace(p, evolutionary_search_population=small, sample_init_min_population=small)
+            )
             order = self.rng.permutation(len(init))
             picks = [init[i] for i in order if state_key(init[i]) not in self.measured_keys]
             return picks[: 2 * num_measure], picks[2 * num_measure :]

@@ -224,6 +224,7 @@ def test_warming_up_model_skips_the_evolution(task):
     best, rand = pol.search_one_round(8)
     assert model.calls == 0
     assert len(best) == 16 and rand
+    assert len(best) + len(rand) <= 4 * 8  # sampled what the round uses, not a population
     assert not {state_key(s) for s in best} & pol.measured_keys
     assert ansor.LGBModel().warming_up and not ansor.RandomModel(0).warming_up
 
