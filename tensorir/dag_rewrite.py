@@ -9,6 +9,9 @@ lowering and bound inference rely on). Errors are checked by the callers in
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from .expr import (
     IterVar,
     Reduce,
@@ -69,12 +72,44 @@ def _tensor(op) -> Tensor:
     return Tensor(op)
 
 
+# The rewrites are pure, so the same arguments may return the same objects. Replaying a sketch's
+# cache_read / cache_write for each of its thousands of sampled states then gives every state
+# the same new ops instead of fresh copies, and what is cached by op identity downstream (the
+# inlined bodies of bound inference, an op's input tensors, the DAG of a state's ops) hits
+# instead of being rebuilt per state. Entries keep their ops alive so that the ids in their
+# keys stay theirs; bounded, most recently used last.
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_MAX = 256
+_MEMO_LOCK = threading.Lock()  # replays may run in several threads
+
+
+def _memoized(kind: str, ops, args: tuple, build):
+    key = (kind, tuple(id(op) for op in ops), args)
+    with _MEMO_LOCK:
+        hit = _MEMO.get(key)
+        if hit is not None:
+            _MEMO.move_to_end(key)
+            return hit[1]
+    out = build()
+    with _MEMO_LOCK:
+        _MEMO[key] = (tuple(ops), out)
+        if len(_MEMO) > _MEMO_MAX:
+            _MEMO.popitem(last=False)
+    return out
+
+
 def cache_read(ops, index: int, scope: str, reader_ids, name: str):
     """Insert ``name[ax0, ...] = T[ax0, ...]`` after ``ops[index]`` and make the readers read it.
 
-    Returns ``(new_ops, cache_op)``; ``scope`` is recorded by the caller on the stage.
+    Returns ``(new_ops, cache_op)``; ``scope`` is recorded by the caller on the stage. The same
+    arguments (the same op objects) return the same result objects.
     """
     del scope  # the storage scope lives on the Stage, not on the op
+    args = (index, tuple(reader_ids), name)
+    return _memoized("cache_read", ops, args, lambda: _cache_read(ops, index, reader_ids, name))
+
+
+def _cache_read(ops, index: int, reader_ids, name: str):
     src = ops[index]
     src_t = _tensor(src)
     cache_t = compute(src.shape, lambda *idx: src_t[tuple(idx)], name=name)
@@ -91,8 +126,13 @@ def cache_write(ops, index: int, name: str):
     """Split ``ops[index]`` (``C``) into ``name`` computing the body and ``C = name[...]``.
 
     The cache op's spatial axes are named ``<axis>.c`` (as TVM), its reduce axes keep their
-    names. Returns ``(new_ops, cache_op, copy_op)``.
+    names. Returns ``(new_ops, cache_op, copy_op)``; the same arguments (the same op objects)
+    return the same result objects.
     """
+    return _memoized("cache_write", ops, (index, name), lambda: _cache_write(ops, index, name))
+
+
+def _cache_write(ops, index: int, name: str):
     op = ops[index]
     axes = _fresh_axes(op.axes, ".c")
     red = _fresh_axes(op.reduce_axes)

@@ -54,3 +54,35 @@ def test_the_cache_is_bounded(monkeypatch):
         lower(dag.get_init_state())
         assert len(bounds._EXPANDED) <= 2
     assert len(bounds._EXPANDED) == 2
+
+
+def _cached_states(dag):
+    """Two states of one sketch (cache_write, cache_read, then different tile sizes)."""
+    out = []
+    for factor in (2, 4):
+        s = dag.get_init_state()
+        s.cache_write("Conv2dOutput", "local")
+        s.cache_read("kernel", "shared", ["Conv2dOutput.local"])
+        last = s.stages[-1]
+        s.split(last.name, last.iters[-1], [factor])
+        out.append(s)
+    return out
+
+
+def test_replayed_cache_steps_share_their_ops_and_lower_as_fresh_ones(monkeypatch):
+    from tensorir import dag_rewrite
+
+    def local(state):
+        return next(st.op for st in state.stages if st.name == "Conv2dOutput.local")
+
+    dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 8, 8, 4, 8, 3, 3, 1, 1))
+    monkeypatch.setattr(dag_rewrite, "_MEMO", type(dag_rewrite._MEMO)())
+    monkeypatch.setattr(dag_rewrite, "_MEMO_MAX", 0)  # nothing kept: every rewrite fresh
+    c, d = _cached_states(dag)
+    assert local(c) is not local(d)
+    fresh = [str(lower(s)) for s in (c, d)]
+    monkeypatch.setattr(dag_rewrite, "_MEMO_MAX", 256)
+    a, b = _cached_states(dag)
+    assert [id(s.op) for s in a.stages] == [id(s.op) for s in b.stages]  # one set of ops
+    assert len(dag_rewrite._MEMO) == 2  # one cache_write, one cache_read
+    assert [str(lower(s)) for s in (a, b)] == fresh
