@@ -368,7 +368,7 @@ def store_tile_bytes(state) -> dict[str, int]:
     by_name = {s.name: s for s in state.stages}
     acc_dtype: dict[str, str] = {}  # root stage -> the dtype of its fragment accumulator
     for stage in state.stages:
-        if stage.compute_at == "iter" and _has_tensor_core_pragma(stage):
+        if stage.compute_at == "iter" and su.has_tensor_core_pragma(stage):
             root = stage
             while root.compute_at == "iter":
                 root = by_name[root.attach[0]]
@@ -377,15 +377,11 @@ def store_tile_bytes(state) -> dict[str, int]:
     out = {}
     for name, dtype in acc_dtype.items():
         stage = by_name[name]
-        if _has_tensor_core_pragma(stage):
+        if su.has_tensor_core_pragma(stage):
             warps = math.prod(it.extent for it in stage.iters
                               if it.annotation in ("threadIdx.y", "threadIdx.z"))  # fmt: skip
             out[name] = store_staging_bytes(warps, dtype)
     return out
-
-
-def _has_tensor_core_pragma(stage) -> bool:
-    return any(p == "tensor_core" for _, p in stage.pragmas)
 
 
 def block_shared_bytes(ctx, state) -> dict[str, int]:

@@ -23,6 +23,7 @@ __all__ = [
     "has_fixed_innermost",
     "tensor_core_fixed_split",
     "has_reduce_iter",
+    "has_tensor_core_pragma",
     "has_single_elementwise_consumer",
     "is_output",
     "is_tiled",
@@ -285,7 +286,8 @@ def has_fixed_innermost(state, step_id: int) -> bool:
     )
 
 
-def _marked(stage) -> bool:
+def has_tensor_core_pragma(stage) -> bool:
+    """Whether ``stage`` carries the tensor-core sketch's ``tensor_core`` pragma."""
     return any(p == "tensor_core" for _, p in stage.pragmas)
 
 
@@ -301,8 +303,8 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
         return False
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
     if stage.name.endswith(".shared") and stage.compute_at == "iter":
-        return _marked(state[stage.attach[0]])
-    if not _marked(stage) or step.lengths[0] not in FRAGMENT_DIMS:
+        return has_tensor_core_pragma(state[stage.attach[0]])
+    if not has_tensor_core_pragma(stage) or step.lengths[0] not in FRAGMENT_DIMS:
         return False
     roots = {it.name: it.extent for it in stage.root_iters}
     return any(
