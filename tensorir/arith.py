@@ -282,7 +282,7 @@ def simplify_expr(e: Expr, ranges: Ranges | None = None, memo: dict | None = Non
         if hit is not None:
             return hit[1]
         if cls is Binary and node.op in _SUM_OPS and _int_sum(node):
-            out = _sum(_merged_sum(node), visit)
+            out = _sum(node, visit)
         else:
             out = _local(map_children(node, visit), ranges)
         memo[key] = (node, out)  # keeps ``node`` alive, so its id is not reused
@@ -301,50 +301,28 @@ def _int_sum(e: Binary) -> bool:
 
 
 def _sum(root: Binary, visit) -> Expr:
-    """The simplified integer sum ``root``: its linear form collected in one walk, each atom
-    simplified (``visit``) before it is collected.
+    """The simplified integer sum ``root``: its linear form collected in one walk, its div/mod
+    atoms merged as they stand, then each atom simplified (``visit``) and collected again.
 
-    Equal to simplifying bottom-up (each inner ``+``, ``-`` and ``* c`` rebuilt from its own
-    linear form, then collected again by its parent), which made a sum of n terms cost n
-    linear forms: index expressions are such sums, and this was a third of lowering. The
-    caller merges the raw sum's div/mod atoms first (:func:`_merged_sum`).
+    One walk: simplifying bottom-up (each inner ``+``, ``-`` and ``* c`` rebuilt from its own
+    linear form, then collected again by its parent) made a sum of n terms cost n linear
+    forms; index expressions are such sums, and this was a third of lowering.
+
+    Merged first: simplifying the atoms first can hide a merge. In ``(n*OH + oh)*OW + ow``
+    with ``n = f div (OH*OW)``, ``oh = f div OW mod OH``, ``ow = f mod OW`` (fused loops) and
+    ``f`` a tile's ``B*112 + t``, the range rules rewrite ``f div OW`` to ``B*16 + t div OW``
+    (112 a multiple of OW = 7) and ``f mod OW`` to ``t mod OW``, so the atoms no longer share
+    ``f``; merged first, the sum is ``f``.
     """
+    raw: dict = {}
+    const = _collect(root, 1, raw)
+    const += _merge_divmod(raw)[0]
     terms: dict = {}
-    const = 0
-    todo = [(root, 1)]
-    while todo:
-        e, scale = todo.pop()
-        if type(e) is Binary and is_int(e.dtype) and _int_sum(e):
-            if e.op in _SUM_OPS:
-                todo.append((e.b, scale if e.op == "+" else -scale))
-                todo.append((e.a, scale))  # popped first: atoms are met in reading order
-                continue
-            if e.op == "*":  # ``x * c`` scales ``x``'s terms, as _collect does
-                c, x = _int_const(e.b), e.a
-                if c is None:
-                    c, x = _int_const(e.a), e.b
-                if c is not None:
-                    todo.append((x, scale * c))
-                    continue
-        const += _collect(visit(e), scale, terms)
+    for atom, k in raw.items():
+        if k:
+            const += _collect(visit(atom), k, terms)
     const += _merge_divmod(terms)[0]
     return build_linear({a: c for a, c in terms.items() if c != 0}, const, root.dtype)
-
-
-def _merged_sum(node: Binary) -> Expr:
-    """The integer sum ``node`` with its div/mod atoms merged as they stand (or ``node`` when
-    none merge), before its children are simplified.
-
-    Simplifying the children first can hide a merge: in ``(n*OH + oh)*OW + ow`` with
-    ``n = f div (OH*OW)``, ``oh = f div OW mod OH``, ``ow = f mod OW`` (fused loops) and ``f``
-    a tile's ``B*112 + t``, the range rules rewrite ``f div OW`` to ``B*16 + t div OW`` (112
-    a multiple of OW = 7) and ``f mod OW`` to ``t mod OW``, so the atoms no longer share
-    ``f``; merged first, the sum is ``f``. The result depends on ``node`` alone (the memo
-    stays valid)."""
-    terms: dict = {}
-    const = _collect(node, 1, terms)
-    extra, merged = _merge_divmod(terms)
-    return build_linear(terms, const + extra, node.dtype) if merged else node
 
 
 def _int_const(e: Expr):

@@ -264,11 +264,14 @@ def _bottom_up(e, ranges):
     """The simplifier without the one-walk sum path: every node rebuilt from its simplified
     children by the local rules (each inner ``+`` from its own linear form, after its div/mod
     atoms merged as they stand)."""
-    from tensorir.arith import _local, _merged_sum
+    from tensorir.arith import _collect, _local, _merge_divmod, build_linear
     from tensorir.transform import map_children
 
     if isinstance(e, Binary) and e.op in ("+", "-") and e.dtype == "int32":
-        e = _merged_sum(e)
+        terms: dict = {}
+        const = _collect(e, 1, terms)
+        extra, merged = _merge_divmod(terms)
+        e = build_linear(terms, const + extra, e.dtype) if merged else e
     return _local(map_children(e, lambda c: _bottom_up(c, ranges)), ranges)
 
 
