@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -39,6 +37,7 @@ from .expr import (
     walk,
     walk_distinct,
 )
+from .identity_cache import IdentityCache
 from .intervals import max_expr, min_expr, region_width, sym_interval
 from .loop_structure import leaf_extents, loop_kind, root_values
 from .loops import Buffer
@@ -198,28 +197,20 @@ def expand_inlined(stages) -> dict:
 # expand_inlined depends only on the stages' names, ops, order and which are inlined: every
 # state of a task whose steps made no new op (cache_read / cache_write / rfactor) expands the
 # same bodies, so the cost model's lowering of thousands of states expands them once.
-# Entries are (the ops, kept alive so that their ids in the key stay theirs; the bodies; the
-# tensor names each body reads).
-_EXPANDED: OrderedDict = OrderedDict()
-_EXPANDED_MAX = 64
-_EXPANDED_LOCK = threading.Lock()  # lowering may run in several threads
+# Keyed by the ops' ids (kept alive by the entries); values: the bodies and the tensor names
+# each body reads.
+_EXPANDED = IdentityCache(64)
 
 
 def _expanded_bodies(stages) -> tuple[dict, dict]:
     """``expand_inlined(stages)`` and the tensor names each body reads, cached (bounded)."""
     key = tuple((s.name, id(s.op), s.compute_at == "inline", s.is_placeholder) for s in stages)
-    with _EXPANDED_LOCK:
-        hit = _EXPANDED.get(key)
-        if hit is not None:
-            _EXPANDED.move_to_end(key)
+    hit = _EXPANDED.get(key)
     if hit is not None:
-        return dict(hit[1]), hit[2]
+        return dict(hit[0]), hit[1]
     bodies = expand_inlined(stages)
     names = {n: frozenset(_read_names(b)) for n, b in bodies.items()}
-    with _EXPANDED_LOCK:
-        _EXPANDED[key] = (tuple(s.op for s in stages), bodies, names)
-        if len(_EXPANDED) > _EXPANDED_MAX:
-            _EXPANDED.popitem(last=False)
+    _EXPANDED.put(key, (bodies, names), keep=tuple(s.op for s in stages))
     return dict(bodies), names
 
 

@@ -9,9 +9,6 @@ lowering and bound inference rely on). Errors are checked by the callers in
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 from .expr import (
     IterVar,
     Reduce,
@@ -22,6 +19,7 @@ from .expr import (
     floormod,
     if_then_else,
 )
+from .identity_cache import IdentityCache
 from .stage import FuseRel, SplitRel
 from .tensor import ComputeOp, Tensor, compute, reduce_identity
 from .transform import rewrite, substitute
@@ -78,23 +76,15 @@ def _tensor(op) -> Tensor:
 # inlined bodies of bound inference, an op's input tensors, the DAG of a state's ops) hits
 # instead of being rebuilt per state. Entries keep their ops alive so that the ids in their
 # keys stay theirs; bounded, most recently used last.
-_MEMO: OrderedDict = OrderedDict()
-_MEMO_MAX = 256
-_MEMO_LOCK = threading.Lock()  # replays may run in several threads
+_MEMO = IdentityCache(256)
 
 
 def _memoized(kind: str, ops, args: tuple, build):
     key = (kind, tuple(id(op) for op in ops), args)
-    with _MEMO_LOCK:
-        hit = _MEMO.get(key)
-        if hit is not None:
-            _MEMO.move_to_end(key)
-            return hit[1]
-    out = build()
-    with _MEMO_LOCK:
-        _MEMO[key] = (tuple(ops), out)
-        if len(_MEMO) > _MEMO_MAX:
-            _MEMO.popitem(last=False)
+    out = _MEMO.get(key)
+    if out is None:
+        out = build()
+        _MEMO.put(key, out, keep=tuple(ops))
     return out
 
 

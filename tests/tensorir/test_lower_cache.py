@@ -47,8 +47,7 @@ def test_cached_bodies_lower_to_the_cold_programs(monkeypatch):
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(bounds, "_EXPANDED", type(bounds._EXPANDED)())
-    monkeypatch.setattr(bounds, "_EXPANDED_MAX", 2)
+    monkeypatch.setattr(bounds, "_EXPANDED", type(bounds._EXPANDED)(2))
     for n in (8, 12, 16, 20):
         dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, n, n, 4, 4, 3, 3, 1, 1))
         lower(dag.get_init_state())
@@ -77,11 +76,11 @@ def test_replayed_cache_steps_share_their_ops_and_lower_as_fresh_ones(monkeypatc
 
     dag = ComputeDAG(testing.conv2d_nhwc_bias_relu(1, 8, 8, 4, 8, 3, 3, 1, 1))
     monkeypatch.setattr(dag_rewrite, "_MEMO", type(dag_rewrite._MEMO)())
-    monkeypatch.setattr(dag_rewrite, "_MEMO_MAX", 0)  # nothing kept: every rewrite fresh
+    monkeypatch.setattr(dag_rewrite._MEMO, "max_entries", 0)  # nothing kept: every rewrite fresh
     c, d = _cached_states(dag)
     assert local(c) is not local(d)
     fresh = [str(lower(s)) for s in (c, d)]
-    monkeypatch.setattr(dag_rewrite, "_MEMO_MAX", 256)
+    monkeypatch.setattr(dag_rewrite._MEMO, "max_entries", 256)
     a, b = _cached_states(dag)
     assert [id(s.op) for s in a.stages] == [id(s.op) for s in b.stages]  # one set of ops
     assert len(dag_rewrite._MEMO) == 2  # one cache_write, one cache_read
