@@ -3,14 +3,21 @@
     python benchmarks/bench_transformer_gpu.py --network bert-base --seconds 540
     python benchmarks/bench_transformer_gpu.py --network bert-base --no-tune   # re-time
     python benchmarks/bench_transformer_gpu.py --no-tune --profile   # + per-kernel times
+    python benchmarks/bench_transformer_gpu.py --precision float16 --seconds 540   # issue 28
 
 Our side: ``get_network(name, 1, seq_len=S)`` (tensorir/graph/zoo/transformer.py, random
 weights), tuned on ``cuda`` with the library's defaults and only a time budget, resuming from
 the log in ``--work-dir`` (so a 20-minute tune runs as pieces of a few minutes), built with the
 history best, checked against the numpy reference and timed (``GraphModule.benchmark``).
 PyTorch's side: transformers' ``BertModel`` / ``GPT2Model`` of the same configuration with its
-own random weights (the latency does not depend on them), fp32 with TF32 off (as ours), eager
-and ``torch.compile(mode="reduce-overhead")``, timed with CUDA events in the same process.
+own random weights (the latency does not depend on them), eager and
+``torch.compile(mode="reduce-overhead")``, timed with CUDA events in the same process.
+
+``--precision`` sets both sides' arithmetic: ``float32`` with TF32 off (the default), ``tf32``
+(``cuda -allow_tf32=1`` for ours, PyTorch's TF32 switches on), ``float16`` / ``bfloat16`` (ours
+through ``autosched.to_mixed_precision``: dense and batch_matmul in 16 bits accumulating in
+float32, softmax and layer norm in float32; PyTorch's model cast to that dtype). Each precision
+tunes into its own log; the error is always against the float32 numpy reference.
 """
 
 from __future__ import annotations
@@ -26,14 +33,16 @@ from torch_timing import cuda_event_ms  # run from benchmarks/
 import autosched as ansor
 from tensorir.graph import evaluate
 
+PRECISIONS = ("float32", "tf32", "float16", "bfloat16")
 
-def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
+
+def torch_side(name: str, seq: int, ids: np.ndarray, precision: str = "float32") -> dict:
     """Eager and torch.compile(reduce-overhead) latencies of the transformers model."""
     import torch
     import transformers as tf
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     if name.startswith("bert"):
         big = name == "bert-base"
         cfg = tf.BertConfig(**({} if big else dict(num_hidden_layers=2, hidden_size=128,
@@ -45,6 +54,9 @@ def torch_side(name: str, seq: int, ids: np.ndarray) -> dict:
     else:
         raise KeyError(f"no PyTorch counterpart for {name}")
     model = model.cuda().eval()
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(precision)
+    if dtype is not None:
+        model = model.to(dtype)
     x = torch.from_numpy(ids).cuda()
     row = {}
     with torch.no_grad():
@@ -141,9 +153,12 @@ VARIANTS = {
 }
 
 
-def build_and_time(mod, params, log: Path, ids, ref, variant=({}, ())) -> tuple:
-    """Build with the log's best records (``variant``: environment variables to set, passes to
-    turn off), check against ``ref``, time; returns the row, the GraphModule and the library."""
+def build_and_time(
+    mod, params, log: Path, ids, ref, variant=({}, ()), target: str = "cuda"
+) -> tuple:
+    """Build for ``target`` with the log's best records (``variant``: environment variables to
+    set, passes to turn off), check against ``ref``, time; returns the row, the GraphModule and
+    the library."""
     import os
 
     from tensorir.graph import passes
@@ -156,7 +171,7 @@ def build_and_time(mod, params, log: Path, ids, ref, variant=({}, ())) -> tuple:
         for n in off:
             setattr(passes, n, _IDENTITY[n])
         with ansor.ApplyHistoryBest(str(log) if log.exists() else []):
-            lib = ansor.build(mod, "cuda", params=params)
+            lib = ansor.build(mod, target, params=params)
     finally:
         for n, fn in saved.items():
             setattr(passes, n, fn)
@@ -181,6 +196,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--network", default="bert-base")
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--precision", choices=PRECISIONS, default="float32")
     p.add_argument("--seconds", type=float, default=0, help="tuning budget of this run")
     p.add_argument("--no-tune", action="store_true")
     p.add_argument("--no-torch", action="store_true")
@@ -194,9 +210,15 @@ def main() -> None:
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     name, seq = args.network, args.seq_len
-    mod, params, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
-    log = work / f"{name}-S{seq}-B1-cuda.json"
-    tasks, weights = ansor.extract_tasks(mod, params, "cuda")
+    precision = args.precision
+    target = "cuda -allow_tf32=1" if precision == "tf32" else "cuda"
+    mod32, params32, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
+    mod, params = mod32, params32
+    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
+        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
+    suffix = "" if precision == "float32" else f"-{precision}"
+    log = work / f"{name}-S{seq}-B1-cuda{suffix}.json"
+    tasks, weights = ansor.extract_tasks(mod, params, target)
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
     tune_s = 0.0
     if args.seconds and not args.no_tune:
@@ -211,10 +233,11 @@ def main() -> None:
         )
         tune_s = time.perf_counter() - t0
     ids = np.random.default_rng(0).integers(0, 30522, shape).astype("int64")
-    ref = evaluate(mod, {"input_ids": ids}, params)
-    built, module, lib = build_and_time(mod, params, log, ids, ref)
+    ref = evaluate(mod32, {"input_ids": ids}, params32)  # float32: every precision's reference
+    built, module, lib = build_and_time(mod, params, log, ids, ref, target=target)
     records = sum(1 for _ in ansor.load_records(str(log))) if log.exists() else 0
-    row = {"network": name, "seq_len": seq, "records": records, "tune_s_this_run": tune_s}
+    row = {"network": name, "seq_len": seq, "precision": precision, "records": records,
+           "tune_s_this_run": tune_s}  # fmt: skip
     row.update(built)
     ours_ms = row["ours_ms"]
     print(json.dumps(row), flush=True)
@@ -234,10 +257,10 @@ def main() -> None:
             print(json.dumps(row["cublas"]), flush=True)
     if args.variants:
         for variant, change in VARIANTS.items():
-            row[variant] = build_and_time(mod, params, log, ids, ref, change)[0]
+            row[variant] = build_and_time(mod, params, log, ids, ref, change, target)[0]
             print(variant, json.dumps(row[variant]), flush=True)
     if not args.no_torch:
-        row.update(torch_side(name, seq, ids))
+        row.update(torch_side(name, seq, ids, precision))
         row["speedup_vs_compile"] = row["torch_compile_ms"] / ours_ms
     print(json.dumps(row), flush=True)
     if args.out:
