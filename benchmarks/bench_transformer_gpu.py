@@ -192,6 +192,20 @@ def build_and_time(
     return row, module, lib
 
 
+def our_network(name: str, seq: int, precision: str) -> dict:
+    """Our side of ``precision``: ``mod`` / ``params`` to tune and build for ``target``, the
+    float32 ``mod32`` / ``params32`` of the reference, the input ``shape`` and the log's
+    ``log_name`` (one log per precision)."""
+    mod32, params32, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
+    mod, params = mod32, params32
+    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
+        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
+    suffix = "" if precision == "float32" else f"-{precision}"
+    return {"mod": mod, "params": params, "mod32": mod32, "params32": params32, "shape": shape,
+            "target": "cuda -allow_tf32=1" if precision == "tf32" else "cuda",
+            "log_name": f"{name}-S{seq}-B1-cuda{suffix}.json"}  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--network", default="bert-base")
@@ -211,13 +225,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     name, seq = args.network, args.seq_len
     precision = args.precision
-    target = "cuda -allow_tf32=1" if precision == "tf32" else "cuda"
-    mod32, params32, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
-    mod, params = mod32, params32
-    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
-        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
-    suffix = "" if precision == "float32" else f"-{precision}"
-    log = work / f"{name}-S{seq}-B1-cuda{suffix}.json"
+    ours = our_network(name, seq, precision)
+    mod, params, target = ours["mod"], ours["params"], ours["target"]
+    mod32, params32, shape = ours["mod32"], ours["params32"], ours["shape"]
+    log = work / ours["log_name"]
     tasks, weights = ansor.extract_tasks(mod, params, target)
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
     tune_s = 0.0
