@@ -29,7 +29,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from torch_timing import cuda_event_ms, cuda_graph  # run from benchmarks/
+from gpu_precision import (  # run from benchmarks/
+    PRECISIONS,
+    log_suffix,
+    our_module,
+    set_torch_tf32,
+    target_for,
+    torch_dtype,
+)
+from torch_timing import cuda_event_ms, cuda_graph
 
 import autosched as ansor
 from autosched import workloads
@@ -123,13 +131,6 @@ def _timeouts(log: Path) -> tuple[int, int]:
     return sum(c == MeasureErrorNo.BUILD_TIMEOUT for c in codes), len(codes)
 
 
-PRECISIONS = ("float32", "float16", "bfloat16", "tf32")
-
-
-def _target(precision: str) -> str:
-    return "cuda -allow_tf32=1" if precision == "tf32" else "cuda"
-
-
 def bench_network(name: str, args, work: Path, torch) -> dict:
     """Tune ``name`` (NHWC, batch 1) as the seed tutorial does, then time it against PyTorch.
 
@@ -142,13 +143,10 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
 
     from tensorir.graph import evaluate, get_network
 
-    precision, target = args.precision, _target(args.precision)
+    precision, target = args.precision, target_for(args.precision)
     mod32, params32, shape, _ = get_network(name, batch_size=1, layout="NHWC")
-    mod, params = mod32, params32
-    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
-        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
-    suffix = "" if precision == "float32" else f"-{precision}"
-    log = work / f"{name}-NHWC-B1-cuda{suffix}.json"
+    mod, params = our_module(mod32, params32, precision)
+    log = work / f"{name}-NHWC-B1-cuda{log_suffix(precision)}.json"
     tasks, weights = ansor.extract_tasks(mod, params, target)
     print(f"[{name}] {len(tasks)} tasks, weights sum {sum(weights)}", flush=True)
     tune_s, before = 0.0, _timeouts(log)
@@ -196,11 +194,11 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
         np.testing.assert_allclose(default_out, ref, rtol=3e-2 if low else 1e-3, atol=1e-4)
 
     mod_nchw, params_nchw, _, _ = get_network(name, 1, layout="NCHW")
-    torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(precision)
-    fn = torch_function(mod_nchw, params_nchw, "cuda", dtype=torch_dtype)
+    dtype = torch_dtype(torch, precision)
+    fn = torch_function(mod_nchw, params_nchw, "cuda", dtype=dtype)
     xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).cuda()
-    if torch_dtype is not None:
-        xt = xt.to(torch_dtype)
+    if dtype is not None:
+        xt = xt.to(dtype)
     with torch.no_grad():
         torch_out = fn(xt).float().cpu().numpy()
         eager_ms = cuda_event_ms(lambda: fn(xt))
@@ -258,8 +256,7 @@ def main() -> None:
     args = p.parse_args()
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    set_torch_tf32(torch, args.precision)
     torch.backends.cudnn.benchmark = True
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)

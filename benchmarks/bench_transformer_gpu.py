@@ -13,11 +13,11 @@ PyTorch's side: transformers' ``BertModel`` / ``GPT2Model`` of the same configur
 own random weights (the latency does not depend on them), eager and
 ``torch.compile(mode="reduce-overhead")``, timed with CUDA events in the same process.
 
-``--precision`` sets both sides' arithmetic: ``float32`` with TF32 off (the default), ``tf32``
-(``cuda -allow_tf32=1`` for ours, PyTorch's TF32 switches on), ``float16`` / ``bfloat16`` (ours
-through ``autosched.to_mixed_precision``: dense and batch_matmul in 16 bits accumulating in
-float32, softmax and layer norm in float32; PyTorch's model cast to that dtype). Each precision
-tunes into its own log; the error is always against the float32 numpy reference.
+``--precision`` sets both sides' arithmetic as ``bench_gpu.py`` does (``gpu_precision.py``):
+``float32`` with TF32 off (the default), ``tf32``, ``float16`` / ``bfloat16`` (ours through
+``autosched.to_mixed_precision``: dense and batch_matmul in 16 bits accumulating in float32,
+softmax and layer norm in float32; PyTorch's model cast to that dtype). Each precision tunes
+into its own log; the error is always against the float32 numpy reference.
 """
 
 from __future__ import annotations
@@ -28,12 +28,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from torch_timing import cuda_event_ms  # run from benchmarks/
+from gpu_precision import (  # run from benchmarks/
+    PRECISIONS,
+    log_suffix,
+    our_module,
+    set_torch_tf32,
+    target_for,
+    torch_dtype,
+)
+from torch_timing import cuda_event_ms
 
 import autosched as ansor
 from tensorir.graph import evaluate
-
-PRECISIONS = ("float32", "tf32", "float16", "bfloat16")
 
 
 def torch_side(name: str, seq: int, ids: np.ndarray, precision: str = "float32") -> dict:
@@ -41,8 +47,7 @@ def torch_side(name: str, seq: int, ids: np.ndarray, precision: str = "float32")
     import torch
     import transformers as tf
 
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    set_torch_tf32(torch, precision)
     if name.startswith("bert"):
         big = name == "bert-base"
         cfg = tf.BertConfig(**({} if big else dict(num_hidden_layers=2, hidden_size=128,
@@ -54,7 +59,7 @@ def torch_side(name: str, seq: int, ids: np.ndarray, precision: str = "float32")
     else:
         raise KeyError(f"no PyTorch counterpart for {name}")
     model = model.cuda().eval()
-    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(precision)
+    dtype = torch_dtype(torch, precision)
     if dtype is not None:
         model = model.to(dtype)
     x = torch.from_numpy(ids).cuda()
@@ -197,13 +202,10 @@ def our_network(name: str, seq: int, precision: str) -> dict:
     float32 ``mod32`` / ``params32`` of the reference, the input ``shape`` and the log's
     ``log_name`` (one log per precision)."""
     mod32, params32, shape, _ = ansor.networks.get_network(name, 1, seq_len=seq)
-    mod, params = mod32, params32
-    if precision in ("float16", "bfloat16"):  # weights bound (and cast) into the module
-        mod, params = ansor.to_mixed_precision(mod32, precision, params32), {}
-    suffix = "" if precision == "float32" else f"-{precision}"
+    mod, params = our_module(mod32, params32, precision)
     return {"mod": mod, "params": params, "mod32": mod32, "params32": params32, "shape": shape,
-            "target": "cuda -allow_tf32=1" if precision == "tf32" else "cuda",
-            "log_name": f"{name}-S{seq}-B1-cuda{suffix}.json"}  # fmt: skip
+            "target": target_for(precision),
+            "log_name": f"{name}-S{seq}-B1-cuda{log_suffix(precision)}.json"}  # fmt: skip
 
 
 def main() -> None:
