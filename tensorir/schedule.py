@@ -24,7 +24,7 @@ from .stage import Iterator, SplitRel, Stage, initial_stage
 from .steps import ScheduleError
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
-__all__ = ["ScheduleError", "State", "replay"]
+__all__ = ["ScheduleError", "State", "replay", "replay_deferred"]
 
 
 class State:
@@ -41,9 +41,20 @@ class State:
         self.dag = dag
         if stages is None:
             stages = tuple(initial_stage(op) for op in dag.ops)
-        self._stages: tuple[Stage, ...] = tuple(stages)
+        self._stage_data: tuple[Stage, ...] | None = tuple(stages)
         self._steps: tuple = tuple(steps)
         self._tensor_cache: dict[int, Tensor] = {}
+
+    @property
+    def _stages(self) -> tuple[Stage, ...]:
+        # None: a state from replay_deferred whose steps are replayed on first use.
+        if self._stage_data is None:
+            self._stage_data = replay(self.dag, self._steps)._stage_data
+        return self._stage_data
+
+    @_stages.setter
+    def _stages(self, stages) -> None:
+        self._stage_data = stages
 
     # ------------------------------------------------------------------ views
 
@@ -339,6 +350,24 @@ def replay(dag, steps) -> State:
     state = State(dag)
     for step in steps:
         state._apply(step)
+    return state
+
+
+def replay_deferred(dag, steps) -> State:
+    """The state of ``steps`` on ``dag``, replayed only when its stages are first read.
+
+    A search keeps many states it never looks inside: the cost model and the builders take
+    their step lists, and their identity is the step tuple. The GPU search gets its states
+    back from worker processes as step lists, and replaying each in the tuning process (about
+    5 ms a state on resnet-18's tasks) was most of that process's time (issue 29). The steps
+    must be ones that replay cleanly (a worker made them by replaying); a bad list raises
+    :class:`ScheduleError` on first use instead of here.
+    """
+    state = State.__new__(State)
+    state.dag = dag
+    state._stage_data = None
+    state._steps = tuple(steps)
+    state._tensor_cache = {}
     return state
 
 

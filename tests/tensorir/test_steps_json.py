@@ -219,3 +219,27 @@ def test_random_step_sequences_round_trip():
                 assert s.attach[1] in [it.name for it in target.iters]
 
     check()
+
+
+def test_deferred_replay_is_the_replayed_state_once_looked_into():
+    import pickle
+
+    from tensorir.schedule import replay_deferred
+
+    dag, C = matmul()
+    s = State(dag)
+    s.split(C, "i", [8, 2])
+    s.reorder(C, ["j", "i.0", "i.1", "i.2", "k"])
+    s.parallel(C, "j")
+    lazy = replay_deferred(dag, s.steps)
+    assert lazy._stage_data is None  # nothing replayed to hand out the steps
+    assert lazy.steps == s.steps and lazy.to_json() == s.to_json()
+    copied = pickle.loads(pickle.dumps(lazy))  # pickled before replay: replays after
+    assert str(lazy) == str(s) and lazy._stage_data is not None
+    assert str(copied) == str(s)
+    lazy.split(C, "k", [4])  # a deferred state can be scheduled on as any other
+    s.split(C, "k", [4])
+    assert str(lazy) == str(s) and lazy.steps == s.steps
+    bad = replay_deferred(dag, (*s.steps[:1], SplitStep(9, 0, 64, (8,), True)))
+    with pytest.raises(ScheduleError):
+        str(bad)  # the first look replays, and the bad step fails there
