@@ -38,6 +38,7 @@ def evolutionary_search(
     population_size: int,
     mutation_prob: float,
     exclude: set | frozenset = frozenset(),
+    mutate_many=None,
 ) -> list:
     """Evolve ``population`` and return up to ``out_size`` best-predicted new states.
 
@@ -49,7 +50,7 @@ def evolutionary_search(
     model : CostModel
         ``predict(task, states) -> scores`` (higher is better).
     mutate : callable
-        ``mutate(task, state, rng) -> State | None``.
+        ``mutate(task, state, seed) -> State | None`` (``seed``: an int).
     rng : numpy.random.Generator
     out_size : int
         How many states to return (TVM: 2 x measures per round).
@@ -61,6 +62,10 @@ def evolutionary_search(
         Probability that a child is a mutation (else a copy of its parent).
     exclude : set
         Keys (:func:`state_key`) never to return, e.g. already-measured states.
+    mutate_many : callable, optional
+        ``mutate_many(task, states, seeds) -> list of (State or None)``: a generation's
+        mutations in one call, in place of ``mutate`` one by one (a GPU policy spreads them
+        over its worker processes). Same seeds, same children.
 
     Returns
     -------
@@ -89,29 +94,43 @@ def evolutionary_search(
                 in_best.add(key)
         if generation == num_iters:
             break
+        if mutate_many is None:
+            mutate_many = _one_by_one(mutate)
         population = _next_generation(
-            task, population, scores, mutate, rng, population_size, mutation_prob
+            task, population, scores, mutate_many, rng, population_size, mutation_prob
         )
     return [state for _, _, state in sorted(best, key=lambda x: (-x[0], x[1]))]
 
 
-def _next_generation(task, population, scores, mutate, rng, size, mutation_prob) -> list:
+def _one_by_one(mutate):
+    def mutate_many(task, states, seeds):
+        return [mutate(task, s, x) for s, x in zip(states, seeds, strict=True)]
+
+    return mutate_many
+
+
+def _next_generation(task, population, scores, mutate_many, rng, size, mutation_prob) -> list:
     weights = np.where(np.isfinite(scores), np.maximum(scores, 0.0), 0.0)
     total = weights.sum()
     probs = weights / total if total > 0 else None  # None: uniform (all scores <= 0)
     out = []
-    # A failed mutation yields nothing; bound the attempts so a population of states that
-    # cannot be mutated does not loop forever.
+    # Parents, coin flips and mutation seeds are drawn here, the mutations made in one batch
+    # per pass; the failed ones are drawn again. The attempts are bounded so that a population
+    # of states that cannot be mutated does not loop forever.
     attempts = 0
     while len(out) < size and attempts < 4 * size:
-        attempts += 1
-        parent = population[rng.choice(len(population), p=probs)]
-        if rng.random() < mutation_prob:
-            child = mutate(task, parent, rng)
-            if child is not None:
+        n = min(size - len(out), 4 * size - attempts)
+        attempts += n
+        parents = rng.choice(len(population), size=n, p=probs)
+        mutating = rng.random(n) < mutation_prob
+        seeds = [int(x) for x in rng.integers(0, 2**63 - 1, size=int(mutating.sum()))]
+        chosen = [population[i] for i, m in zip(parents, mutating, strict=True) if m]
+        children = iter(mutate_many(task, chosen, seeds))
+        for i, m in zip(parents, mutating, strict=True):
+            if not m:
+                out.append(population[i])
+            elif (child := next(children)) is not None:
                 out.append(child)
-        else:
-            out.append(parent)
     return out
 
 

@@ -8,26 +8,25 @@ from the policy's generator, so the result depends on the seed only, never on th
 workers: with no pool (one core, ``AUTOSCHED_FEATURE_WORKERS=0``, a small batch, or a pool
 that fails) the same chunks run in this process and give the same states.
 
-The workers are :mod:`autosched.cost_model.feature_pool`'s (one set of processes for both
-jobs; they are idle while the policy samples). Each gets the task and the sketches' step
+The workers are :mod:`autosched.cost_model.feature_pool`'s, through
+:func:`autosched.search.pool_chunks.run_chunks` (one set of processes for every job; they are
+idle while the policy samples). Each gets the task and the sketches' step
 lists, samples with :func:`autosched.search.annotate.sample_init_population` and sends the
-states' step lists back, which this process replays (about 0.5 ms a state).
+states' step lists back; this process replays a state only when it is looked into
+(:func:`tensorir.schedule.replay_deferred`: the cost model and the builders take step lists).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import random
 
 __all__ = ["CHUNK", "sample_gpu_states"]
 
-_log = logging.getLogger(__name__)
-
 # States per chunk: enough to amortize a worker round trip (a pickled task and sketches,
-# against 10-30 ms per sampled state), few enough that a round's population (about 200 states
-# under a 600 s budget) makes 13 chunks for a 16-core host rather than 7.
-CHUNK = 16
+# against 10-30 ms per sampled state), few enough that a round's population (80 states under
+# a 300 s budget on resnet-18) makes 10 chunks for a 16-core host rather than 5.
+CHUNK = 8
 
 
 def _sample_chunk(task, sketch_steps: list, n: int, seed: int, params) -> list[list]:
@@ -66,32 +65,18 @@ def sample_gpu_states(task, sketches, n: int, rng, params, workers: int | None =
     -------
     list of State
     """
-    from tensorir.schedule import replay
+    from tensorir.schedule import replay_deferred
     from tensorir.steps import steps_from_json
 
-    from ..cost_model.feature_pool import num_workers, worker_pool
+    from .pool_chunks import run_chunks
 
     sizes = _chunks(max(0, int(n)))
     seeds = [int(x) for x in rng.integers(0, 2**63 - 1, size=len(sizes))]
     sketch_steps = [s.to_json()[1] for s in sketches]
-    workers = num_workers() if workers is None else workers
     jobs = [(task, sketch_steps, k, seed, params) for k, seed in zip(sizes, seeds, strict=True)]
-    rows = None
-    if workers and len(jobs) > 1:
-        try:
-            outcomes = worker_pool(workers).map(_sample_chunk, jobs)
-            bad = [o for o in outcomes if not o.ok]
-            if bad:
-                why = bad[0].detail if bad[0].error is None else repr(bad[0].error)
-                raise RuntimeError(f"sampling in a worker process failed: {why}")
-            rows = [o.value for o in outcomes]
-        except Exception as exc:  # noqa: BLE001 - a broken pool must not stop the search
-            _log.debug("sampling in process (the worker pool failed: %s)", exc)
-            rows = None
-    if rows is None:
-        rows = [_sample_chunk(*job) for job in jobs]
+    rows = run_chunks(_sample_chunk, jobs, workers, "sampling")
     out: dict = {}
     for chunk in rows:
         for steps in chunk:
             out.setdefault(json.dumps(steps), steps)
-    return [replay(task.compute_dag, steps_from_json(s)) for s in out.values()]
+    return [replay_deferred(task.compute_dag, steps_from_json(s)) for s in out.values()]

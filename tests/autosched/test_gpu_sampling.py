@@ -69,7 +69,7 @@ def test_chunked_sampling_is_the_same_in_process_and_in_workers(caplog):
     sketches = generate_sketches(task)
     n = CHUNK + 8  # two chunks
     here = sample_gpu_states(task, sketches, n, np.random.default_rng(4), SearchParams(), 0)
-    with caplog.at_level(logging.DEBUG, logger="auto_scheduler.search_policy"):
+    with caplog.at_level(logging.DEBUG, logger="autosched.search.pool_chunks"):
         pool = sample_gpu_states(task, sketches, n, np.random.default_rng(4), SearchParams(), 2)
     assert "worker pool failed" not in caplog.text  # the workers sampled, not the fallback
     assert [s.steps for s in here] == [s.steps for s in pool]
