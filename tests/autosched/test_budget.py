@@ -95,7 +95,7 @@ def _evolution_sizes(monkeypatch, params, num_measure):
     seen = {}
 
     def fake_evolution(task, init, model, mutate, rng, *, out_size, num_iters, population_size,
-                       mutation_prob, exclude):  # fmt: skip
+                       mutation_prob, exclude, mutate_many=None):  # fmt: skip
         seen.update(population=population_size, generations=num_iters)
         return []
 
