@@ -27,6 +27,9 @@ from .tensor import ComputeOp, PlaceholderOp, Tensor
 __all__ = ["ScheduleError", "State", "replay", "replay_deferred"]
 
 
+_DEFERRED = object()  # State's stages argument from replay_deferred: replay when first read
+
+
 class State:
     """A loop state of a :class:`~tensorir.dag.ComputeDAG` plus the steps that made it.
 
@@ -41,7 +44,8 @@ class State:
         self.dag = dag
         if stages is None:
             stages = tuple(initial_stage(op) for op in dag.ops)
-        self._stage_data: tuple[Stage, ...] | None = tuple(stages)
+        # _DEFERRED (replay_deferred): None until the stages are first read.
+        self._stage_data: tuple[Stage, ...] | None = None if stages is _DEFERRED else tuple(stages)
         self._steps: tuple = tuple(steps)
         self._tensor_cache: dict[int, Tensor] = {}
 
@@ -363,12 +367,7 @@ def replay_deferred(dag, steps) -> State:
     must be ones that replay cleanly (a worker made them by replaying); a bad list raises
     :class:`ScheduleError` on first use instead of here.
     """
-    state = State.__new__(State)
-    state.dag = dag
-    state._stage_data = None
-    state._steps = tuple(steps)
-    state._tensor_cache = {}
-    return state
+    return State(dag, _DEFERRED, steps)
 
 
 def _find_tensor(op, dag, stages) -> Tensor:

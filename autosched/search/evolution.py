@@ -72,6 +72,8 @@ def evolutionary_search(
     list of State
         Best predicted first.
     """
+    if mutate_many is None:
+        mutate_many = _one_by_one(mutate)
     best: list[tuple[float, int, object]] = []  # min-heap of (score, tiebreak, state)
     in_best: set = set()
     counter = itertools.count()
@@ -94,8 +96,6 @@ def evolutionary_search(
                 in_best.add(key)
         if generation == num_iters:
             break
-        if mutate_many is None:
-            mutate_many = _one_by_one(mutate)
         population = _next_generation(
             task, population, scores, mutate_many, rng, population_size, mutation_prob
         )

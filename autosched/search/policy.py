@@ -184,11 +184,9 @@ class SketchPolicy:
 
         return mutate(task, state, rng, self.params)
 
-    def _mutate_many(self, task, states, seeds):
-        """One generation's mutations: a GPU task's over the worker processes (each is
-        verified against the device limits, the costly part), a CPU task's here."""
-        if not task.target.is_gpu:
-            return [self._mutate(task, s, x) for s, x in zip(states, seeds, strict=True)]
+    def _mutate_gpu_many(self, task, states, seeds):
+        """One generation's GPU mutations over the worker processes (each is verified against
+        the device limits, the costly part; a CPU task's mutations are cheap and stay here)."""
         from .mutation_pool import mutate_gpu_states
 
         return mutate_gpu_states(task, states, seeds, self.params)
@@ -237,7 +235,7 @@ class SketchPolicy:
                 out_size=2 * num_measure, num_iters=num_iters,
                 population_size=p.evolutionary_search_population,
                 mutation_prob=p.evolutionary_search_mutation_prob, exclude=self.measured_keys,
-                mutate_many=self._mutate_many,
+                mutate_many=self._mutate_gpu_many if self.task.target.is_gpu else None,
             )  # fmt: skip
         return best, random_states
 
