@@ -116,6 +116,14 @@ VARIABLES: dict[str, Variable] = {
             "on GPU targets, split few-row long-K dense layers along K (split_k_dense)",
         ),
         Variable(
+            "AUTOSCHED_CONV_SPLIT_K",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            True,
+            "on GPU targets, compute implicit-GEMM conv2d with few output tiles in slices of K "
+            "(conv2d_gemm.split_k_slices)",
+        ),
+        Variable(
             "AUTOSCHED_CUDA_GRAPH",
             _flag,
             "1/0, true/false, yes/no or on/off",

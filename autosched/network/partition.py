@@ -128,7 +128,9 @@ def _call_compute(call, args, scope: NameScope, implicit_gemm: tuple[str, ...]):
     if implicit_gemm and call.op == "nn.conv2d":
         with scope:
             attrs = op_attrs(call.op, dict(call.attrs))
-            out = implicit_gemm_conv2d_op(*args, attrs, implicit_gemm)
+            # Split-K for GEMMs of few output tiles (conv2d_gemm.split_k_slices), unless off.
+            split_k = None if env("AUTOSCHED_CONV_SPLIT_K") else 1
+            out = implicit_gemm_conv2d_op(*args, attrs, implicit_gemm, split_k)
         if out is not None:
             return out
     return compute_op(call.op, args, dict(call.attrs), name_scope=scope)

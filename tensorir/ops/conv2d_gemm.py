@@ -25,6 +25,19 @@ operand dtype's fragment K for ``K``: 16 for float16 / bfloat16, 8 for float32 r
 ``K = CI*KH*KW`` and ``CO`` (a condition in their bodies), and the output reads only the real
 rows. :func:`use_implicit_gemm` says when
 that pays (see its rule).
+
+**Split-K.** Where the output has few fragment tiles and K is long (resnet's 7x7 maps at batch
+1: ``P = 49`` padded to 64 rows, 512 channels, ``K = 4608``: 128 tiles of 16x16 for a GPU of
+over 100 SMs, each block walking all of K), the GEMM is computed as ``S`` slices of K::
+
+    col[s, p, r']  = col(p, s*KS + r')          W2[s, r', co] = W2(s*KS + r', co)
+    conv2d_gemm[s, p, co] = sum_r' col[s, p, r'] * W2[s, r', co]     (a batch_matmul over s)
+    out[n, oh, ow, co]    = conv2d_gemm[0, p, co] + ... + conv2d_gemm[S-1, p, co]
+
+``S`` times as many blocks share the work; the partial sums (float32: 4 bytes per slice,
+pixel and channel) are added by the epilogue's kernel, which an elementwise sum of ``S`` reads
+keeps one injective stage. :func:`split_k_slices` picks ``S`` from the GEMM's shape alone, so a
+tuning run and the build that reads its log make the same DAG on any machine.
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ __all__ = [
     "conv2d_implicit_gemm",
     "gemm_k_align",
     "implicit_gemm_conv2d_op",
+    "split_k_slices",
     "use_implicit_gemm",
 ]
 
@@ -62,6 +76,14 @@ IGEMM_MAX_PAD = 0.25
 IGEMM_MIN_CHANNELS = 16
 """Fewer input channels than this (an RGB stem) stay on the scalar sketches: a k tile of 16
 would gather across several kernel taps, and the whole conv is a small share of the network."""
+
+SPLIT_K_MIN_TILES = 512
+"""A split GEMM is cut into enough slices for this many tiles (slices times tiles): about four
+per SM on GPUs of 108-132 SMs (A100, H100), so that even blocks of several tiles fill the
+device; :func:`split_k_slices`."""
+SPLIT_K_MIN_DEPTH = 256
+"""Each slice keeps at least this much of K (16 fragment steps of 16): below it the slice's
+shared-memory pipeline barely fills and the partial sums cost more than they save."""
 
 _LAYOUTS = {"NHWC": "HWIO", "NCHW": "OIHW"}
 
@@ -97,6 +119,26 @@ class ConvGemmShape:
     def waste(self) -> float:
         """The largest fraction of padding along one GEMM axis (0: no padding)."""
         return max((q - x) / q for x, q in zip((self.p, self.k, self.co), self.padded))
+
+
+def split_k_slices(shape: ConvGemmShape) -> int:
+    """How many slices of K the implicit GEMM of ``shape`` is computed in (1: not split).
+
+    The smallest ``S`` that gives :data:`SPLIT_K_MIN_TILES` 16x16 output tiles, among those
+    that cut the padded K into whole fragment steps of at least :data:`SPLIT_K_MIN_DEPTH`
+    (the largest such ``S`` where none reaches it). resnet-18 at batch 1: 7x7 maps with
+    ``K = 4608`` get 4 slices, 14x14 ones 3, 28x28 ones 2, 56x56 ones and the 1x1 convs none.
+    """
+    pp, kp, cop = shape.padded
+    tiles = (pp // GEMM_ALIGN) * (cop // GEMM_ALIGN)
+    steps = kp // shape.k_align
+    best = 1
+    for slices in range(2, steps + 1):
+        if tiles * best >= SPLIT_K_MIN_TILES or kp // slices < SPLIT_K_MIN_DEPTH:
+            break
+        if steps % slices == 0:
+            best = slices
+    return best
 
 
 def _params(strides, padding, dilation):
@@ -169,6 +211,7 @@ def conv2d_implicit_gemm(
     dilation=(1, 1),
     data_layout: str = "NHWC",
     out_dtype: str = "",
+    split_k: int = 1,
 ) -> Tensor:
     """A ``groups == 1`` conv2d computed as the GEMM of the module docstring.
 
@@ -181,6 +224,10 @@ def conv2d_implicit_gemm(
     data_layout : "NHWC" or "NCHW"
     out_dtype : str
         Accumulation and output dtype; empty means the input dtype.
+    split_k : int
+        Compute the GEMM in this many slices of K, added by the output stage (module
+        docstring); it must divide the padded K into whole fragment steps. 1: not split;
+        :func:`split_k_slices` gives the rule's choice.
 
     Returns
     -------
@@ -227,14 +274,20 @@ def conv2d_implicit_gemm(
         value = data[(n, ih, iw, rc) if nhwc else (n, rc, ih, iw)]
         return te.if_then_else(te.all(*conds), value, zero) if conds else value
 
-    col = compute((PP, KP), fcol, "data_im2col", ["p", "r"], tag="injective,im2col")
-
     def fw2(co, r):
         rc, ry, rx = taps(r)
         value = weight[(ry, rx, rc, co) if nhwc else (co, rc, ry, rx)]
         conds = [co < CO] if COP != CO else []
         conds += [r < shape.k] if shape.k != KP else []
         return te.if_then_else(te.all(*conds), value, zero) if conds else value
+
+    steps = KP // shape.k_align
+    if not isinstance(split_k, int) or split_k < 1 or steps % split_k:
+        raise TensorError(
+            f"conv2d_gemm: split_k={split_k!r} does not cut K = {KP} into whole fragment steps "
+            f"of {shape.k_align}; pass a divisor of {steps} (1: no split)"
+        )
+    S, KS = split_k, KP // split_k
 
     def rd(t, idx):
         return cast_to(t[idx], out_dtype)
@@ -243,35 +296,53 @@ def conv2d_implicit_gemm(
         # NCHW output then reads gemm[co, oh*OW + ow], a loop fusion of its last two axes)
         return (n * OH + oh) * OW + ow if N > 1 else oh * OW + ow
 
-    rk = te.reduce_axis((0, KP), name="rk")
+    def summed(read):  # the output: the GEMM, or the sum of its S slices
+        if S == 1:
+            return read(())
+        total = read((0,))
+        for k in range(1, S):
+            total = total + read((k,))
+        return total
+
+    # Each operand with a leading slice axis when split (r = s*KS + r'); the GEMM reads it as
+    # a batch_matmul over s.
+    lead, lead_names = ((S,), ["s"]) if S > 1 else ((), [])
+
+    def tap_of(sl, r):
+        return sl[0] * KS + r if sl else r
+
+    col = compute((*lead, PP, KS), lambda *a: fcol(a[-2], tap_of(a[:-2], a[-1])),
+                  "data_im2col", [*lead_names, "p", "r"], tag="injective,im2col")  # fmt: skip
+    rk = te.reduce_axis((0, KS), name="rk")
     if nhwc:
-        w2 = compute((KP, COP), lambda r, co: fw2(co, r), "kernel_gemm", ["r", "co"],
-                     tag="injective")  # fmt: skip
+        w2 = compute((*lead, KS, COP), lambda *a: fw2(a[-1], tap_of(a[:-2], a[-2])),
+                     "kernel_gemm", [*lead_names, "r", "co"], tag="injective")  # fmt: skip
         gemm = compute(
-            (PP, COP),
-            lambda p, co: te.sum(rd(col, (p, rk)) * rd(w2, (rk, co)), axis=[rk]),
+            (*lead, PP, COP),
+            lambda *a: te.sum(rd(col, (*a[:-2], a[-2], rk)) * rd(w2, (*a[:-2], rk, a[-1])), [rk]),
             "conv2d_gemm",
-            ["p", "co"],
+            [*lead_names, "p", "co"],
             tag=GEMM_TAG,
         )
         return compute(
             (N, OH, OW, CO),
-            lambda n, oh, ow, co: gemm[pixel(n, oh, ow), co],
+            lambda n, oh, ow, co: summed(lambda sl: gemm[(*sl, pixel(n, oh, ow), co)]),
             "conv2d_gemm_nhwc",
             ["nn", "yy", "xx", "ff"],
             tag="conv2d_nhwc,conv2d_gemm",
         )
-    w2 = compute((COP, KP), fw2, "kernel_gemm", ["co", "r"], tag="injective")
+    w2 = compute((*lead, COP, KS), lambda *a: fw2(a[-2], tap_of(a[:-2], a[-1])),
+                 "kernel_gemm", [*lead_names, "co", "r"], tag="injective")  # fmt: skip
     gemm = compute(
-        (COP, PP),
-        lambda co, p: te.sum(rd(w2, (co, rk)) * rd(col, (p, rk)), axis=[rk]),
+        (*lead, COP, PP),
+        lambda *a: te.sum(rd(w2, (*a[:-2], a[-2], rk)) * rd(col, (*a[:-2], a[-1], rk)), [rk]),
         "conv2d_gemm",
-        ["co", "p"],
+        [*lead_names, "co", "p"],
         tag=GEMM_TAG,
     )
     return compute(
         (N, CO, OH, OW),
-        lambda n, co, oh, ow: gemm[co, pixel(n, oh, ow)],
+        lambda n, co, oh, ow: summed(lambda sl: gemm[(*sl, co, pixel(n, oh, ow))]),
         "conv2d_gemm_nchw",
         ["nn", "ff", "yy", "xx"],
         tag="conv2d_nchw,conv2d_gemm",
@@ -279,13 +350,14 @@ def conv2d_implicit_gemm(
 
 
 def implicit_gemm_conv2d_op(
-    data: Tensor, weight: Tensor, attrs, dtypes=LOW_PRECISION
+    data: Tensor, weight: Tensor, attrs, dtypes=LOW_PRECISION, split_k: int | None = None
 ) -> Tensor | None:
     """The implicit-GEMM compute of Relay's ``nn.conv2d`` with ``attrs`` (as
     ``tensorir.ops.op_attrs`` fills them) when :func:`use_implicit_gemm` accepts it for operand
     ``dtypes``, else None (the caller builds the direct conv2d). The operand dtype decides:
     ``to_mixed_precision`` gives a float16 conv ``out_dtype="float32"``, which the GEMM
-    accumulates in; a float32 conv (``dtypes`` with float32: TF32) accumulates in float32."""
+    accumulates in; a float32 conv (``dtypes`` with float32: TF32) accumulates in float32.
+    ``split_k`` slices of K (None: :func:`split_k_slices`' choice)."""
     a = attrs
     if not use_implicit_gemm(
         data.shape, weight.shape, a["strides"], a["padding"], a["dilation"], a["groups"],
@@ -294,6 +366,18 @@ def implicit_gemm_conv2d_op(
         return None
     if weight.dtype != data.dtype:
         return None
+    if split_k is None:
+        split_k = split_k_slices(conv2d_gemm_shape(
+            data.shape, weight.shape, a["strides"], a["padding"], a["dilation"],
+            a["data_layout"], data.dtype,
+        ))  # fmt: skip
     return conv2d_implicit_gemm(
-        data, weight, a["strides"], a["padding"], a["dilation"], a["data_layout"], a["out_dtype"]
+        data,
+        weight,
+        a["strides"],
+        a["padding"],
+        a["dilation"],
+        a["data_layout"],
+        a["out_dtype"],
+        split_k,
     )

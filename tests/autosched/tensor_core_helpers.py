@@ -71,15 +71,16 @@ def conv_shapes(layout, n, ci, h, co, k):
     return (n, ci, h, h), (co, ci, k, k)
 
 
-def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, dtype="float16"):
-    """The implicit-GEMM conv2d (``dtype`` operands, fp32 accumulation), maybe with the
-    epilogue of a to_mixed_precision network: cast to ``dtype``, bias, relu (float32: no
-    cast)."""
+def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, dtype="float16",
+             split_k=1):  # fmt: skip
+    """The implicit-GEMM conv2d (``dtype`` operands, fp32 accumulation; its GEMM in
+    ``split_k`` slices of K), maybe with the epilogue of a to_mixed_precision network: cast to
+    ``dtype``, bias, relu (float32: no cast)."""
     scope = NameScope()
     xs, ws = conv_shapes(layout, n, ci, h, co, k)
     x, w = scope.placeholder(xs, dtype), scope.placeholder(ws, dtype)
     with scope:
-        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32")
+        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32", split_k)
     ins = [x, w]
     if epilogue:
         b = scope.placeholder((co,), dtype)
