@@ -183,3 +183,24 @@ def test_a_network_with_a_split_conv_matches_the_reference():
     want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
     assert np.abs(want).max() > 0.1
     np.testing.assert_allclose(got, want, *tolerance("float16"))
+
+
+def test_a_tf32_conv_splits_on_its_own_fragment_steps():
+    """float32 under ``-allow_tf32=1``: K steps of 8; the split GEMM's TF32 states compute the
+    conv (scalar reading) in two kernels."""
+    from tensorir.passes.tensor_core import TF32_TENSOR_CORES
+
+    if not TF32_TENSOR_CORES:
+        pytest.skip("TF32 tensor cores are switched off (TF32_TENSOR_CORES)")
+    # K = 2304 is 288 TF32 steps; one 16x16 tile: 9 slices of 256, as for float16.
+    shape = conv2d_gemm_shape((1, 4, 4, 256), (3, 3, 256, 16), 1, 1, 1, "NHWC", "float32")
+    assert shape.k_align == 8 and split_k_slices(shape) == 9
+    dag = conv_dag("NHWC", 1, 32, 6, 16, 3, 1, 1, epilogue=True, dtype="float32", split_k=3)
+    task = gpu_task(dag, target="cuda -arch=sm_80 -allow_tf32=1")
+    (st,) = helpers.valid_states(task, 1, 0, tries=100)
+    prog = lower(st)
+    assert has_tc(st) and len(kernels(prog)) == 2
+    args = random_args(dag, seed=9)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    run_program(prog, [*args, out], simt=True)
+    np.testing.assert_allclose(out, eval_dag(dag, args)[0], rtol=1e-4, atol=1e-4)
