@@ -30,7 +30,8 @@ memory. The output stage (with the bias and relu of its fused group) gets its pi
 fused into one, so it is an elementwise consumer of the GEMM and runs in the fragment store
 nest (under a guard where the pixels do not fill whole fragments): one kernel per conv. A
 network's 16-bit convs are built this way on CUDA (the network partition picks the compute;
-docs/gpu.md).
+docs/gpu.md). Where such a GEMM has few output tiles and a long K (small maps, many channels),
+it is computed in slices of K that a second kernel adds (split-K, the lesson's end).
 """
 
 import os
@@ -172,3 +173,30 @@ print(conv_task.compute_dag)
 print("== its tensor-core sketch: the copies to shared gather from data and kernel, and the")
 print("   bias + relu run in the fragment store nest of T_relu (its pixel loops fused)")
 print(conv_sketch)
+
+# Split-K: a 7x7 map (49 pixels, one 64-row GEMM) with 256 input channels and 16 output
+# channels has K = 2304 but a single 64x16 output block: one SM would walk all of K while the
+# others idle. split_k_slices picks how many slices of K to compute apart (from the shape
+# alone); the GEMM gains a leading slice axis (a batch_matmul), and the output stage adds the
+# slices, so the bias and relu now run in a second kernel after the partial sums are stored.
+from tensorir.kernels import kernel_stmts  # noqa: E402
+from tensorir.ops.conv2d_gemm import conv2d_gemm_shape, split_k_slices  # noqa: E402
+
+slices = split_k_slices(conv2d_gemm_shape((1, 7, 7, 256), (3, 3, 256, 16), 1, 1, 1, "NHWC"))
+scope = NameScope()
+X7 = scope.placeholder((1, 7, 7, 256), "float16", name="data")
+W7 = scope.placeholder((3, 3, 256, 16), "float16", name="kernel")
+with scope:
+    split = conv2d_implicit_gemm(X7, W7, padding=1, out_dtype="float32", split_k=slices)
+split_task = ansor.SearchTask(ansor.ComputeDAG([X7, W7, split]), target="cuda",
+                              hardware_params=hardware)  # fmt: skip
+print(f"== split-K: {slices} slices of K = 2304; the GEMM and the output that adds them")
+for line in str(split_task.compute_dag).splitlines():
+    if line.startswith(("conv2d_gemm(", "conv2d_gemm_nhwc(")):
+        print(line)
+(split_sketch,) = generate_sketches(split_task)
+split_ctx, split_rng = gpu_context(split_task, ansor.SearchParams()), random.Random(0)
+split_state = None
+while split_state is None:  # a draw over the device's limits is None: draw again
+    split_state = sample_state_gpu(split_ctx, split_sketch, split_rng, split_task)
+print(f"== kernels of a sampled state: {len(kernel_stmts(lower(split_state)))} (the GEMM, the sum)")
