@@ -249,3 +249,20 @@ def nvcc_ptx(code: str, arch: str, tmp_path, name="k") -> str:
     subprocess.run([NVCC, "-ptx", f"-arch={arch}", str(src), "-o", str(ptx)],
                    check=True, capture_output=True)  # fmt: skip
     return ptx.read_text()
+
+
+def run_groups_as_scalar_loops(func, groups, x, state_of) -> np.ndarray:
+    """The output of a partitioned network (``partition``'s function and groups) on input
+    ``x``, each group run as the scalar loops of ``state_of(group)`` (its GPU state, read as
+    the interpreter reads marked nests), in order."""
+    from tensorir.loop_interp import run_program
+    from tensorir.lower import lower
+
+    values = {id(func.params[0]): x}
+    for gd in groups:
+        args = [np.asarray(values[id(i)] if id(i) in values else i.value)  # noqa: SIM401
+                for i in gd.inputs]  # fmt: skip
+        out = np.zeros(gd.dag.output_tensors[0].shape, gd.dag.output_tensors[0].dtype)
+        run_program(lower(state_of(gd)), [*args, out], simt=True)
+        values[id(gd.group.output)] = out
+    return values[id(groups[-1].group.output)]

@@ -201,15 +201,9 @@ def test_a_16_bit_network_with_implicit_gemm_convs_matches_the_reference():
     func, groups = partition(mixed, None, "cuda")
     assert _igemm_groups(groups)
     x = rng.normal(0, 1, (1, 8, 8, 16)).astype("float32")
-    values = {id(func.params[0]): x}
-    for gd in groups:
-        args = [np.asarray(values[id(i)] if id(i) in values else i.value)  # noqa: SIM401
-                for i in gd.inputs]  # fmt: skip
-        state = default_gpu_state(gd.dag, 256, 32, lambda s: None)
-        out = np.zeros(gd.dag.output_tensors[0].shape, gd.dag.output_tensors[0].dtype)
-        run_program(lower(state), [*args, out], simt=True)
-        values[id(gd.group.output)] = out
-    got = values[id(groups[-1].group.output)].astype(np.float32)
+    got = helpers.run_groups_as_scalar_loops(
+        func, groups, x, lambda gd: default_gpu_state(gd.dag, 256, 32, lambda s: None)
+    ).astype(np.float32)
     want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
     assert got.shape == (1, 4, 4, 16) and np.abs(want).max() > 0.1
     np.testing.assert_allclose(got, want, *tolerance("float16"))

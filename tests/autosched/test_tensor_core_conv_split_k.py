@@ -157,6 +157,7 @@ def test_partition_splits_by_the_rule_unless_switched_off(monkeypatch):
 def test_a_network_with_a_split_conv_matches_the_reference():
     """The CUDA partition's split conv group run as scalar loops (its default tensor-core
     state) equals the graph reference of the float16 network."""
+    from autosched.network.default_schedules import default_gpu_state
     from tensorir.graph.reference import evaluate
 
     rng = np.random.default_rng(3)
@@ -165,21 +166,15 @@ def test_a_network_with_a_split_conv_matches_the_reference():
     func, groups = partition(mixed, None, "cuda")
     (gd,) = [g for g in groups if "conv2d_gemm" in [o.name for o in g.dag.ops]]
     x = rng.uniform(-1, 1, (1, 4, 4, 256)).astype("float32")
-    values = {id(func.params[0]): x}
-    for g in groups:
-        args = [np.asarray(values[id(i)] if id(i) in values else i.value)  # noqa: SIM401
-                for i in g.inputs]  # fmt: skip
+
+    def state_of(g):
         if g is gd:
             state = default_tensor_core_state(gpu_task(g.dag))
             assert state is not None and len(kernels(lower(state))) == 2
-        else:
-            from autosched.network.default_schedules import default_gpu_state
+            return state
+        return default_gpu_state(g.dag, 256, 32, lambda s: None)
 
-            state = default_gpu_state(g.dag, 256, 32, lambda s: None)
-        out = np.zeros(g.dag.output_tensors[0].shape, g.dag.output_tensors[0].dtype)
-        run_program(lower(state), [*args, out], simt=True)
-        values[id(g.group.output)] = out
-    got = values[id(groups[-1].group.output)].astype(np.float32)
+    got = helpers.run_groups_as_scalar_loops(func, groups, x, state_of).astype(np.float32)
     want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
     assert np.abs(want).max() > 0.1
     np.testing.assert_allclose(got, want, *tolerance("float16"))
