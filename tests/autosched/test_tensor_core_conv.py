@@ -65,8 +65,10 @@ def test_the_rule_for_using_it():
     # 7x7 maps at batch 1: P = 49 padded to 64 (23%) still pays.
     assert use_implicit_gemm((1, 7, 7, 512), (3, 3, 512, 512), 1, 1, 1, 1, *nhwc, "float16")
     assert not use_implicit_gemm((1, 56, 56, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float32")
-    # RGB stem: 3 input channels.
-    assert not use_implicit_gemm((1, 224, 224, 3), (7, 7, 3, 64), 2, 3, 1, 1, *nhwc, "float16")
+    # RGB stem: 3 input channels, K = 147 padded to 160 (8%).
+    assert use_implicit_gemm((1, 224, 224, 3), (7, 7, 3, 64), 2, 3, 1, 1, *nhwc, "float16")
+    # One channel, 3x3: K = 9 padded to 16 wastes 44%.
+    assert not use_implicit_gemm((1, 28, 28, 1), (3, 3, 1, 8), 1, 1, 1, 1, *nhwc, "float16")
     assert not use_implicit_gemm((1, 8, 8, 32), (3, 3, 16, 32), 1, 1, 1, 2, *nhwc, "float16")
     # 3x3 output: P = 9 padded to 16 wastes 44%.
     assert not use_implicit_gemm((1, 3, 3, 64), (3, 3, 64, 64), 1, 1, 1, 1, *nhwc, "float16")
@@ -87,6 +89,9 @@ TC_CASES = [
     ("NHWC", 1, 16, 7, 16, 3, 1, 1, True, 1),
     ("NCHW", 1, 16, 7, 16, 1, 1, 0, True, 1),
     ("NHWC", 1, 16, 4, 24, 3, 1, 1, True, 1),
+    # RGB stems: 3 channels, K = 147 padded to 160 (7x7, stride 2) and 27 to 32 (3x3)
+    ("NHWC", 1, 3, 16, 16, 7, 2, 3, True, 1),
+    ("NCHW", 1, 3, 8, 16, 3, 1, 1, True, 1),
 ]
 
 
@@ -152,6 +157,20 @@ def test_generated_cuda_compiles_to_wmma_ptx(arch, h, tmp_path):
         assert "< 49)" in store[: store.index("__syncwarp();", store.index("wmma_e"))]
     text = nvcc_ptx(code, arch, tmp_path)
     assert "wmma.mma.sync" in text and "wmma.load.a" in text and "wmma.store.d" in text
+
+
+@needs_nvcc
+def test_an_rgb_stem_compiles_to_wmma_ptx_gathering_single_elements(tmp_path):
+    """3 channels: a 16-wide k tile spans several taps, so the im2col copy reads one half at a
+    time (the weights still come in 16-byte words); the GEMM is on tensor cores all the same."""
+    dag = conv_dag("NHWC", 1, 3, 16, 32, 7, 2, 3, 1, epilogue=True)
+    (st,) = valid_states(gpu_task(dag), 1, seed=4)
+    code = build_cuda(lower(st), arch="sm_90").code
+    assert "nvcuda::wmma::mma_sync" in code and code.count("__global__") == 1
+    assert "(const uint4*)&placeholder[" not in code  # the data: no 16-byte words
+    assert "(const uint4*)&placeholder_1[" in code or "cp_async16(" in code  # the weights
+    text = nvcc_ptx(code, "sm_90", tmp_path)
+    assert "wmma.mma.sync" in text and "wmma.load.a" in text
 
 
 def _igemm_groups(groups):

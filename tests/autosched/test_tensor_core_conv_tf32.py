@@ -2,7 +2,7 @@
 ``-arch``) the network partition builds float32 convs as implicit GEMMs (K padded to TF32's
 fragment K, 8), the tensor-core sketch tiles them on 16x16x8 fragments with 4-float im2col
 words, the untuned default covers them, and the CUDA code compiles to TF32 ``wmma`` PTX; without
-the option, before sm_80, on the CPU and for the RGB stem nothing changes."""
+the option, before sm_80 and on the CPU nothing changes."""
 
 import numpy as np
 import pytest
@@ -64,7 +64,7 @@ def test_the_rule_for_using_it_takes_float32_only_when_asked():
     assert not use_implicit_gemm(*conv)  # the default dtypes: 16-bit only
     assert use_implicit_gemm(*conv, F32)
     stem = ((1, 224, 224, 3), (7, 7, 3, 64), 2, 3, 1, 1, *NHWC, "float32")
-    assert not use_implicit_gemm(*stem, F32)  # the RGB stem: 3 input channels
+    assert use_implicit_gemm(*stem, F32)  # the RGB stem: K = 147 padded to 152
     assert not use_implicit_gemm(*conv[:-1], "float64", ("float64",))  # no fragment for it
 
 
@@ -114,9 +114,10 @@ def test_partition_picks_the_implicit_gemm_for_float32_convs_only_with_tf32(targ
         assert len(_igemm_groups(wg)) == 1 and any("winograd" in gd.name for gd in wg)
 
 
-def test_the_rgb_stem_stays_direct_and_scalar():
-    """3 input channels (K = 3*7*7 = 147, which pads to 152 fine) stay a direct conv2d: the
-    partition does not build the GEMM, and the rule does not take the direct conv."""
+def test_the_rgb_stem_runs_on_tf32_tensor_cores_too():
+    """3 input channels (K = 3*7*7 = 147, padded to 152): the partition builds the GEMM, its one
+    sketch tiles it on TF32 fragments, and a sampled state computes the conv (exact float32 in
+    the scalar reading) though its gather fetches one float at a time."""
     from tensorir.graph import ir as gir
     from tensorir.graph import nn, op
 
@@ -128,11 +129,14 @@ def test_the_rgb_stem_stays_direct_and_scalar():
     params = {"w": rng.normal(0, 0.2, (7, 7, 3, 16)).astype("float32")}
     stem = conv2d_gemm_shape((1, 32, 32, 3), (7, 7, 3, 16), 2, 3, 1, "NHWC", "float32")
     assert stem.padded[1] == 152
-    assert not _igemm_groups(partition(mod, params, TF32)[1])
-    hw = ansor.HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
-    tasks, _ = ansor.extract_tasks(mod, params, TF32, hardware_params=hw)
-    assert len(tasks) == 1
-    assert not any(has_tc(s) for s in generate_sketches(tasks[0]))
+    assert len(_igemm_groups(partition(mod, params, TF32)[1])) == 1
+    dag = f32_conv("NHWC", 1, 3, 32, 16, 7, 2, 3)
+    (st,) = valid_states(gpu_task(dag, TF32), 1, seed=1)
+    assert has_tc(st)
+    args = random_args(dag, seed=5)
+    got = np.zeros(dag.output_tensors[0].shape, np.float32)
+    run_program(lower(st), [*args, got], simt=True)
+    np.testing.assert_allclose(got, conv_ref(*args, 2, 3, 1, "NHWC"), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("case", [
@@ -261,13 +265,13 @@ def test_tf32_conv_cuda_compiles_to_tf32_mma_ptx(arch, tmp_path):
     assert "cvt.rna.tf32.f32" in text
 
 
-def test_resnet18_float32_with_tf32_runs_every_conv_but_the_stem_on_tensor_cores():
+def test_resnet18_float32_with_tf32_runs_every_conv_on_tensor_cores():
     hw = ansor.HardwareParams(num_cores=1, max_shared_memory_per_block=49152)
     mod, params, _, _ = ansor.networks.get_network("resnet-18", 1, "NHWC")
     tasks, _ = ansor.extract_tasks(mod, params, TF32, hardware_params=hw)
     convs = [t for t in tasks if "conv2d" in t.desc]
     igemm = [t for t in convs if "conv2d_gemm" in [op.name for op in t.compute_dag.ops]]
-    assert len(igemm) == len(convs) - 1 >= 15  # 19 today; the RGB stem stays direct
+    assert len(igemm) == len(convs) >= 16  # 20 today, the RGB stem among them
     assert not any("winograd" in t.desc for t in tasks)
     for task in igemm:
         (sketch,) = generate_sketches(task)
