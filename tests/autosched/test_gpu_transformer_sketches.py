@@ -111,6 +111,43 @@ def test_gelu_epilogue_reading_the_dense_twice_fuses_into_one_kernel():
     _run_simt(state, task.compute_dag)
 
 
+def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
+    """1 x 128 times 128 x 300 with bias and relu: more outputs than reduced values, so TVM's
+    rule would only tile it (at most 300 threads on the whole GPU). A second sketch reduces
+    each output across a warp inside the epilogue's loop: a block per output, one kernel."""
+    from tensorir.graph import nn, op
+    from tensorir.graph.ir import Constant, Function
+
+    rng = np.random.default_rng(5)
+    x = op.var("x", (1, 128), "float32")
+    w = Constant(rng.standard_normal((300, 128)).astype(np.float32))
+    b = Constant(rng.standard_normal(300).astype(np.float32))
+    out = nn.relu(op.add(nn.dense(x, w), b))
+    (task,), _ = extract_tasks(Module.from_function(Function((x,), out)), {}, "cuda")
+    sketches = generate_sketches(task)
+    assert len(sketches) == 2
+    (gemv,) = [s for s in sketches if has_cross_thread_reduction(s, s.stage_id("T_dense"))]
+    dense = gemv.stages[gemv.stage_id("T_dense")]
+    assert dense.compute_at == "iter" and dense.attach[0] == gemv.stages[-1].name
+    assert dense.iters[-1].annotation == "threadIdx.x"
+    for seed in range(2):
+        (state,) = sample_init_population(task, [gemv], 1, random.Random(seed))
+        code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
+        assert code.count("__global__") == 1 and "__shared__ float T_dense_red[32]" in code
+        _run_simt(state, task.compute_dag, seed)
+
+
+def test_a_tiled_gemm_with_many_outputs_gets_no_cross_thread_sketch():
+    """64 x 64 outputs (more than a block's threads) keep TVM's single tiled sketch."""
+    from tensorir import te
+
+    a, b = te.placeholder((64, 256), name="A"), te.placeholder((64, 256), name="B")
+    k = te.reduce_axis((0, 256), name="k")
+    c = te.compute((64, 64), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="C")
+    (sketch,) = generate_sketches(_task([a, b, c]))
+    assert not has_cross_thread_reduction(sketch, sketch.stage_id("C"))
+
+
 def test_fan_in_match_needs_elementwise_reads():
     from tensorir import te
     from tensorir.schedule import State
