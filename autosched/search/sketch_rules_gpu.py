@@ -266,11 +266,13 @@ _TENSOR_CORE_RULE = MultiLevelTilingTensorCore()
 
 
 class CrossThreadReduction(SketchRule):
-    """Reductions with little spatial work (at most a block's worth of outputs, or fewer outputs
-    than reduced values): fuse the reduce loops, split by the warp size and
-    bind the inner part to threadIdx.x (a cross-thread reduction when lowered). When the
-    single consumer shares outer loops and needs no tiling (softmax normalisation), the
-    reduction is computed inside the consumer, whose last loop gets the same thread split."""
+    """Reductions with little spatial work (fewer outputs than reduced values, or at most a
+    block's worth of outputs): fuse the reduce loops, split by the warp size and bind the inner
+    part to threadIdx.x (a cross-thread reduction when lowered). When the single consumer
+    shares outer loops and needs no tiling (softmax normalisation), the reduction is computed
+    inside the consumer, whose last loop gets the same thread split; when that consumer's loops
+    are exactly the reduction's outputs (a GEMV's cast, bias and activation), inside its
+    innermost loop: a block per output, one kernel."""
 
     name = "CrossThreadReduction"
 
@@ -289,8 +291,12 @@ class CrossThreadReduction(SketchRule):
             # We also try it (beside the tiled sketch: APPLY keeps both) where more than a
             # warp's worth is reduced: a tiled sketch of at most max_threads_per_block outputs
             # runs that many threads on the whole device (a batch-1 classifier, 1000 x 512, ran
-            # as 25 blocks of 40 threads: 13 us on an H100). Not where tensor cores take it.
-            if reduce > ctx.warp_size and _TENSOR_CORE_RULE.meet_condition(ctx, state, sid) == SKIP:
+            # as 25 blocks of 40 threads: 13 us on an H100). Not where tensor cores take it,
+            # nor on GPUs without warps (Mali reports a warp size of 1: a block of one thread).
+            if (
+                1 < ctx.warp_size < reduce
+                and _TENSOR_CORE_RULE.meet_condition(ctx, state, sid) == SKIP
+            ):
                 return APPLY
             return SKIP
         if reduce > 1:
