@@ -137,6 +137,22 @@ def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
         _run_simt(state, task.compute_dag, seed)
 
 
+def test_no_gemv_sketch_on_a_gpu_without_warps():
+    """Mali reports a warp size of 1: a "cross-thread" reduction would be one thread (200
+    outputs fit its blocks of 256 threads, so only the warp size keeps the sketch out)."""
+    from autosched.hardware import MALI_DEFAULTS, HardwareParams
+    from tensorir import te
+
+    x, w = te.placeholder((1, 128), name="X"), te.placeholder((200, 128), name="W")
+    k = te.reduce_axis((0, 128), name="k")
+    y = te.compute((1, 200), lambda i, j: te.sum(x[i, k] * w[j, k], axis=k), name="Y")
+    dag = ComputeDAG([x, w, y])
+    for target, hw, n in (("cuda", None, 2), ("opencl -device=mali", MALI_DEFAULTS, 1)):
+        params = HardwareParams(**hw) if hw else None
+        task = SearchTask(dag, target=target, hardware_params=params)
+        assert len(generate_sketches(task)) == n, target
+
+
 def test_a_tiled_gemm_with_many_outputs_gets_no_cross_thread_sketch():
     """64 x 64 outputs (more than a block's threads) keep TVM's single tiled sketch."""
     from tensorir import te
