@@ -18,12 +18,14 @@ from autosched.search.sketch_rules_gpu import (
     has_cross_thread_reduction,
 )
 from autosched.task import SearchTask
+from codegen.cuda import build_cuda
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import to_numpy
 from tensorir.graph.ir import Module, bind_params
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.ops import NameScope, compute_op
+from tests.autosched.tensor_core_helpers import needs_nvcc, nvcc_ptx
 
 
 def _task(tensors):
@@ -111,10 +113,8 @@ def test_gelu_epilogue_reading_the_dense_twice_fuses_into_one_kernel():
     _run_simt(state, task.compute_dag)
 
 
-def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
-    """1 x 128 times 128 x 300 with bias and relu: more outputs than reduced values, so TVM's
-    rule would only tile it (at most 300 threads on the whole GPU). A second sketch reduces
-    each output across a warp inside the epilogue's loop: a block per output, one kernel."""
+def _classifier_task():
+    """A batch-1 classifier: 1 x 128 times 128 x 300, bias, relu (one task of the partition)."""
     from tensorir.graph import nn, op
     from tensorir.graph.ir import Constant, Function
 
@@ -124,6 +124,14 @@ def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
     b = Constant(rng.standard_normal(300).astype(np.float32))
     out = nn.relu(op.add(nn.dense(x, w), b))
     (task,), _ = extract_tasks(Module.from_function(Function((x,), out)), {}, "cuda")
+    return task
+
+
+def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
+    """1 x 128 times 128 x 300 with bias and relu: more outputs than reduced values, so TVM's
+    rule would only tile it (at most 300 threads on the whole GPU). A second sketch reduces
+    each output across a warp inside the epilogue's loop: a block per output, one kernel."""
+    task = _classifier_task()
     sketches = generate_sketches(task)
     assert len(sketches) == 2
     (gemv,) = [s for s in sketches if has_cross_thread_reduction(s, s.stage_id("T_dense"))]
@@ -135,6 +143,18 @@ def test_a_batch_1_classifier_gets_a_one_kernel_gemv_sketch():
         code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
         assert code.count("__global__") == 1 and "__shared__ float T_dense_red[32]" in code
         _run_simt(state, task.compute_dag, seed)
+
+
+@needs_nvcc
+def test_the_gemv_kernel_compiles_with_nvcc(tmp_path):
+    task = _classifier_task()
+    (gemv,) = [s for s in generate_sketches(task)
+               if has_cross_thread_reduction(s, s.stage_id("T_dense"))]  # fmt: skip
+    (state,) = sample_init_population(task, [gemv], 1, random.Random(0))
+    code = build_cuda(lower_for(state, "cuda", "k"), arch="sm_80").code
+    assert code.count("__global__") == 1
+    ptx = nvcc_ptx(code, "sm_80", tmp_path)
+    assert ".shared" in ptx and "bar.sync" in ptx  # the partial sums meet in shared memory
 
 
 def test_no_gemv_sketch_on_a_gpu_without_warps():
