@@ -187,7 +187,7 @@ def use_implicit_gemm(
     Any channel count qualifies. An RGB stem (3 channels, 7x7: ``K = 147`` padded to 160)
     gathers its operand one element at a time, as a k tile of 16 spans several kernel taps,
     yet the tensor cores still win: resnet-18's stem in float16 took 15.8 us as a direct conv
-    and 8.5 us as an implicit GEMM on an H100 (benchmarks/RESULTS.md).
+    and 8.5-10.6 us as an implicit GEMM on an H100 (benchmarks/RESULTS.md).
     """
     if dtype not in dtypes or dtype not in FRAGMENT_SHAPES or groups != 1:
         return False
