@@ -326,39 +326,29 @@ class CrossThreadReduction(SketchRule):
         tid = cons[0] if len(cons) == 1 else None
         common = dag.num_common_outer_iterators(stage.name, state.stages[tid].name) if tid else 0
         target = state.stages[tid] if tid is not None else None
-        if (
-            target is not None
-            and 0 < common == len(target.iters)
-            and not su.needs_multi_level_tiling(state, tid)
-            and not su.has_reduce_iter(target)
-            and target.compute_at == "root"
-        ):
-            # An elementwise epilogue of each reduced value (a GEMV's cast, bias, activation):
-            # compute the reduction inside the epilogue's innermost loop, one block per output,
-            # so the two are one kernel (the reduced value lives in shared memory).
-            parts = s.split(sid, fused, [ctx.warp_size])
-            s.bind(sid, parts[1].name, "threadIdx.x")
-            s.compute_at(sid, tid, s[tid].iters[common - 1].name)
-            return [(s, sid - 1)]
-        if (
+        joins = (  # an elementwise consumer sharing outer loops: the reduction goes inside it
             target is not None
             and common > 0
             and not su.needs_multi_level_tiling(state, tid)
             and not su.is_tiled(target)
             and not su.has_reduce_iter(target)
             and target.compute_at == "root"
-            and common <= len(target.iters) - 1
-        ):
+        )
+        if joins and common < len(target.iters):
+            # Softmax's normalisation: its last loop gets the reduction's thread split.
             last = target.iters[-1].name
             s.split(tid, last, [ctx.warp_size])
             split_id = len(s.steps) - 1
             s.bind(tid, s[tid].iters[-1].name, "threadIdx.x")
             parts = s.follow_split(sid, fused, split_id, 1)
             s.bind(sid, parts[1].name, "threadIdx.x")
-            s.compute_at(sid, tid, s[tid].iters[common - 1].name)
         else:
             parts = s.split(sid, fused, [ctx.warp_size])
             s.bind(sid, parts[1].name, "threadIdx.x")
+        if joins:
+            # With every consumer loop shared (a GEMV's cast, bias, activation), inside its
+            # innermost loop: one block per output, one kernel (the value in shared memory).
+            s.compute_at(sid, tid, s[tid].iters[common - 1].name)
         return [(s, sid - 1)]
 
 
