@@ -218,14 +218,23 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
         module.set_input("data", x)
         module.run()
         out = module.get_output(0).numpy()
-        return out, float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+        ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
+        return out, ms, module
 
-    out, ours_ms = build_and_time(str(log) if log.exists() else [])
+    out, ours_ms, module = build_and_time(str(log) if log.exists() else [])
+    profile = None
+    if args.profile:  # each kernel alone, beside the network's time (kernel_profile.py)
+        from kernel_profile import kernel_profile, print_profile
+
+        kernels = kernel_profile(module)
+        profile = {"kernel_sum_us": sum(r["us"] for r in kernels),
+                   "by_name": print_profile(kernels),
+                   "kernels": [(r["name"], round(r["us"], 2)) for r in kernels]}  # fmt: skip
     ref = evaluate(mod32, {"data": x}, params32)  # float32 numpy: both sides are compared to it
     low = precision != "float32"
     default_ms = None
     if args.also_default:  # the untuned build (default GPU schedules), timed in this process
-        default_out, default_ms = build_and_time([])
+        default_out, default_ms, _ = build_and_time([])
         np.testing.assert_allclose(default_out, ref, rtol=3e-2 if low else 1e-3, atol=1e-4)
 
     compile_after = torch_side["compiled_again"]() if torch_side["compiled_again"] else None
@@ -242,7 +251,7 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
            "records": after[1], "build_timeouts": after[0],
            "records_this_run": after[1] - before[1],
            "build_timeouts_this_run": after[0] - before[0],
-           "tune_s_this_run": tune_s}  # fmt: skip
+           "tune_s_this_run": tune_s, "profile": profile}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
@@ -270,6 +279,7 @@ def main() -> None:
     p.add_argument("--min-repeat-ms", type=float, default=300, help="as the seed: 300")
     p.add_argument("--also-default", action="store_true", help="also time the untuned network")
     p.add_argument("--no-tune", action="store_true")
+    p.add_argument("--profile", action="store_true", help="networks: also time each kernel alone")
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
                    help="networks: both sides' arithmetic (module docstring)")  # fmt: skip
     p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
