@@ -62,7 +62,7 @@ def add_network_commands(sub) -> None:
             p.add_argument(
                 "--population", type=int,
                 help="evolutionary search population (default: automatic, 16 states per "
-                "measurement; TVM: 2048; smaller = faster rounds)",
+                "measurement, 8 on the local CPU; TVM: 2048; smaller = faster rounds)",
             )  # fmt: skip
             p.add_argument(
                 "--generations", type=int,

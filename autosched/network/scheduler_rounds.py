@@ -97,10 +97,12 @@ def adapt_round_size(ts, mean_round_s: float, measured: int) -> None:
 
 
 def plan_line(
-    options, n_tasks: int, round_size: int, trial_limit: int | None, search_policy, params
-) -> str:
+    options, n_tasks: int, round_size: int, trial_limit: int | None, search_policy, params,
+    shares_cores: bool = False,
+) -> str:  # fmt: skip
     """One line: the round size and search effort of this run, and whether they are
-    automatic (so a user knows what to set to change them)."""
+    automatic (so a user knows what to set to change them); ``shares_cores``: the search
+    takes the measurement's cores (:meth:`SearchParams.for_round`)."""
     budget = [f"{options.num_measure_trials} trials"] if trial_limit else []
     if options.max_tuning_seconds is not None:
         budget.append(f"{options.max_tuning_seconds:g} s")
@@ -115,7 +117,7 @@ def plan_line(
         if isinstance(params, dict):
             params = SearchParams(**params)
         params = params or SearchParams()
-        effort = params.for_round(round_size)
+        effort = params.for_round(round_size, shares_cores)
         auto_effort = params.evolutionary_search_population is None
         line += (
             f", population {effort.evolutionary_search_population} x "

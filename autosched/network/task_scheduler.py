@@ -306,7 +306,17 @@ class TaskScheduler:
         untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
         per_round = warm_up_round_size(full_round, trials, untuned)
         self.num_measures_per_round = per_round
-        self._say(plan_line(options, n, per_round, trials, search_policy, search_policy_params))
+        from ..measure.overlap import overlap_mode
+
+        self.overlap = overlap_mode([task.target for task in self.tasks], options.runner)
+        # Not overlapped, the search takes the cores the candidates are built and timed on:
+        # an automatic search effort then spends less per candidate (search/budget.py).
+        shares_cores = self.overlap != "full"
+        self._say(
+            plan_line(
+                options, n, per_round, trials, search_policy, search_policy_params, shares_cores
+            )
+        )
         early_stopping = options.early_stopping
         if early_stopping is None or early_stopping < 0:
             early_stopping = None
@@ -318,10 +328,9 @@ class TaskScheduler:
         for policy in self.search_policies:
             if hasattr(policy, "ledger"):
                 policy.ledger = self.ledger  # one ledger for the whole run
+            if hasattr(policy, "search_shares_cores"):
+                policy.search_shares_cores = shares_cores
         self.measurer = options.make_measurer()
-        from ..measure.overlap import overlap_mode
-
-        self.overlap = overlap_mode([task.target for task in self.tasks], self.measurer.runner)
         self.speculation = {"hits": 0, "misses": 0}
         self.overlap_events = []
         self._prepared = None

@@ -23,7 +23,8 @@ class SearchParams:
     evolutionary_search_population : int, optional
         States per generation of the evolutionary search (and per init-population batch).
         None (the default): chosen per round from the number of candidates it measures
-        (:func:`~autosched.search.budget.search_effort`: 128 for 8); TVM's value is 2048.
+        (:func:`~autosched.search.budget.search_effort`: 128 for 8, 64 for 8 where the
+        search shares the cores with the measurement, as on the local CPU); TVM's value is 2048.
     evolutionary_search_num_iters : int, optional
         Generations of the evolutionary search. None (the default): chosen with the population
         (1 up to a population of 512); TVM's value is 4.
@@ -98,15 +99,17 @@ class SearchParams:
     gpu_tensor_core_pipeline: int = 3
     cpu_int8_dot_product_tiling: bool = True
 
-    def for_round(self, num_measure: int) -> SearchParams:
+    def for_round(self, num_measure: int, shares_cores: bool = False) -> SearchParams:
         """These parameters with the automatic population / generations (those left None)
-        filled in for a round that measures ``num_measure`` candidates."""
+        filled in for a round that measures ``num_measure`` candidates; ``shares_cores``:
+        the search takes the cores the candidates are measured on (the local CPU), so it
+        spends less per candidate (:func:`~autosched.search.budget.search_effort`)."""
         if (
             self.evolutionary_search_population is not None
             and self.evolutionary_search_num_iters is not None
         ):
             return self
-        population, generations = search_effort(num_measure)
+        population, generations = search_effort(num_measure, shares_cores)
         if self.evolutionary_search_population is not None:
             population = self.evolutionary_search_population
         if self.evolutionary_search_num_iters is not None:

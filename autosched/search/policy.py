@@ -107,6 +107,11 @@ class SketchPolicy:
         Where this policy's rounds spend their time (:mod:`autosched.measure.timing`); the
         task scheduler gives all its policies one shared ledger. ``time_split`` is its coarse
         view (search / build / run / train).
+    search_shares_cores : bool
+        Whether the search takes the cores its candidates are measured on (rounds not
+        overlapped: the local CPU), so that an automatic search effort spends less per
+        candidate (:func:`~autosched.search.budget.search_effort`). Set from the measurer
+        when tuning starts; until then, True for a CPU target.
     """
 
     def __init__(
@@ -136,6 +141,7 @@ class SketchPolicy:
         self._sketches = None
         self._ahead: PreparedRound | None = None  # the next round, searched while measuring
         self.pending_seeds: list = []  # states to measure before searched ones (SeedStates)
+        self.search_shares_cores = not task.target.is_gpu
         for callback in init_search_callbacks or ():
             callback.enter(self)
 
@@ -202,7 +208,7 @@ class SketchPolicy:
         population and generations left None in the params are chosen for ``num_measure``
         (:meth:`SearchParams.for_round`).
         """
-        p = self.params.for_round(num_measure)
+        p = self.params.for_round(num_measure, self.search_shares_cores)
         if population is not None:
             p = replace(p, evolutionary_search_population=int(population))
         if getattr(self.model, "warming_up", False):
@@ -363,6 +369,7 @@ class SketchPolicy:
         model and the measured states one round stale for that search."""
         start = time.perf_counter()
         mode = self._overlap_mode(measurer)
+        self.search_shares_cores = mode != "full"
         try:
             return self._search_rounds(
                 start, n_trials, early_stopping, num_measures_per_round, measurer, max_seconds,

@@ -47,6 +47,25 @@ def test_search_effort_scales_with_the_round():
     assert pops == sorted(pops) and max(pops) <= 2048 * 4
 
 
+def test_a_search_that_shares_the_measurement_cores_spends_half_as_much_per_candidate():
+    """Issue 29: on the local CPU the search takes the cores the candidates are built and
+    timed on, so each of its seconds is one not measuring; there 8 states per candidate."""
+    assert budget.STATES_PER_CANDIDATE_SHARED * 2 == budget.STATES_PER_CANDIDATE
+    assert search_effort(2, shares_cores=True) == (64, 1)  # the population's floor
+    assert search_effort(8, shares_cores=True) == (64, 1)
+    assert search_effort(32, shares_cores=True) == (256, 1)
+    assert search_effort(64, shares_cores=True) == (512, 1)
+    for k in range(1, 65):
+        shared, alone = search_effort(k, True), search_effort(k, False)
+        assert shared[0] * shared[1] <= alone[0] * alone[1]
+    params = ansor.SearchParams()
+    assert params.for_round(32, shares_cores=True).evolutionary_search_population == 256
+    assert params.for_round(32).evolutionary_search_population == 512
+    # Values the user sets are kept either way.
+    tvm = ansor.SearchParams(evolutionary_search_population=2048, evolutionary_search_num_iters=4)
+    assert tvm.for_round(8, shares_cores=True) == tvm
+
+
 def test_observed_cost_rescales_the_prior():
     cost = observed_cost(CPU_COST, 4, 2 * CPU_COST.seconds(4))
     assert cost.seconds(4) == pytest.approx(2 * CPU_COST.seconds(4))
@@ -88,7 +107,7 @@ class _Model:
         pass
 
 
-def _evolution_sizes(monkeypatch, params, num_measure):
+def _evolution_sizes(monkeypatch, params, num_measure, shares_cores=False):
     """The population and generations one search round of a policy evolves with."""
     import autosched.search.policy as policy_module
 
@@ -102,6 +121,8 @@ def _evolution_sizes(monkeypatch, params, num_measure):
     monkeypatch.setattr(policy_module, "evolutionary_search", fake_evolution)
     task = ansor.SearchTask(ansor.ComputeDAG(workloads.matmul(16, 16, 16)), target="llvm")
     pol = ansor.SketchPolicy(task, _Model(), params, seed=0, verbose=0)
+    assert pol.search_shares_cores  # a CPU task, until a measurer says otherwise
+    pol.search_shares_cores = shares_cores
     sampled = []
     monkeypatch.setattr(
         pol, "sample_initial_population",
@@ -122,6 +143,29 @@ def test_explicit_population_and_generations_are_kept(monkeypatch):
     mixed = ansor.SearchParams(evolutionary_search_num_iters=3)
     assert _evolution_sizes(monkeypatch, mixed, 8) == (128, 3)
     assert budget.TVM_MEASURES_PER_ROUND == 64
+    # Sharing the cores with the measurement: half the automatic effort, user values kept.
+    assert _evolution_sizes(monkeypatch, ansor.SearchParams(), 64, shares_cores=True) == (512, 1)
+    assert _evolution_sizes(monkeypatch, tvm, 8, shares_cores=True) == (2048, 4)
+
+
+def test_the_scheduler_halves_the_search_only_where_it_shares_the_measurement_cores(capsys):
+    """The task scheduler tells its policies whether the search runs beside the measurement
+    (GPUs, remote devices: ``full`` overlap) or on the cores the candidates are timed on (the
+    local CPU), and the plan line shows the population that follows."""
+    from autosched.network.scheduler_rounds import plan_line
+
+    options = ansor.TuningOptions(max_tuning_seconds=300)
+    shared = plan_line(options, 24, 32, None, "sketch", None, shares_cores=True)
+    alone = plan_line(options, 24, 32, None, "sketch", None, shares_cores=False)
+    assert "population 256 x 1 generations" in shared
+    assert "population 512 x 1 generations" in alone
+
+    dag = ansor.ComputeDAG(workloads.matmul(8, 8, 8))
+    ts = ansor.TaskScheduler([ansor.SearchTask(dag, target="llvm")])
+    ts.tune(ansor.TuningOptions(num_measure_trials=2, num_measures_per_round=2, verbose=1))
+    assert ts.overlap == "off"
+    assert [p.search_shares_cores for p in ts.search_policies] == [True]
+    assert "population 64 x 1 generations (automatic)" in capsys.readouterr().out
 
 
 def test_tuning_options_round_size_is_automatic_unless_set():
