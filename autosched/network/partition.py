@@ -101,6 +101,8 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     groups = _passes().fuse_ops(func)
     if not on_host:
         groups = _passes().fuse_layout_producers(func, groups)
+        # Mixed precision's cast after a softmax / layer norm runs in its kernel.
+        groups = _passes().fuse_normalization_epilogues(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
     return func, [

@@ -235,3 +235,57 @@ def test_split_k_task_of_the_gpu_partition_runs_correctly(monkeypatch):
     code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
     assert code.count("__global__") == 1
     _run_simt(state, task.compute_dag, seed=5)
+
+
+def _mixed_attention_tasks(target):
+    """The tasks of a float16 attention block on ``target`` (mixed precision: the softmax in
+    float32, cast to float16 for the batch_matmul that reads it); rows of 64, more than a
+    warp, so that the softmax reduces across threads."""
+    import autosched
+    from tests.tensorir.test_graph_transformer_passes import small_attention
+
+    func, params, _ = small_attention(seq=64, hidden=32, heads=2)
+    mod = autosched.to_mixed_precision(Module.from_function(bind_params(func, params)), "float16")
+    return extract_tasks(mod, {}, target)[0]
+
+
+def test_mixed_precision_cast_after_softmax_runs_in_the_softmax_kernel():
+    """On a GPU the cast joins the softmax's group (one kernel writes the float16 rows);
+    the CPU keeps Relay's groups."""
+    tasks = _mixed_attention_tasks("cuda")
+    (softmax,) = [t for t in tasks if "softmax" in t.desc]
+    assert softmax.desc == "fused_softmax_cast"
+    assert not any(t.desc == "fused_cast" for t in tasks)
+    assert softmax.compute_dag.output_tensors[0].dtype == "float16"
+    sketch, reduce = _cross_thread_sketch(softmax)
+    assert len(reduce) == 2
+    (state,) = sample_init_population(softmax, [sketch], 1, random.Random(3))
+    code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
+    assert code.count("__global__") == 1
+    assert "half" in code  # the kernel stores the 16-bit rows itself
+    _run_simt(state, softmax.compute_dag, seed=3)
+    cpu = _mixed_attention_tasks("llvm")
+    assert any(t.desc == "fused_softmax" for t in cpu)
+    assert not any("softmax_cast" in t.desc for t in cpu)
+
+
+def test_a_normalization_with_two_readers_keeps_its_own_group():
+    """Layer norm read by a cast (for the next dense) and by the residual add stays a group
+    of its own: joining the cast would need a second output."""
+    from tensorir.graph import nn, op
+    from tensorir.graph.ir import Function
+    from tensorir.graph.passes import fuse_normalization_epilogues, fuse_ops
+
+    x = op.var("x", (4, 16), "float32")
+    gamma = op.var("g", (16,), "float32")
+    beta = op.var("b", (16,), "float32")
+    ln = nn.layer_norm(x, gamma, beta, axis=-1, epsilon=1e-5)
+    one = op.cast(ln, "float16")
+    two = op.add(op.cast(one, "float32"), ln)
+    func = Function((x, gamma, beta), two)
+    groups = fuse_ops(func)
+    assert fuse_normalization_epilogues(func, groups) == groups
+    lone = Function((x, gamma, beta), op.cast(nn.layer_norm(x, gamma, beta), "float16"))
+    # the only reader is the function's output cast: it joins
+    joined = fuse_normalization_epilogues(lone, fuse_ops(lone))
+    assert [[c.op for c in g.calls] for g in joined] == [["nn.layer_norm", "cast"]]

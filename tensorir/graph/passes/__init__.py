@@ -20,13 +20,18 @@ from .layout import convert_layout
 from .mixed_precision import to_mixed_precision
 from .pipeline import optimize
 from .simplify import canonicalize_ops, simplify_inference
-from .transformer import combine_parallel_dense, fuse_layout_producers, split_k_dense
+from .transformer import (
+    combine_parallel_dense,
+    fuse_layout_producers,
+    fuse_normalization_epilogues,
+    split_k_dense,
+)
 from .winograd import alter_op_layout_winograd
 
 __all__ = [
     "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops",
     "combine_parallel_dense", "convert_layout", "count_by_signature", "fold_constant",
-    "fold_scale_axis", "fuse_layout_producers", "fuse_ops", "group_ops",
-    "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
+    "fold_scale_axis", "fuse_layout_producers", "fuse_normalization_epilogues", "fuse_ops",
+    "group_ops", "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
     "split_k_dense", "to_mixed_precision",
 ]  # fmt: skip

@@ -15,6 +15,13 @@ anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInl
 the transpose costs an index computation instead of a kernel launch and a round trip of the
 tensor through global memory.
 
+:func:`fuse_normalization_epilogues` runs after them: the cast that mixed precision puts after a
+softmax (or a layer norm read by nothing else) joins the normalization's group, so that the
+kernel writes the 16-bit result instead of a float32 tensor that a second kernel casts. Relay
+never fuses into a reduction's output; on a GPU the row-wise sketch (one block per row, the
+reductions across its threads) ends with an elementwise loop over the row anyway, and the cast
+runs in it.
+
 :func:`split_k_dense` cuts the reduction of a few-row long-K dense (BERT's FFN output) into
 slices computed as one batch_matmul; ``partition`` runs it only with
 ``AUTOSCHED_SPLIT_K_DENSE=1`` (not yet measured faster once tuned: benchmarks/RESULTS.md).
@@ -26,14 +33,24 @@ import numpy as np
 
 from .. import nn, op
 from ..ir import Call, Constant, Expr, Function, calls, rewrite, users
+from ..shapes import ELEMWISE
 from .fuse import FusedGroup, op_pattern
 
-__all__ = ["LAYOUT_OPS", "combine_parallel_dense", "fuse_layout_producers", "split_k_dense"]
+__all__ = [
+    "LAYOUT_OPS",
+    "NORMALIZATIONS",
+    "combine_parallel_dense",
+    "fuse_layout_producers",
+    "fuse_normalization_epilogues",
+    "split_k_dense",
+]
 
 LAYOUT_OPS = frozenset(
     {"reshape", "transpose", "strided_slice", "squeeze", "expand_dims", "layout_transform"}
 )
 _MATMULS = ("nn.dense", "nn.batch_matmul")
+# Row-wise normalizations whose GPU sketch runs an elementwise consumer of the row in its kernel.
+NORMALIZATIONS = frozenset({"nn.softmax", "nn.layer_norm"})
 
 
 def _dense_branch(dense: Call, readers: dict) -> Call | None:
@@ -229,6 +246,56 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
         moved = [c for pi in sorted(into[gi]) for c in groups[pi].calls]
         pattern = max(g.pattern, *(op_pattern(c) for c in moved))
         out.append(_group(moved + list(g.calls), pattern))
+    _check_order(func, out)
+    return out
+
+
+def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
+    """Move an elementwise group (mixed precision's cast) that reads only a normalization's
+    output, its only reader, into the normalization's group.
+
+    Parameters
+    ----------
+    func : Function
+        The function ``groups`` partition (its outputs stay materialised).
+    groups : list of FusedGroup
+        ``fuse_ops(func)`` (after :func:`fuse_layout_producers`).
+
+    Returns
+    -------
+    list of FusedGroup
+        Still in topological order, each with one output: the normalization's group, where it
+        was, now ends with the reader's calls.
+    """
+    outputs = set(func.outputs)
+    readers: dict[Expr, list[int]] = {}
+    for gi, g in enumerate(groups):
+        for a in g.inputs:
+            if isinstance(a, Call):
+                readers.setdefault(a, []).append(gi)
+    joined: dict[int, int] = {}  # normalization group -> the reader moved into it
+    for gi, g in enumerate(groups):
+        if len(g.calls) != 1 or g.output.op not in NORMALIZATIONS or g.output in outputs:
+            continue
+        rs = readers.get(g.output, [])
+        if len(rs) != 1:
+            continue
+        reader = groups[rs[0]]
+        if reader.inputs != (g.output,) or reader.output.shape != g.output.shape:
+            continue
+        if any(op_pattern(c) != ELEMWISE for c in reader.calls):
+            continue
+        joined[gi] = rs[0]
+    if not joined:
+        return groups
+    moved = set(joined.values())
+    out = []
+    for gi, g in enumerate(groups):
+        if gi in moved:
+            continue
+        if gi in joined:
+            g = _group([*g.calls, *groups[joined[gi]].calls], g.pattern)
+        out.append(g)
     _check_order(func, out)
     return out
 
