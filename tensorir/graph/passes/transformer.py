@@ -215,11 +215,7 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
         absorbed producers' calls first.
     """
     outputs = set(func.outputs)
-    readers: dict[Expr, list[int]] = {}
-    for gi, g in enumerate(groups):
-        for a in g.inputs:
-            if isinstance(a, Call):
-                readers.setdefault(a, []).append(gi)
+    readers = _group_readers(groups)
     into: dict[int, list[int]] = {}
     for pi, p in enumerate(groups):
         if p.anchor is not None or p.output in outputs:
@@ -268,11 +264,7 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
         was, now ends with the reader's calls.
     """
     outputs = set(func.outputs)
-    readers: dict[Expr, list[int]] = {}
-    for gi, g in enumerate(groups):
-        for a in g.inputs:
-            if isinstance(a, Call):
-                readers.setdefault(a, []).append(gi)
+    readers = _group_readers(groups)
     joined: dict[int, int] = {}  # normalization group -> the reader moved into it
     for gi, g in enumerate(groups):
         if len(g.calls) != 1 or g.output.op not in NORMALIZATIONS or g.output in outputs:
@@ -298,6 +290,16 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
         out.append(g)
     _check_order(func, out)
     return out
+
+
+def _group_readers(groups: list[FusedGroup]) -> dict[Expr, list[int]]:
+    """Each call that leaves a group -> the indices of the groups that read it."""
+    readers: dict[Expr, list[int]] = {}
+    for gi, g in enumerate(groups):
+        for a in g.inputs:
+            if isinstance(a, Call):
+                readers.setdefault(a, []).append(gi)
+    return readers
 
 
 def _check_order(func: Function, groups: list[FusedGroup]) -> None:
