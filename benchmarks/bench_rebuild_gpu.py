@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -33,10 +34,12 @@ _QUERY = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reason
 
 
 def gpu_clocks() -> str:
-    """One ``nvidia-smi`` line: SM and memory clocks, power, temperature, throttle reasons."""
+    """One ``nvidia-smi`` line for the GPU this process runs on (the first of
+    ``CUDA_VISIBLE_DEVICES``): SM and memory clocks, power, temperature, throttle reasons."""
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
     try:
         done = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={_QUERY}", "--format=csv,noheader", "-i", "0"],
+            ["nvidia-smi", f"--query-gpu={_QUERY}", "--format=csv,noheader", "-i", gpu],
             capture_output=True, text=True, timeout=10,
         )  # fmt: skip
         return done.stdout.strip()

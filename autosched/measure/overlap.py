@@ -44,7 +44,14 @@ from collections.abc import Sequence
 from ..workers import env
 from .timing import TimeLedger
 
-__all__ = ["OVERLAP_MODES", "InFlight", "MeasureCancelled", "MeasureGate", "overlap_mode"]
+__all__ = [
+    "OVERLAP_MODES",
+    "InFlight",
+    "MeasureCancelled",
+    "MeasureGate",
+    "overlap_mode",
+    "search_shares_cores",
+]
 
 OVERLAP_MODES = ("off", "build", "full")
 
@@ -79,6 +86,15 @@ def overlap_mode(targets: Sequence, runner) -> str:
         gpu = all(Target(str(t)).is_gpu for t in targets)
         return "full" if gpu else "off"
     return "off"  # a custom runner: where it times is unknown
+
+
+def search_shares_cores(mode: str) -> bool:
+    """Whether, under overlap ``mode``, the search takes time from the measurement: rounds
+    one after another (``off``) or builds beside the search (``build``) share the host's
+    cores with it; only ``full`` hides the search behind the measurement. An automatic search
+    effort spends less per candidate where it shares them (:func:`autosched.search.budget.
+    search_effort`)."""
+    return mode != "full"
 
 
 class MeasureCancelled(Exception):

@@ -306,12 +306,10 @@ class TaskScheduler:
         untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
         per_round = warm_up_round_size(full_round, trials, untuned)
         self.num_measures_per_round = per_round
-        from ..measure.overlap import overlap_mode
+        from ..measure.overlap import overlap_mode, search_shares_cores
 
         self.overlap = overlap_mode([task.target for task in self.tasks], options.runner)
-        # Not overlapped, the search takes the cores the candidates are built and timed on:
-        # an automatic search effort then spends less per candidate (search/budget.py).
-        shares_cores = self.overlap != "full"
+        shares_cores = search_shares_cores(self.overlap)
         self._say(
             plan_line(
                 options, n, per_round, trials, search_policy, search_policy_params, shares_cores

@@ -30,7 +30,7 @@ latency stays unknown. The rule here (issue 16, section 3):
   rounds are sequential), every search second is a second not measuring, and the search
   costs the same per candidate while the candidates get cheaper to measure as tasks are
   tuned: there it spends ``STATES_PER_CANDIDATE_SHARED`` (8). On a 2-core CPU, resnet-18 with
-  300 s then measured 960 trials instead of 804 with 16% of the time outside building and
+  300 s then measured 1035 trials instead of 804 with 17% of the time outside building and
   running instead of 29% (issue 29's target: at most 25%), and the tuned network was no
   slower (benchmarks/RESULTS.md, session 13).
 * **Costs**: ``trial_s`` (build + run of one candidate) and ``round_s`` (search + training of

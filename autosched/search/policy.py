@@ -368,8 +368,10 @@ class SketchPolicy:
         on the local CPU only while it is built): the same records and trial counts, the
         model and the measured states one round stale for that search."""
         start = time.perf_counter()
+        from ..measure.overlap import search_shares_cores
+
         mode = self._overlap_mode(measurer)
-        self.search_shares_cores = mode != "full"
+        self.search_shares_cores = search_shares_cores(mode)
         try:
             return self._search_rounds(
                 start, n_trials, early_stopping, num_measures_per_round, measurer, max_seconds,

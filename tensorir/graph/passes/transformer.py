@@ -38,7 +38,6 @@ from .fuse import FusedGroup, op_pattern
 
 __all__ = [
     "LAYOUT_OPS",
-    "NORMALIZATIONS",
     "combine_parallel_dense",
     "fuse_layout_producers",
     "fuse_normalization_epilogues",
@@ -50,7 +49,7 @@ LAYOUT_OPS = frozenset(
 )
 _MATMULS = ("nn.dense", "nn.batch_matmul")
 # Row-wise normalizations whose GPU sketch runs an elementwise consumer of the row in its kernel.
-NORMALIZATIONS = frozenset({"nn.softmax", "nn.layer_norm"})
+_NORMALIZATIONS = frozenset({"nn.softmax", "nn.layer_norm"})
 
 
 def _dense_branch(dense: Call, readers: dict) -> Call | None:
@@ -267,7 +266,7 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
     readers = _group_readers(groups)
     joined: dict[int, int] = {}  # normalization group -> the reader moved into it
     for gi, g in enumerate(groups):
-        if len(g.calls) != 1 or g.output.op not in NORMALIZATIONS or g.output in outputs:
+        if len(g.calls) != 1 or g.output.op not in _NORMALIZATIONS or g.output in outputs:
             continue
         rs = readers.get(g.output, [])
         if len(rs) != 1:
