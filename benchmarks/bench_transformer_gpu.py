@@ -95,15 +95,18 @@ def cublas_dense_ms(shapes) -> dict:
 
 # Builds of the same tuning log with the GPU partition's transformer passes
 # (tensorir/graph/passes/transformer.py) changed: what each one is worth, side by side.
-# "split-k" turns split_k_dense on (AUTOSCHED_SPLIT_K_DENSE; its tasks need tuning with it on
-# too), "relay-partition" turns the default ones off (Relay's groups: the tasks before them).
+# "no-split-k" turns split_k_dense off (AUTOSCHED_SPLIT_K_DENSE=0; its tasks need tuning with it
+# off too), "relay-partition" turns the others off (Relay's groups: the tasks before them).
 _IDENTITY = {
     "combine_parallel_dense": lambda func: func,
     "fuse_layout_producers": lambda func, groups: groups,
 }
 VARIANTS = {
-    "split-k": ({"AUTOSCHED_SPLIT_K_DENSE": "1"}, ()),
-    "relay-partition": ({}, ("combine_parallel_dense", "fuse_layout_producers")),
+    "no-split-k": ({"AUTOSCHED_SPLIT_K_DENSE": "0"}, ()),
+    "relay-partition": (
+        {"AUTOSCHED_SPLIT_K_DENSE": "0"},
+        ("combine_parallel_dense", "fuse_layout_producers"),
+    ),
 }
 
 

@@ -112,7 +112,7 @@ VARIABLES: dict[str, Variable] = {
             "AUTOSCHED_SPLIT_K_DENSE",
             _flag,
             "1/0, true/false, yes/no or on/off",
-            False,
+            True,
             "on GPU targets, split few-row long-K dense layers along K (split_k_dense)",
         ),
         Variable(

@@ -94,7 +94,8 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     if not on_host:
         # Fewer, larger kernels for transformers (tensorir/graph/passes/transformer.py): one
         # dense for the query/key/value projections, the head split/merge read inside the
-        # matmuls; split-K of the few-row long-K dense only on request (not yet shown faster).
+        # matmuls, and a few-row long-K dense (BERT's FFN output) as split-K slices: its
+        # M x N output tiles alone leave most of the GPU idle (benchmarks/RESULTS.md).
         func = _passes().combine_parallel_dense(func)
         if env("AUTOSCHED_SPLIT_K_DENSE"):
             func = _passes().split_k_dense(func)

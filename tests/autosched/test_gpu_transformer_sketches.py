@@ -225,10 +225,13 @@ def test_split_k_task_of_the_gpu_partition_runs_correctly(monkeypatch):
     from tests.tensorir.test_graph_transformer_passes import small_ffn_output
 
     func, _ = small_ffn_output(m=8, n=16, k=64)
+    monkeypatch.setenv("AUTOSCHED_SPLIT_K_DENSE", "0")  # the way to turn it off
     (plain,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
-    assert "batch_matmul" not in plain.desc  # split-K is opt-in
-    monkeypatch.setenv("AUTOSCHED_SPLIT_K_DENSE", "1")
+    assert "batch_matmul" not in plain.desc
+    monkeypatch.delenv("AUTOSCHED_SPLIT_K_DENSE")  # on by default for GPU targets
     (task,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
+    (cpu,), _ = extract_tasks(Module.from_function(func), {}, "llvm")
+    assert "batch_matmul" not in cpu.desc  # the CPU keeps the dense
     assert "batch_matmul" in task.desc and "transpose" in task.desc
     sketches = generate_sketches(task)
     (state,) = sample_init_population(task, sketches, 1, random.Random(5))
