@@ -272,6 +272,15 @@ def test_mixed_precision_cast_after_softmax_runs_in_the_softmax_kernel():
     assert not any("softmax_cast" in t.desc for t in cpu)
 
 
+def test_mixed_precision_query_key_value_are_one_dense_task_on_gpus():
+    """The three projections of a float16 attention block are one (seq, 3 hidden) tensor-core
+    dense on a GPU, as in float32; three on the CPU."""
+    qkv = [t for t in _mixed_attention_tasks("cuda") if t.desc == "fused_dense_cast_add"]
+    assert [t.compute_dag.output_tensors[0].shape for t in qkv] == [(64, 96)]
+    cpu = [t for t in _mixed_attention_tasks("llvm") if "dense" in t.desc]
+    assert all(t.compute_dag.output_tensors[0].shape[-1] == 32 for t in cpu)
+
+
 def test_a_normalization_with_two_readers_keeps_its_own_group():
     """Layer norm read by a cast (for the next dense) and by the residual add stays a group
     of its own: joining the cast would need a second output."""

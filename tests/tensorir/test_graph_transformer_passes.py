@@ -46,6 +46,23 @@ def test_combine_parallel_dense_keeps_values_and_makes_one_dense():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_combine_parallel_dense_takes_mixed_precision_branches():
+    """to_mixed_precision writes each projection as add(cast(dense(x16, W16) -> float32, 16
+    bits), b16): the three still become one dense, its cast and one bias add."""
+    from tensorir.graph.passes.mixed_precision import to_mixed_precision
+
+    func, params, data = small_attention(seq=16, hidden=32, heads=2)
+    opt = optimize(to_mixed_precision(bind_params(func, params), "float16"), {})
+    combined = combine_parallel_dense(opt)
+    dense = [c for c in calls(combined) if c.op == "nn.dense"]
+    assert sorted(c.shape[1] for c in dense) == [32, 96]
+    wide = next(c for c in dense if c.shape[1] == 96)
+    assert wide.attrs["out_dtype"] == "float32" and wide.args[1].dtype == "float16"
+    want = evaluate(Module.from_function(opt), {"x": data}, {})
+    got = evaluate(Module.from_function(combined), {"x": data}, {})
+    np.testing.assert_array_equal(got, want)  # the same products, sums and roundings
+
+
 def test_combine_parallel_dense_leaves_a_lone_dense_and_weight_vars():
     func, params, _ = small_attention()
     opt = optimize(func, params)

@@ -53,23 +53,29 @@ _MATMULS = ("nn.dense", "nn.batch_matmul")
 _NORMALIZATIONS = frozenset({"nn.softmax", "nn.layer_norm"})
 
 
-def _dense_branch(dense: Call, readers: dict) -> Call | None:
+def _dense_branch(dense: Call, readers: dict) -> tuple[Call, str] | None:
     """The ``add(dense, bias)`` of a dense with a constant 2-D weight and a constant (N,) bias
-    read by nothing else, or None."""
+    read by nothing else, or mixed precision's ``add(cast(dense), bias)`` (the dense
+    accumulating in float32, its result cast to 16 bits before the bias); with the cast's dtype
+    ("" for none). None for anything else."""
     weight = dense.args[1]
     if not isinstance(weight, Constant) or len(weight.shape) != 2:
         return None
     if dense.attrs.get("out_dtype", "") not in ("", dense.dtype):
         return None
+    end, cast_dtype = dense, ""
     after = readers.get(dense, [])
-    if len(after) != 1 or after[0].op != "add" or after[0].args[0] is not dense:
+    if len(after) == 1 and after[0].op == "cast":
+        end, cast_dtype = after[0], after[0].attrs["dtype"]
+        after = readers.get(end, [])
+    if len(after) != 1 or after[0].op != "add" or after[0].args[0] is not end:
         return None
     bias = after[0].args[1]
     if not isinstance(bias, Constant) or bias.shape != (weight.shape[0],):
         return None
     if after[0].shape != dense.shape:
         return None
-    return after[0]
+    return after[0], cast_dtype
 
 
 def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
@@ -78,6 +84,8 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
     Each branch needs a constant weight (N_i, K) and a constant bias (N_i,) and no other reader
     of its dense; the branches' ``add`` become ``strided_slice`` of the combined result along
     the last axis. Values are unchanged (each output element is the same dot product).
+    Mixed precision's branches, ``add(cast(nn.dense(x, W_i, out_dtype), dtype), b_i)``, combine
+    the same way when they agree on both dtypes.
 
     Parameters
     ----------
@@ -92,18 +100,19 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
     """
     readers = users(func)
     replace: dict[Call, tuple[int, int, int]] = {}  # branch add -> (group id, begin, end)
-    plans: list[list[Call]] = []
+    plans: list[tuple[list, str]] = []  # a group's (dense, bias add) pairs, its cast's dtype
     for x, rs in readers.items():
         dense = [c for c in rs if c.op == "nn.dense" and c.args[0] is x]
-        branches = [(d, a) for d in dense if (a := _dense_branch(d, readers)) is not None]
-        by_dtype: dict[str, list] = {}
-        for d, a in branches:
-            by_dtype.setdefault(str(d.args[1].dtype), []).append((d, a))
-        for group in by_dtype.values():
+        branches = [(d, *b) for d in dense if (b := _dense_branch(d, readers)) is not None]
+        by_kind: dict[tuple, list] = {}
+        for d, a, cast_dtype in branches:
+            kind = (str(d.args[1].dtype), d.attrs.get("out_dtype", ""), cast_dtype)
+            by_kind.setdefault(kind, []).append((d, a))
+        for (_, _, cast_dtype), group in by_kind.items():
             if len(group) < min_branches:
                 continue
             gid, begin = len(plans), 0
-            plans.append([d for d, _ in group])
+            plans.append((group, cast_dtype))
             for d, a in group:
                 n = d.args[1].shape[0]
                 replace[a] = (gid, begin, begin + n)
@@ -117,12 +126,17 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
             return None
         gid, begin, end = replace[node]
         if gid not in combined:
-            dense = plans[gid]
+            group, cast_dtype = plans[gid]
+            dense = [d for d, _ in group]
             weight = np.concatenate([d.args[1].value for d in dense], axis=0)
-            bias = np.concatenate([readers[d][0].args[1].value for d in dense], axis=0)
+            bias = np.concatenate([a.args[1].value for _, a in group], axis=0)
             names = [d.args[1].name for d in dense if d.args[1].name]
-            data = args[0].args[0]  # the rewritten x, through the rewritten dense
-            out = nn.dense(data, Constant(weight, "+".join(names)), units=weight.shape[0])
+            # the rewritten x: through the rewritten dense (and its cast)
+            data = (args[0].args[0] if cast_dtype else args[0]).args[0]
+            out = nn.dense(data, Constant(weight, "+".join(names)), units=weight.shape[0],
+                           out_dtype=dense[0].attrs.get("out_dtype", ""))  # fmt: skip
+            if cast_dtype:
+                out = op.cast(out, cast_dtype)
             combined[gid] = op.add(out, Constant(bias))
         last = len(node.shape) - 1
         return op.strided_slice(combined[gid], (begin,), (end,), axes=(last,))
