@@ -171,6 +171,11 @@ def main() -> None:
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the row as JSON here")
     p.add_argument("--profile", action="store_true", help="print every kernel's time too")
+    p.add_argument(
+        "--simt-double-buffer",
+        action="store_true",
+        help="tune with SearchParams(gpu_simt_double_buffer=True) (float32 dense kernels)",
+    )
     off = ", ".join(VARIANTS)
     p.add_argument("--variants", action="store_true", help=f"also time the builds {off}")
     args = p.parse_args()
@@ -193,10 +198,13 @@ def main() -> None:
             tasks, weights, load_log_file=str(log) if log.exists() else None
         )
         t0 = time.perf_counter()
+        double = args.simt_double_buffer
+        search = ansor.SearchParams(gpu_simt_double_buffer=True) if double else None
         tuner.tune(
             ansor.TuningOptions(
                 max_tuning_seconds=args.seconds, measure_callbacks=[ansor.RecordToFile(str(log))]
-            )
+            ),
+            search_policy_params=search,
         )
         tune_s = time.perf_counter() - t0
     ref = evaluate(mod32, {"input_ids": ids}, params32)  # float32: every precision's reference

@@ -66,6 +66,13 @@ class SearchParams:
         3 (the default) and 4 let the search draw and mutate 2 up to that many stages per state
         (``software_pipeline_<N>``: N - 1 tiles in flight), as many as fit in shared memory.
         Targets whose ``-arch`` is older than sm_80 always get 1. Not in TVM.
+    gpu_simt_double_buffer : bool
+        Off by default (TVM's sketch). On: the scalar (SIMT) GPU sketch marks the k-tile loop
+        that its ``.shared`` copies are attached at with ``double_buffer``, as the tensor-core
+        sketch does (one barrier a k tile instead of two; the next tile's loads issued before
+        this one is multiplied; ``cp.async`` for 16-byte copies on sm_80+); sampling and
+        mutation then treat its depth as ``gpu_tensor_core_pipeline`` says. An experiment for
+        float32 GEMMs, not yet measured on a GPU. Not in TVM's auto_scheduler.
     scale_population_to_batch : bool
         With an explicit population: in a round that measures fewer states than
         ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
@@ -97,6 +104,7 @@ class SearchParams:
     mutate_pipeline_depth_weight_gpu: float = 0.05
     scale_population_to_batch: bool = True
     gpu_tensor_core_pipeline: int = 3
+    gpu_simt_double_buffer: bool = False
     cpu_int8_dot_product_tiling: bool = True
 
     def for_round(self, num_measure: int, shares_cores: bool = False) -> SearchParams:

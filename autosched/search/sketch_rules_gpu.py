@@ -233,10 +233,14 @@ class AddCacheRead(SketchRule):
             and _reads_directly(state, c, sid)
             and last_reduce_iter_in_outermost_reduce_tile(state.stages[c]) is not None
         ]
+        double_buffer = getattr(ctx.params, "gpu_simt_double_buffer", False)
         for cname in targets:
             shared = s.cache_read(sid, "shared", [cname])
             pos = last_reduce_iter_in_outermost_reduce_tile(s[cname])
             s.compute_at(shared.name, cname, pos.name)
+            if double_buffer and not any(n == pos.name for n, _ in s[cname].pragmas):
+                # once per loop: the consumer's second input finds the pragma there
+                s.pragma(cname, pos.name, "double_buffer")
         return [(s, sid)]
 
 
