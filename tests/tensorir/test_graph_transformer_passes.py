@@ -135,7 +135,7 @@ def small_ffn_output(m=8, n=16, k=64, seed=0):
 
 def test_split_k_dense_keeps_values_and_cuts_k():
     func, data = small_ffn_output()
-    split = split_k_dense(func)
+    split = split_k_dense(func, min_slice=1)
     (bmm,) = [c for c in calls(split) if c.op == "nn.batch_matmul"]
     assert bmm.shape == (4, 8, 16)  # K = 64 = 4 N: four slices of 16
     assert not [c for c in calls(split) if c.op == "nn.dense"]
@@ -149,12 +149,16 @@ def test_split_k_dense_keeps_values_and_cuts_k():
     assert group_ops(groups[0])[:2] == ("reshape", "transpose")
 
 
-@pytest.mark.parametrize("m,n,k,max_split,slices", [(8, 16, 64, 8, 4), (8, 16, 64, 2, 2),
-                                                    (8, 16, 24, 8, 1), (512, 16, 64, 8, 1),
-                                                    (8, 16, 48, 8, 2)])  # fmt: skip
-def test_split_k_dense_only_for_few_rows_and_long_k(m, n, k, max_split, slices):
+@pytest.mark.parametrize("m,n,k,max_split,min_slice,slices", [
+    (8, 16, 64, 8, 1, 4), (8, 16, 64, 2, 1, 2), (8, 16, 24, 8, 1, 1), (512, 16, 64, 8, 1, 1),
+    (8, 16, 48, 8, 1, 2),
+    (128, 768, 3072, 8, 256, 4),  # BERT's FFN output
+    (32, 16, 64, 8, 256, 1),  # K too short for slices of 256: one kernel is enough
+    (1, 16, 4096, 8, 256, 1),  # batch 1: the GEMV sketch reduces K across threads
+])  # fmt: skip
+def test_split_k_dense_only_for_few_rows_and_long_k(m, n, k, max_split, min_slice, slices):
     func, _ = small_ffn_output(m, n, k)
-    split = split_k_dense(func, max_split=max_split)
+    split = split_k_dense(func, max_split=max_split, min_slice=min_slice)
     bmm = [c for c in calls(split) if c.op == "nn.batch_matmul"]
     assert (bmm[0].shape[0] if bmm else 1) == slices
     if slices == 1:

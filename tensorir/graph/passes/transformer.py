@@ -144,18 +144,27 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
     return rewrite(func, visit)
 
 
-def _split_count(m: int, n: int, k: int, max_rows: int, max_split: int) -> int:
+def _split_count(m: int, n: int, k: int, rows: tuple[int, int], max_split: int,
+                 min_slice: int) -> int:  # fmt: skip
     """How many K slices a (m, n, k) dense gets: the largest power of two <= k // n and
-    <= ``max_split`` that divides k, for few rows only; 1 = leave it."""
-    if m > max_rows:
+    <= ``max_split`` that divides k into slices of at least ``min_slice``, for
+    ``rows[0] <= m <= rows[1]`` only; 1 = leave it."""
+    if not rows[0] <= m <= rows[1]:
         return 1
     s = 1
-    while s * 2 <= max_split and s * 2 * n <= k and k % (s * 2) == 0:
+    while (s * 2 <= max_split and s * 2 * n <= k and k % (s * 2) == 0
+           and k // (s * 2) >= min_slice):  # fmt: skip
         s *= 2
     return s
 
 
-def split_k_dense(func: Function, max_rows: int = 256, max_split: int = 8) -> Function:
+def split_k_dense(
+    func: Function,
+    max_rows: int = 256,
+    max_split: int = 8,
+    min_rows: int = 2,
+    min_slice: int = 256,
+) -> Function:
     """Split the reduction of a dense with few rows and a long K (BERT's FFN output, (128,
     3072) x (3072, 768)) into ``s`` slices computed as one batch_matmul, summed after.
 
@@ -175,6 +184,11 @@ def split_k_dense(func: Function, max_rows: int = 256, max_split: int = 8) -> Fu
     max_split : int
         At most this many slices; a dense gets ``s = min(max_split, K // N)`` rounded down to
         a power of two that divides K.
+    min_rows : int
+        Denses with fewer rows are left alone: a batch-1 (M = 1) dense has the GPU's GEMV
+        sketch, which already spreads K over a block's threads.
+    min_slice : int
+        Each slice keeps at least this much of K: a short K is not worth a second kernel.
     """
 
     def visit(node, args):
@@ -186,7 +200,7 @@ def split_k_dense(func: Function, max_rows: int = 256, max_split: int = 8) -> Fu
         if node.attrs.get("out_dtype", "") not in ("", node.dtype):
             return None
         (m, k), n = x.shape, w.shape[0]
-        s = _split_count(m, n, k, max_rows, max_split)
+        s = _split_count(m, n, k, (min_rows, max_rows), max_split, min_slice)
         if s < 2:
             return None
         part = k // s
