@@ -45,7 +45,6 @@ __all__ = [
     "GPUSketchContext",
     "MultiLevelTilingWithFusionGPU",
     "gpu_rules",
-    "elementwise_fan_in_consumer",
     "has_cross_thread_reduction",
     "shared_row_target",
     "last_reduce_iter_in_outermost_reduce_tile",
@@ -108,57 +107,11 @@ def last_reduce_iter_in_outermost_reduce_tile(stage):
     return None
 
 
-def _reads_as_own_axes(op, indices) -> bool:
-    """``indices`` are exactly ``op``'s own axes in order (an elementwise read)."""
-    axes = [ax.var for ax in op.axes]
-    return len(indices) == len(axes) and all(i is a for i, a in zip(indices, axes))
-
-
-def elementwise_fan_in_consumer(state, sid: int) -> int | None:
-    """The single consumer ``tid`` (through inlined stages) of stage ``sid`` when every path
-    from ``sid`` to it goes through inlined same-shape ops that read their producer at their
-    own axes, possibly several times; None otherwise.
-
-    TVM's ``HasSingleElementwiseMatchedConsumer`` wants a chain of single consumers, so the
-    exact gelu epilogue of BERT's FFN ``x * 0.5 * (1 + erf(x / sqrt 2))``, which reads the
-    dense's biased output twice, fails it: the dense then goes through ``cache_write`` and the
-    whole epilogue becomes a second kernel that re-reads the dense output from global memory.
-    Every read is elementwise here, so fusing the epilogue into the dense's register tile is
-    as valid as for a chain."""
-    cons = su.consumer_ids(state, sid)
-    if len(cons) != 1:
-        return None
-    (tid,) = cons
-    me, target = state.stages[sid], state.stages[tid]
-    if target.name.endswith(".shared") or (su.has_reduce_iter(me) and su.has_reduce_iter(target)):
-        return None
-    dag = su.current_dag(state)
-    inlined = {s.name for s in state.stages if s.compute_at == "inline"}
-    shape = tuple(dag.ops[dag.op_index(me.name)].shape)
-    stack, seen = [me.name], set()
-    while stack:
-        cur = stack.pop()
-        if cur == target.name or cur in seen:
-            continue
-        seen.add(cur)
-        readers = dag.read_by(cur)
-        if not readers:
-            return None  # another output on the way
-        for name, accesses in readers.items():
-            op = dag.ops[dag.op_index(name)]
-            if tuple(op.shape) != shape or (name != target.name and name not in inlined):
-                return None
-            if not all(_reads_as_own_axes(op, idx) for idx in accesses):
-                return None
-            stack.append(name)
-    return tid
-
-
 def _fusible_consumer(state, sid: int) -> int | None:
     """The consumer a tiled stage fuses into: TVM's single elementwise chain, or an inlined
-    elementwise fan-in (:func:`elementwise_fan_in_consumer`)."""
+    elementwise fan-in (:func:`~autosched.search.state_utils.elementwise_fan_in_consumer`)."""
     tid = su.has_single_elementwise_consumer(state, sid)
-    return tid if tid is not None else elementwise_fan_in_consumer(state, sid)
+    return tid if tid is not None else su.elementwise_fan_in_consumer(state, sid)
 
 
 def shared_row_target(state, sid: int) -> tuple[int, int] | None:

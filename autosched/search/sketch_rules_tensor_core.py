@@ -13,7 +13,8 @@ sketches. Anything else (batch-1 dense with M=1, K=3) is left to the scalar sket
 not masked yet. The fragment shapes are :data:`tensorir.passes.tensor_core.FRAGMENT_SHAPES`.
 
 The sketch (a GEMM ``G`` and the stage ``O`` that writes its result: ``G`` itself after
-``cache_write``, or its single elementwise consumer, fused)::
+``cache_write``, or its single elementwise consumer, fused: a chain, or a fan-in such as
+BERT's gelu, :func:`~autosched.search.state_utils.elementwise_fan_in_consumer`)::
 
     G: b  i.0.0 j.0.0  i.0.1 j.0.1  k.0.0  k.0.1  i.0.2 j.0.2  i.1 j.1 k.1
        |  block tile   warps         k tile  frags  fragments   16 16 K   <- pragma tensor_core
@@ -247,6 +248,8 @@ class MultiLevelTilingTensorCore(SketchRule):
         shape = FRAGMENT_SHAPES[dtype]
         vector = FETCH_BYTES // itemsize(dtype)
         cons, groups = su.has_single_elementwise_consumer(state, sid), []
+        if cons is None:  # BERT's gelu reads the biased dense twice: still elementwise
+            cons = su.elementwise_fan_in_consumer(state, sid)
         if cons is None and FUSE_FLAT_CONSUMER:
             cons, groups = flat_consumer(state, sid) or (None, [])
         if cons is None:

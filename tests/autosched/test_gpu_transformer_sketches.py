@@ -13,10 +13,8 @@ from autosched.kernel import emit_source, lower_for
 from autosched.network.partition import extract_tasks
 from autosched.search.annotate import sample_init_population
 from autosched.search.sketch import generate_sketches
-from autosched.search.sketch_rules_gpu import (
-    elementwise_fan_in_consumer,
-    has_cross_thread_reduction,
-)
+from autosched.search.sketch_rules_gpu import has_cross_thread_reduction
+from autosched.search.state_utils import elementwise_fan_in_consumer
 from autosched.task import SearchTask
 from codegen.cuda import build_cuda
 from tensorir.dag import ComputeDAG
@@ -25,7 +23,7 @@ from tensorir.graph.ir import Module, bind_params
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.ops import NameScope, compute_op
-from tests.autosched.tensor_core_helpers import needs_nvcc, nvcc_ptx
+from tests.autosched.tensor_core_helpers import NVCC, needs_nvcc, nvcc_ptx
 
 
 def _task(tensors):
@@ -111,6 +109,38 @@ def test_gelu_epilogue_reading_the_dense_twice_fuses_into_one_kernel():
     code = emit_source(lower_for(state, "cuda", "k"), "cuda").as_dict()["code"]
     assert code.count("__global__") == 1 and "erff(" in code
     _run_simt(state, task.compute_dag)
+
+
+def test_float16_gelu_epilogue_runs_in_the_tensor_core_kernel(tmp_path):
+    """Mixed precision's dense + bias + gelu: the fragments' store nest writes the gelu (one
+    kernel, not a second one re-reading the dense's float32 output)."""
+    import autosched
+    from tensorir.graph import nn, op
+    from tensorir.graph.ir import Constant, Function
+    from tensorir.graph.zoo.transformer import gelu
+
+    rng = np.random.default_rng(4)
+    x = op.var("x", (32, 32), "float32")
+    w = Constant(rng.standard_normal((48, 32)).astype(np.float32))
+    b = Constant(rng.standard_normal(48).astype(np.float32))
+    func = Function((x,), gelu(op.add(nn.dense(x, w), b)))
+    mod = autosched.to_mixed_precision(Module.from_function(func), "float16")
+    (task,), _ = extract_tasks(mod, {}, "cuda -arch=sm_80")
+    (sketch,) = generate_sketches(task)
+    names = [x.name for x in sketch.stages if x.compute_at != "inline"]
+    assert "T_dense.local" not in names  # no cache_write: the epilogue is the store stage
+    (state,) = sample_init_population(task, [sketch], 1, random.Random(2))
+    prog = lower_for(state, "cuda -arch=sm_80", "k")
+    code = emit_source(prog, "cuda -arch=sm_80").as_dict()["code"]
+    assert code.count("__global__") == 1 and "wmma::mma_sync" in code and "erff(" in code
+    ins = [rng.standard_normal(t.shape).astype(to_numpy(t.dtype))
+           for t in task.compute_dag.input_tensors]  # fmt: skip
+    outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in task.compute_dag.output_tensors]
+    run_program(prog, [*ins, *outs], simt=True)
+    (want,) = eval_dag(task.compute_dag, ins)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-2, atol=1e-2)
+    if NVCC:  # CI has nvcc; the PTX has the fragments' MMA
+        assert "wmma.mma.sync" in nvcc_ptx(code, "sm_80", tmp_path)
 
 
 def _classifier_task():
@@ -224,7 +254,7 @@ def test_attention_tasks_of_the_gpu_partition_run_correctly():
 def test_split_k_task_of_the_gpu_partition_runs_correctly(monkeypatch):
     from tests.tensorir.test_graph_transformer_passes import small_ffn_output
 
-    func, _ = small_ffn_output(m=8, n=16, k=64)
+    func, _ = small_ffn_output(m=8, n=16, k=512)  # two slices of 256
     monkeypatch.setenv("AUTOSCHED_SPLIT_K_DENSE", "0")  # the way to turn it off
     (plain,), _ = extract_tasks(Module.from_function(func), {}, "cuda")
     assert "batch_matmul" not in plain.desc
