@@ -149,6 +149,22 @@ def test_split_k_dense_keeps_values_and_cuts_k():
     assert group_ops(groups[0])[:2] == ("reshape", "transpose")
 
 
+def test_split_k_of_a_mixed_precision_dense_accumulates_in_float32():
+    """to_mixed_precision's dense reads float16 and sums in float32 (out_dtype): so do its
+    slices, and the partial sums stay float32 until the dense's own cast."""
+    from tensorir.graph.passes.mixed_precision import to_mixed_precision
+
+    func, data = small_ffn_output(m=16, n=8, k=512)
+    mixed = optimize(to_mixed_precision(func, "float16"), {})
+    split = split_k_dense(mixed)
+    (bmm,) = [c for c in calls(split) if c.op == "nn.batch_matmul"]
+    assert bmm.attrs["out_dtype"] == "float32" and bmm.dtype == "float32"
+    assert bmm.args[1].dtype == "float16"
+    want = evaluate(Module.from_function(mixed), data, {})
+    got = evaluate(Module.from_function(split), data, {})
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-2)  # float16 outputs, reassociated
+
+
 @pytest.mark.parametrize("m,n,k,max_split,min_slice,slices", [
     (8, 16, 64, 8, 1, 4), (8, 16, 64, 2, 1, 2), (8, 16, 24, 8, 1, 1), (512, 16, 64, 8, 1, 1),
     (8, 16, 48, 8, 1, 2),

@@ -206,7 +206,9 @@ def split_k_dense(
         part = k // s
         xs = op.transpose(op.reshape(x, (m, s, part)), (1, 0, 2))
         ws = w.value.reshape(n, s, part).transpose(1, 0, 2)
-        partial = nn.batch_matmul(xs, Constant(np.ascontiguousarray(ws), w.name))
+        # the dense's accumulator dtype (mixed precision's float32) for the partial sums too
+        out_dtype = node.attrs.get("out_dtype", "")
+        partial = nn.batch_matmul(xs, Constant(np.ascontiguousarray(ws), w.name), out_dtype)
         total = None
         for i in range(s):
             piece = op.reshape(op.strided_slice(partial, (i,), (i + 1,), axes=(0,)), (m, n))
