@@ -25,7 +25,8 @@ runs in it.
 :func:`split_k_dense` cuts the reduction of a few-row long-K dense (BERT's FFN output) into
 slices computed as one batch_matmul: ``partition`` runs it for GPU targets unless
 ``AUTOSCHED_SPLIT_K_DENSE=0`` (bert-base float16 on an H200: that dense's 11.9 us became 6.2 us
-plus a 1.3 us sum, benchmarks/RESULTS.md session 14).
+plus a 1.3 us sum, benchmarks/RESULTS.md session 14, timed before the slices kept the dense's
+float32 accumulator).
 """
 
 from __future__ import annotations
