@@ -86,7 +86,8 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
     of its dense; the branches' ``add`` become ``strided_slice`` of the combined result along
     the last axis. Values are unchanged (each output element is the same dot product).
     Mixed precision's branches, ``add(cast(nn.dense(x, W_i, out_dtype), dtype), b_i)``, combine
-    the same way when they agree on both dtypes.
+    the same way; only branches that agree on every dtype (weight, accumulator, cast, bias)
+    are combined.
 
     Parameters
     ----------
@@ -107,9 +108,10 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
         branches = [(d, *b) for d in dense if (b := _dense_branch(d, readers)) is not None]
         by_kind: dict[tuple, list] = {}
         for d, a, cast_dtype in branches:
-            kind = (str(d.args[1].dtype), d.attrs.get("out_dtype", ""), cast_dtype)
+            bias = str(a.args[1].dtype)
+            kind = (str(d.args[1].dtype), d.attrs.get("out_dtype", ""), cast_dtype, bias)
             by_kind.setdefault(kind, []).append((d, a))
-        for (_, _, cast_dtype), group in by_kind.items():
+        for (_, _, cast_dtype, _), group in by_kind.items():
             if len(group) < min_branches:
                 continue
             gid, begin = len(plans), 0
