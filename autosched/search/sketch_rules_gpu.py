@@ -191,8 +191,8 @@ class AddCacheRead(SketchRule):
             shared = s.cache_read(sid, "shared", [cname])
             pos = last_reduce_iter_in_outermost_reduce_tile(s[cname])
             s.compute_at(shared.name, cname, pos.name)
-            if double_buffer and not any(n == pos.name for n, _ in s[cname].pragmas):
-                # once per loop: the consumer's second input finds the pragma there
+            # once per loop: the consumer's second input finds the pragma there
+            if double_buffer and (pos.name, "double_buffer") not in s[cname].pragmas:
                 s.pragma(cname, pos.name, "double_buffer")
         return [(s, sid)]
 

@@ -147,13 +147,9 @@ def combine_parallel_dense(func: Function, min_branches: int = 2) -> Function:
     return rewrite(func, visit)
 
 
-def _split_count(m: int, n: int, k: int, rows: tuple[int, int], max_split: int,
-                 min_slice: int) -> int:  # fmt: skip
-    """How many K slices a (m, n, k) dense gets: the largest power of two <= k // n and
-    <= ``max_split`` that divides k into slices of at least ``min_slice``, for
-    ``rows[0] <= m <= rows[1]`` only; 1 = leave it."""
-    if not rows[0] <= m <= rows[1]:
-        return 1
+def _split_count(n: int, k: int, max_split: int, min_slice: int) -> int:
+    """How many K slices an (m, n, k) dense gets: the largest power of two <= k // n and
+    <= ``max_split`` that divides k into slices of at least ``min_slice``; 1 = leave it."""
     s = 1
     while (s * 2 <= max_split and s * 2 * n <= k and k % (s * 2) == 0
            and k // (s * 2) >= min_slice):  # fmt: skip
@@ -203,7 +199,9 @@ def split_k_dense(
         if node.attrs.get("out_dtype", "") not in ("", node.dtype):
             return None
         (m, k), n = x.shape, w.shape[0]
-        s = _split_count(m, n, k, (min_rows, max_rows), max_split, min_slice)
+        if not min_rows <= m <= max_rows:
+            return None
+        s = _split_count(n, k, max_split, min_slice)
         if s < 2:
             return None
         part = k // s
