@@ -73,6 +73,11 @@ class SearchParams:
         this one is multiplied; ``cp.async`` for 16-byte copies on sm_80+); sampling and
         mutation then treat its depth as ``gpu_tensor_core_pipeline`` says. An experiment for
         float32 GEMMs, not yet measured on a GPU. Not in TVM's auto_scheduler.
+    gpu_shared_padding : bool
+        On by default: the scalar (SIMT) GPU sketch pads each row of its ``.shared`` copies to an
+        odd number of 4-byte banks (``storage_align``), so the threads of a warp reading one
+        column of a copy read 32 different banks (TVM's tensor-core schedules pad for this reason;
+        its auto_scheduler's scalar sketch does not). False gives TVM's sketch.
     scale_population_to_batch : bool
         With an explicit population: in a round that measures fewer states than
         ``num_measures_per_round`` (the last round of a budget that is not a multiple of it),
@@ -105,6 +110,7 @@ class SearchParams:
     scale_population_to_batch: bool = True
     gpu_tensor_core_pipeline: int = 3
     gpu_simt_double_buffer: bool = False
+    gpu_shared_padding: bool = True
     cpu_int8_dot_product_tiling: bool = True
 
     def for_round(self, num_measure: int, shares_cores: bool = False) -> SearchParams:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorir import steps as st
-from tensorir.dtype import LOW_PRECISION
+from tensorir.dtype import LOW_PRECISION, itemsize
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -155,6 +155,22 @@ def _reads_directly(state, consumer: int, producer: int) -> bool:
 # ----------------------------------------------------------------------------- rules
 
 
+def shared_row_align(dtype: str) -> tuple[int, int] | None:
+    """``(factor, offset)`` of the ``storage_align`` that makes each row of a ``.shared`` copy
+    an odd number of 4-byte banks long, or None for 8-byte elements.
+
+    The multiply loop reads a column of the copy: consecutive threads take consecutive rows at
+    one k. A row of k-tile elements is typically a multiple of 8 floats long (24 in bert's
+    dense), so 32 threads hit 4 of the 32 banks: an 8-way conflict, and the loop runs at the
+    shared-memory port's pace. With an odd row length in banks, each thread of a warp reads
+    its own bank; the cost is at most one bank word a row."""
+    size = itemsize(dtype)
+    if size > 4:
+        return None
+    words = 4 // size  # elements a bank word holds
+    return 2 * words, words
+
+
 class AddCacheRead(SketchRule):
     """Inputs of a tiled stage get a ``.shared`` copy attached at the outer reduce tile."""
 
@@ -187,10 +203,14 @@ class AddCacheRead(SketchRule):
             and last_reduce_iter_in_outermost_reduce_tile(state.stages[c]) is not None
         ]
         double_buffer = getattr(ctx.params, "gpu_simt_double_buffer", False)
+        padding = getattr(ctx.params, "gpu_shared_padding", True)
         for cname in targets:
             shared = s.cache_read(sid, "shared", [cname])
             pos = last_reduce_iter_in_outermost_reduce_tile(s[cname])
             s.compute_at(shared.name, cname, pos.name)
+            align = shared_row_align(s[shared.name].op.dtype) if padding else None
+            if align is not None and len(s[shared.name].iters) >= 2:
+                s.storage_align(shared.name, s[shared.name].iters[-2].name, *align)
             # once per loop: the consumer's second input finds the pragma there
             if double_buffer and (pos.name, "double_buffer") not in s[cname].pragmas:
                 s.pragma(cname, pos.name, "double_buffer")

@@ -1,0 +1,133 @@
+"""The SIMT sketch's padded shared rows on a GPU, side by side with the rows as tuned.
+
+    python benchmarks/bench_shared_padding.py --log W/bert-base-S128-B1-cuda.json
+
+``SearchParams.gpu_shared_padding`` (on by default) pads each row of a scalar GPU kernel's
+``.shared`` copies to an odd number of 4-byte banks (docs/gpu.md, "float32 without tensor
+cores"). A log tuned before it has no padded states, so this bench takes, for each task of the
+network that stages through shared memory, the log's best state of each per-thread tile (the
+size of its ``local`` accumulator), and measures it as tuned and with its ``.shared`` rows
+padded, with the tuner's own builder and runner, in one process. It shows what the padding
+is worth on the tiles the search found, and whether it changes which tile is best; what a tune
+with it finds is for ``bench_transformer_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from bench_transformer_gpu import our_network  # run from benchmarks/
+
+import autosched as ansor
+from autosched.search.sketch_rules_gpu import shared_row_align
+from tensorir import steps as st
+from tensorir.loops import Allocate, For, walk_stmts
+from tensorir.lower import lower
+from tensorir.schedule import replay
+
+
+def with_padded_rows(dag, steps) -> tuple:
+    """``steps`` with a ``storage_align`` after each compute_at of a ``.shared`` stage that has
+    none (what the padded sketch records), padding its rows as the sketch would."""
+    out: list = []
+    state = replay(dag, [])
+    for step in steps:
+        out.append(step)
+        state._apply(step)
+        if isinstance(step, st.ComputeAtStep):
+            stage = state.stages[step.stage_id]
+            align = shared_row_align(stage.op.dtype)
+            if stage.name.endswith(".shared") and not stage.storage_align and align:
+                if len(stage.iters) >= 2:
+                    pad = st.StorageAlignStep(step.stage_id, len(stage.iters) - 2, *align)
+                    out.append(pad)
+                    state._apply(pad)
+    return tuple(out)
+
+
+def accumulators(state) -> int:
+    """Elements of the kernel's ``local`` accumulators times its virtual threads: the outputs
+    one thread computes."""
+    body = lower(state).body
+    local = sum(x.buffer.size for x in walk_stmts(body)
+                if isinstance(x, Allocate) and x.buffer.scope == "local")  # fmt: skip
+    vthreads = math.prod(x.extent for x in walk_stmts(body)
+                         if isinstance(x, For) and x.kind == "vthread")  # fmt: skip
+    return local * vthreads
+
+
+def picks(task, records, per_task: int) -> list:
+    """The best measured state of each accumulator size, best first, at most ``per_task``,
+    among those within 4x of the task's best."""
+    ok = sorted(((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
+                key=lambda c: c[0])
+    if not ok:
+        return []
+    best, chosen = ok[0][0], {}
+    for cost, state in ok:
+        if cost > 4 * best:
+            break
+        full = state.to_state(task.compute_dag) if hasattr(state, "to_state") else state
+        if not any(s.name.endswith(".shared") for s in full.stages):
+            continue
+        size = accumulators(full)
+        if size not in chosen:
+            chosen[size] = (cost, full)
+    return sorted(chosen.values(), key=lambda c: c[0])[:per_task]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--log", required=True)
+    p.add_argument("--network", default="bert-base")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--precision", default="float32")
+    p.add_argument("--per-task", type=int, default=6)
+    p.add_argument("--out", help="write the rows as JSON here")
+    p.add_argument("--dry-run", action="store_true", help="list the states, measure nothing")
+    args = p.parse_args()
+
+    ours = our_network(args.network, args.seq_len, args.precision)
+    tasks, _ = ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
+    by_key: dict = {}
+    for inp, res in ansor.load_records(args.log):
+        by_key.setdefault(inp.task.workload_key, []).append((inp, res))
+    inputs, meta = [], []
+    for task in tasks:
+        for cost, state in picks(task, by_key.get(task.workload_key, []), args.per_task):
+            padded = replay(task.compute_dag, with_padded_rows(task.compute_dag, state.steps))
+            if padded.steps == state.steps:
+                continue
+            inputs += [ansor.MeasureInput(task, state), ansor.MeasureInput(task, padded)]
+            meta.append((task.desc, accumulators(state), cost))
+    print(f"{len(meta)} states of {len(tasks)} tasks, each as tuned and padded", flush=True)
+    if args.dry_run:
+        for desc, acc, logged in meta:
+            print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f}")
+        return
+    builds = ansor.LocalBuilder().build(inputs)
+    with ansor.LocalRunner(number=3, repeat=3) as runner:
+        results = runner.run(inputs, builds)
+    rows = []
+    print(f"{'task':<58} {'acc':>4} {'log us':>8} {'tuned us':>9} {'padded us':>10} {'ratio':>6}")
+    for k, (desc, acc, logged) in enumerate(meta):
+        a, b = results[2 * k], results[2 * k + 1]
+        t = min(a.costs) * 1e6 if a.error_no == 0 else None
+        q = min(b.costs) * 1e6 if b.error_no == 0 else None
+        ratio = t / q if t and q else None
+        rows.append({"task": desc, "accumulators": acc, "log_us": logged * 1e6, "tuned_us": t,
+                     "padded_us": q, "speedup": ratio,
+                     "errors": [a.error_msg[:200] if a.error_no else None,
+                                b.error_msg[:200] if b.error_no else None]})  # fmt: skip
+        fmt = lambda x, w: f"{x:{w}.2f}" if x is not None else f"{'err':>{w}}"  # noqa: E731
+        print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f} {fmt(t, 9)} {fmt(q, 10)} "
+              f"{fmt(ratio, 6)}", flush=True)  # fmt: skip
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
