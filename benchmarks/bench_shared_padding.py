@@ -40,11 +40,11 @@ def with_padded_rows(dag, steps) -> tuple:
         if isinstance(step, st.ComputeAtStep):
             stage = state.stages[step.stage_id]
             align = shared_row_align(stage.op.dtype)
-            if stage.name.endswith(".shared") and not stage.storage_align and align:
-                if len(stage.iters) >= 2:
-                    pad = st.StorageAlignStep(step.stage_id, len(stage.iters) - 2, *align)
-                    out.append(pad)
-                    state._apply(pad)
+            fresh = stage.name.endswith(".shared") and not stage.storage_align
+            if fresh and align and len(stage.iters) >= 2:
+                pad = st.StorageAlignStep(step.stage_id, len(stage.iters) - 2, *align)
+                out.append(pad)
+                state._apply(pad)
     return tuple(out)
 
 
