@@ -62,8 +62,10 @@ def accumulators(state) -> int:
 def picks(task, records, per_task: int) -> list:
     """The best measured state of each accumulator size, best first, at most ``per_task``,
     among those within 4x of the task's best."""
-    ok = sorted(((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
-                key=lambda c: c[0])
+    ok = sorted(
+        ((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
+        key=lambda c: c[0],
+    )
     if not ok:
         return []
     best, chosen = ok[0][0], {}
