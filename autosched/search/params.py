@@ -70,9 +70,9 @@ class SearchParams:
         Off by default (TVM's sketch). On: the scalar (SIMT) GPU sketch marks the k-tile loop
         that its ``.shared`` copies are attached at with ``double_buffer``, as the tensor-core
         sketch does (one barrier a k tile instead of two; the next tile's loads issued before
-        this one is multiplied; ``cp.async`` for 16-byte copies on sm_80+); sampling and
-        mutation then treat its depth as ``gpu_tensor_core_pipeline`` says. An experiment for
-        float32 GEMMs, not yet measured on a GPU. Not in TVM's auto_scheduler.
+        this one is multiplied, as plain loads: ``cp.async`` is for tensor-core kernels only);
+        sampling and mutation then treat its depth as ``gpu_tensor_core_pipeline`` says. An
+        experiment for float32 GEMMs, not yet measured on a GPU. Not in TVM's auto_scheduler.
     gpu_shared_padding : bool
         On by default: the scalar (SIMT) GPU sketch pads each row of its ``.shared`` copies to an
         odd number of 4-byte banks (``storage_align``), so the threads of a warp reading one
