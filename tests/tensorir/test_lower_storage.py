@@ -8,7 +8,7 @@ from lower_workloads import _fors, check, matmul, matmul_relu
 from tensorir import te
 from tensorir.dag import ComputeDAG
 from tensorir.loops import Allocate, Barrier, If, walk_stmts
-from tensorir.lower import LowerError, infer_bound, lower
+from tensorir.lower import LowerError, infer_bound, lower, tree_reduction_steps
 from tensorir.schedule import State
 
 # ----------------------------------------------------------------------------- storage
@@ -169,7 +169,23 @@ def test_cross_thread_reduction(combiner, k_len):
     prog = check(s, simt=True)
     allocs = {x.buffer.scope: x.buffer for x in walk_stmts(prog.body) if isinstance(x, Allocate)}
     assert allocs["shared"].size == 4 * 8 and allocs["local"].size == 1
-    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]) == 2
+    # one barrier after the partial sums, one per tree step (8 -> 4 -> 2 -> 1), one at the end
+    assert len([x for x in walk_stmts(prog.body) if isinstance(x, Barrier)]) == 2 + 3
+
+
+@pytest.mark.parametrize(
+    "n, steps",
+    [(1, []), (2, [(1, 1)]), (8, [(4, 4), (2, 2), (1, 1)]),
+     (48, [(24, 24), (12, 12), (6, 6), (3, 3), (2, 1), (1, 1)])],
+)  # fmt: skip
+def test_tree_reduction_steps_leave_one_slot_holding_every_partial(n, steps):
+    assert tree_reduction_steps(n) == steps
+    for m in range(1, 130):
+        slots = [{i} for i in range(m)]  # which partial results each live slot holds
+        for half, active in tree_reduction_steps(m):
+            assert active <= half
+            slots = [slots[t] | slots[t + half] if t < active else slots[t] for t in range(half)]
+        assert slots == [set(range(m))]
 
 
 def test_cross_thread_reduction_needs_spatial_loops_outside():
