@@ -8,7 +8,8 @@ combined (128, 2304) one has three times as many, in one launch instead of three
 
 :func:`fuse_layout_producers` runs after ``fuse_ops``: a fused group made only of layout ops
 (``reshape``, ``transpose``, ``strided_slice`` ...: the head split ``(S, H) -> (heads, S, dh)``
-and merge of attention) whose only reader is a dense or batch_matmul moves into that reader's
+and merge of attention) and casts (mixed precision's float16 copy of a layer norm that the
+residual add reads too) whose only reader is a dense or batch_matmul moves into that reader's
 group. Relay keeps such a group as its own kernel (an injective group never fuses into an
 out-elemwise-fusable sink); on a GPU the matmul's sketch copies its inputs into shared memory
 anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInlineGPU``), so
@@ -230,7 +231,9 @@ def _group(group_calls: list[Call], pattern: int) -> FusedGroup:
 
 
 def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
-    """Move every layout-only group read only by a dense / batch_matmul into its reader.
+    """Move every group of layout ops and casts read only by a dense / batch_matmul into its
+    reader (a cast that :func:`fuse_normalization_epilogues` would run in its softmax's or layer
+    norm's kernel stays for it).
 
     Parameters
     ----------
@@ -251,8 +254,10 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
     for pi, p in enumerate(groups):
         if p.anchor is not None or p.output in outputs:
             continue
-        if not all(c.op in LAYOUT_OPS for c in p.calls):
+        if not all(c.op in LAYOUT_OPS or c.op == "cast" for c in p.calls):
             continue
+        if any(c.op == "cast" for c in p.calls) and _normalization_epilogue(p, pi, readers):
+            continue  # fuse_normalization_epilogues runs it in the normalization's kernel
         rs = readers.get(p.output, [])
         if len(rs) != 1:
             continue
@@ -275,6 +280,14 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
         out.append(_group(moved + list(g.calls), pattern))
     _check_order(func, out)
     return out
+
+
+def _normalization_epilogue(group: FusedGroup, gi: int, readers: dict) -> bool:
+    """Whether ``group`` (index ``gi``) reads only a normalization's output and is its only
+    reader: what :func:`fuse_normalization_epilogues` moves into the normalization's kernel."""
+    (src,) = group.inputs if len(group.inputs) == 1 else (None,)
+    return (isinstance(src, Call) and src.op in _NORMALIZATIONS
+            and readers.get(src, []) == [gi])  # fmt: skip
 
 
 def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
