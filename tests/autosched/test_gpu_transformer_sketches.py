@@ -48,6 +48,16 @@ def _run_simt(state, dag, seed=0):
     return prog
 
 
+def _check_16_bit_kernel(prog, dag, rng) -> None:
+    """Run a lowered 16-bit kernel GPU-style on random inputs; compare with eval_dag at a
+    16-bit tolerance."""
+    ins = [rng.standard_normal(t.shape).astype(to_numpy(t.dtype)) for t in dag.input_tensors]
+    outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in dag.output_tensors]
+    run_program(prog, [*ins, *outs], simt=True)
+    (want,) = eval_dag(dag, ins)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-2, atol=1e-2)
+
+
 def _cross_thread_sketch(task):
     sketches = generate_sketches(task)
     for s in sketches:
@@ -133,12 +143,7 @@ def test_float16_gelu_epilogue_runs_in_the_tensor_core_kernel(tmp_path):
     prog = lower_for(state, "cuda -arch=sm_80", "k")
     code = emit_source(prog, "cuda -arch=sm_80").as_dict()["code"]
     assert code.count("__global__") == 1 and "wmma::mma_sync" in code and "erff(" in code
-    ins = [rng.standard_normal(t.shape).astype(to_numpy(t.dtype))
-           for t in task.compute_dag.input_tensors]  # fmt: skip
-    outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in task.compute_dag.output_tensors]
-    run_program(prog, [*ins, *outs], simt=True)
-    (want,) = eval_dag(task.compute_dag, ins)
-    np.testing.assert_allclose(outs[0], want, rtol=1e-2, atol=1e-2)
+    _check_16_bit_kernel(prog, task.compute_dag, rng)
     if NVCC:  # CI has nvcc; the PTX has the fragments' MMA
         assert "wmma.mma.sync" in nvcc_ptx(code, "sm_80", tmp_path)
 
@@ -363,12 +368,7 @@ def test_the_cast_of_a_layer_norm_read_twice_runs_in_the_dense_kernel(tmp_path):
     prog = lower_for(state, target, "k")
     code = emit_source(prog, target).as_dict()["code"]
     assert code.count("__global__") == 1 and "wmma::mma_sync" in code
-    ins = [rng.standard_normal(t.shape).astype(to_numpy(t.dtype))
-           for t in dense.compute_dag.input_tensors]  # fmt: skip
-    outs = [np.zeros(t.shape, to_numpy(t.dtype)) for t in dense.compute_dag.output_tensors]
-    run_program(prog, [*ins, *outs], simt=True)
-    (want,) = eval_dag(dense.compute_dag, ins)
-    np.testing.assert_allclose(outs[0], want, rtol=1e-2, atol=1e-2)
+    _check_16_bit_kernel(prog, dense.compute_dag, rng)
     if NVCC:
         assert "wmma.mma.sync" in nvcc_ptx(code, "sm_80", tmp_path)
     cpu, _ = extract_tasks(mod, {}, "llvm")

@@ -3,19 +3,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import pathlib
-import sys
 
 import pytest
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_autotvm.py"
-sys.path.insert(0, str(_PATH.parent))  # its sibling autotvm_report, as when run as a script
-_spec = importlib.util.spec_from_file_location("bench_autotvm", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from tests.benchmarks.bench_loader import load_bench
+
+bench = load_bench("bench_autotvm", keep_path=True)
 
 BUDGETS = [2, 4]
 T0, T3 = "#0 c3 224x224 k64 7x7 s2", "#3 c64 56x56 k128 3x3 s2"

@@ -3,20 +3,16 @@ tiny task, and a clear error for an unknown case."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
 import autosched as ansor
 from autosched import workloads
 from autosched.measure.timing import PHASES
+from tests.benchmarks.bench_loader import load_bench
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_search.py"
-_spec = importlib.util.spec_from_file_location("bench_search", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+bench = load_bench("bench_search")
 
 
 def test_task_case_reports_trials_per_minute_and_the_breakdown(tmp_path, monkeypatch, capsys):

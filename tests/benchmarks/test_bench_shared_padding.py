@@ -4,10 +4,6 @@ still computes the dense."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-
 import numpy as np
 
 from autosched.search.params import SearchParams
@@ -21,15 +17,9 @@ from tests.autosched.tensor_core_helpers import (
     gpu_task,
     sampled_states,
 )
+from tests.benchmarks.bench_loader import load_bench
 
-_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_DIR))  # the bench imports its neighbour (bench_transformer_gpu)
-_spec = importlib.util.spec_from_file_location(
-    "bench_shared_padding", _DIR / "bench_shared_padding.py"
-)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
-sys.path.remove(str(_DIR))
+bench = load_bench("bench_shared_padding")
 
 
 def test_unpadded_states_get_both_copies_padded_and_compute_the_same():

@@ -3,14 +3,11 @@ each with valid draws."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import re
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tc_sampling.py"
-_spec = importlib.util.spec_from_file_location("bench_tc_sampling", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from tests.benchmarks.bench_loader import load_bench
+
+bench = load_bench("bench_tc_sampling")
 
 
 def test_the_table_has_a_row_per_gemm_shape_with_valid_draws(capsys):

@@ -4,20 +4,15 @@ fit the shared memory."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import autosched as ansor
 from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.state_utils import single_buffered
 from tensorir.dag import ComputeDAG
 from tensorir.loops import Allocate, walk_stmts
 from tensorir.lower import lower
+from tests.benchmarks.bench_loader import load_bench
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tensor_core.py"
-_spec = importlib.util.spec_from_file_location("bench_tensor_core", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+bench = load_bench("bench_tensor_core")
 
 
 def _shared(state) -> dict:

@@ -3,24 +3,14 @@ tuned, for which target, into which log, against which reference."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_DIR))  # the bench imports its neighbours (torch_timing)
-_spec = importlib.util.spec_from_file_location(
-    "bench_transformer_gpu", _DIR / "bench_transformer_gpu.py"
-)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
-sys.path.remove(str(_DIR))
+import autosched as ansor
+from tensorir.graph import evaluate
+from tests.benchmarks.bench_loader import load_bench
 
-import autosched as ansor  # noqa: E402
-from tensorir.graph import evaluate  # noqa: E402
+bench = load_bench("bench_transformer_gpu")
 
 
 def _dtypes(tasks) -> set[str]:

@@ -5,19 +5,15 @@ needed)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import pathlib
 import random
-import sys
 
 import pytest
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_vs_metaschedule.py"
-sys.path.insert(0, str(_PATH.parent))  # its sibling bench_network_cpu, as when run as a script
-_spec = importlib.util.spec_from_file_location("bench_vs_metaschedule", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from tests.benchmarks.bench_loader import load_bench
+
+bench = load_bench("bench_vs_metaschedule", keep_path=True)
 
 
 def test_checkpoints_end_at_the_budget():

@@ -4,19 +4,14 @@ stopped."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import pathlib
-import sys
 
 import pytest
 
-_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-_spec = importlib.util.spec_from_file_location("gpu_side_by_side", _DIR / "gpu_side_by_side.py")
-side = importlib.util.module_from_spec(_spec)
-sys.modules["gpu_side_by_side"] = side  # its dataclass looks its module up
-_spec.loader.exec_module(side)
+from tests.benchmarks.bench_loader import load_bench
+
+side = load_bench("gpu_side_by_side")
 
 # A stand-in bench: writes what it saw (GPU, cores, environment, arguments) to its --out.
 _FAKE = """
