@@ -148,8 +148,13 @@ class TrackerSession:
     # ------------------------------------------------------------------ tracker state
     def servers(self) -> dict[str, list[str]]:
         """Server address -> the device keys it holds."""
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
-        return {addr: sorted(w.get("resources") or {}) for addr, w in workers.items()}
+        info = self.client.scheduler_info(n_workers=-1)
+        if "workers" not in info:
+            # dask answers from its cache, without the workers, once the connection closed
+            raise ConnectionError(
+                f"lost the connection to the RPC tracker at {self.address} (stopped or restarted?)"
+            )
+        return {addr: sorted(w.get("resources") or {}) for addr, w in info["workers"].items()}
 
     def summary(self) -> dict:
         """TVM's summary: ``server_info`` (address and ``server:KEY``) and ``queue_info``."""

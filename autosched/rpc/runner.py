@@ -346,7 +346,11 @@ class RPCRunner:
             if self._lost_tracker(tracker):
                 self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
                 return
-            servers = [a for a, keys in tracker.servers().items() if self.key in keys]
+            try:
+                servers = [a for a, keys in tracker.servers().items() if self.key in keys]
+            except ConnectionError:  # the tracker went away since the check above
+                self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
+                return
             for future, (i, server, _) in list(in_flight.items()):
                 if server not in servers:  # the server left: send its candidate elsewhere
                     del in_flight[future]

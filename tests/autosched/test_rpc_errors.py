@@ -26,6 +26,21 @@ def test_no_tracker_is_a_clear_connection_error():
         rpc.connect_tracker("127.0.0.1", port, timeout=1)
 
 
+def test_a_tracker_gone_since_the_last_call_is_a_connection_error_naming_it():
+    """dask's client answers scheduler_info from its cache, without the workers, once its
+    connection to the tracker closed; servers() says the tracker is gone (a race the restart
+    test hit between the runner's check of the connection and its next call)."""
+
+    class ClosedClient:
+        def scheduler_info(self, n_workers=None):
+            return {}
+
+    session = object.__new__(rpc.client.TrackerSession)
+    session.client, session.address = ClosedClient(), "tcp://127.0.0.1:9190"
+    with pytest.raises(ConnectionError, match=r"RPC tracker at tcp://127.0.0.1:9190"):
+        session.servers()
+
+
 def test_option_mistakes_are_one_line_errors():
     with pytest.raises(ValueError, match="--tracker must look like HOST:PORT"):
         split_host_port("localhost")
