@@ -101,9 +101,11 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
             func = _passes().split_k_dense(func)
     groups = _passes().fuse_ops(func)
     if not on_host:
-        groups = _passes().fuse_layout_producers(func, groups)
-        # Mixed precision's cast after a softmax / layer norm runs in its kernel.
+        # Mixed precision's cast after a softmax / layer norm runs in its kernel; a cast that
+        # stays (the layer norm has a second reader) goes into the matmul that reads it, with
+        # the layout ops.
         groups = _passes().fuse_normalization_epilogues(func, groups)
+        groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
     return func, [

@@ -16,7 +16,7 @@ anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInl
 the transpose costs an index computation instead of a kernel launch and a round trip of the
 tensor through global memory.
 
-:func:`fuse_normalization_epilogues` runs after them: the cast that mixed precision puts after a
+:func:`fuse_normalization_epilogues` runs before it: the cast that mixed precision puts after a
 softmax (or a layer norm read by nothing else) joins the normalization's group, so that the
 kernel writes the 16-bit result instead of a float32 tensor that a second kernel casts. Relay
 never fuses into a reduction's output; on a GPU the row-wise sketch (one block per row, the
@@ -232,8 +232,8 @@ def _group(group_calls: list[Call], pattern: int) -> FusedGroup:
 
 def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
     """Move every group of layout ops and casts read only by a dense / batch_matmul into its
-    reader (a cast that :func:`fuse_normalization_epilogues` would run in its softmax's or layer
-    norm's kernel stays for it).
+    reader. ``partition`` runs :func:`fuse_normalization_epilogues` first, so a softmax's cast
+    is already in the softmax's kernel.
 
     Parameters
     ----------
@@ -256,8 +256,6 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
             continue
         if not all(c.op in LAYOUT_OPS or c.op == "cast" for c in p.calls):
             continue
-        if any(c.op == "cast" for c in p.calls) and _normalization_epilogue(p, pi, readers):
-            continue  # fuse_normalization_epilogues runs it in the normalization's kernel
         rs = readers.get(p.output, [])
         if len(rs) != 1:
             continue
@@ -282,14 +280,6 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
     return out
 
 
-def _normalization_epilogue(group: FusedGroup, gi: int, readers: dict) -> bool:
-    """Whether ``group`` (index ``gi``) reads only a normalization's output and is its only
-    reader: what :func:`fuse_normalization_epilogues` moves into the normalization's kernel."""
-    (src,) = group.inputs if len(group.inputs) == 1 else (None,)
-    return (isinstance(src, Call) and src.op in _NORMALIZATIONS
-            and readers.get(src, []) == [gi])  # fmt: skip
-
-
 def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
     """Move an elementwise group (mixed precision's cast) that reads only a normalization's
     output, its only reader, into the normalization's group.
@@ -299,7 +289,7 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
     func : Function
         The function ``groups`` partition (its outputs stay materialised).
     groups : list of FusedGroup
-        ``fuse_ops(func)`` (after :func:`fuse_layout_producers`).
+        ``fuse_ops(func)`` (before :func:`fuse_layout_producers`).
 
     Returns
     -------
