@@ -343,12 +343,8 @@ class RPCRunner:
                 no_server_since = None
                 continue
             # Nothing finished: fail what is left if the tracker or the key's servers are gone.
-            if self._lost_tracker(tracker):
-                self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
-                return
-            try:
-                servers = [a for a, keys in tracker.servers().items() if self.key in keys]
-            except ConnectionError:  # the tracker went away since the check above
+            servers = self._key_servers(tracker)
+            if servers is None:
                 self._fail(in_flight, pending, results, spent, self._tracker_lost_msg())
                 return
             for future, (i, server, _) in list(in_flight.items()):
@@ -402,6 +398,16 @@ class RPCRunner:
 
     def _lost_tracker(self, tracker) -> bool:
         return tracker.client.status not in ("running", "connecting")
+
+    def _key_servers(self, tracker) -> list[str] | None:
+        """The tracker's servers of this runner's key; None when the tracker is gone (also
+        when it goes between the status check and the query)."""
+        if self._lost_tracker(tracker):
+            return None
+        try:
+            return [a for a, keys in tracker.servers().items() if self.key in keys]
+        except ConnectionError:
+            return None
 
     def _tracker_lost_msg(self) -> str:
         return (
