@@ -60,8 +60,8 @@ def accumulators(state) -> int:
 
 
 def picks(task, records, per_task: int) -> list:
-    """The best measured state of each accumulator size, best first, at most ``per_task``,
-    among those within 4x of the task's best."""
+    """``(cost, state, accumulators)`` of the best measured state of each accumulator size,
+    best first, at most ``per_task``, among those within 4x of the task's best."""
     ok = sorted(
         ((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
         key=lambda c: c[0],
@@ -72,12 +72,12 @@ def picks(task, records, per_task: int) -> list:
     for cost, state in ok:
         if cost > 4 * best:
             break
-        full = state.to_state(task.compute_dag) if hasattr(state, "to_state") else state
+        full = state.to_state(task.compute_dag)
         if not any(s.name.endswith(".shared") for s in full.stages):
             continue
         size = accumulators(full)
         if size not in chosen:
-            chosen[size] = (cost, full)
+            chosen[size] = (cost, full, size)
     return sorted(chosen.values(), key=lambda c: c[0])[:per_task]
 
 
@@ -99,12 +99,12 @@ def main() -> None:
         by_key.setdefault(inp.task.workload_key, []).append((inp, res))
     inputs, meta = [], []
     for task in tasks:
-        for cost, state in picks(task, by_key.get(task.workload_key, []), args.per_task):
+        for cost, state, size in picks(task, by_key.get(task.workload_key, []), args.per_task):
             padded = replay(task.compute_dag, with_padded_rows(task.compute_dag, state.steps))
             if padded.steps == state.steps:
                 continue
             inputs += [ansor.MeasureInput(task, state), ansor.MeasureInput(task, padded)]
-            meta.append((task.desc, accumulators(state), cost))
+            meta.append((task.desc, size, cost))
     print(f"{len(meta)} states of {len(tasks)} tasks, each as tuned and padded", flush=True)
     if args.dry_run:
         for desc, acc, logged in meta:
