@@ -105,6 +105,9 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         # stays (the layer norm has a second reader) goes into the matmul that reads it, with
         # the layout ops.
         groups = _passes().fuse_normalization_epilogues(func, groups)
+        # The injective group before a layer norm (split-K's sum + bias + residual) is
+        # recomputed as the norm reads its rows: one kernel and one round trip fewer.
+        groups = _passes().fuse_normalization_prologues(func, groups)
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.

@@ -308,6 +308,26 @@ def dot_product_tail(stage) -> tuple[str, str] | None:
     return None
 
 
+def is_cross_thread_split(state, step_id: int) -> bool:
+    """Whether SplitStep ``steps[step_id]`` gives a cross-thread reduction its threads: a
+    one-length split (the row of a layer norm or softmax cut into ``threads``) whose own stage,
+    or a stage that follows it (``follow_split``), binds a reduce loop to threadIdx.x. Its
+    innermost length is a thread count, not a register or loop tile."""
+    steps = state.steps
+    if len(steps[step_id].lengths) != 1:
+        return False
+    sids = {target_stage_id_in_state(steps, step_id)} | {
+        target_stage_id_in_state(steps, k)
+        for k, s in enumerate(steps)
+        if isinstance(s, st.FollowSplitStep) and s.src_step_id == step_id
+    }
+    return any(
+        it.kind == "reduce" and it.annotation == "threadIdx.x"
+        for sid in sids
+        for it in state.stages[sid].iters
+    )
+
+
 def has_fixed_innermost(state, step_id: int) -> bool:
     """Whether SplitStep ``steps[step_id]`` made a loop of its stage's dot-product tail: its
     innermost length was fixed by the sketch (the vector lanes, or 4), so mutation keeps it;

@@ -1,4 +1,5 @@
-"""combine_parallel_dense and fuse_layout_producers (tensorir/graph/passes/transformer.py)."""
+"""combine_parallel_dense, split_k_dense and the GPU partition's group moves
+(tensorir/graph/passes/transformer.py)."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from tensorir.graph.ir import Function, Module, bind_params, calls, free_vars
 from tensorir.graph.passes import (
     combine_parallel_dense,
     fuse_layout_producers,
+    fuse_normalization_prologues,
     fuse_ops,
     group_ops,
     optimize,
@@ -104,6 +106,32 @@ def test_fuse_layout_producers_keeps_function_outputs_and_shared_values():
     func2 = Function((x, w), (t, nn.dense(t, w)))
     groups2 = fuse_ops(func2)
     assert fuse_layout_producers(func2, groups2) is groups2
+
+
+def test_the_split_k_sum_before_a_layer_norm_joins_the_norm():
+    """split-K's slices summed with the bias and the residual (an injective group read only
+    by the layer norm, as its data) move into the norm's group; a sum also read by another
+    group, or a group with a matmul, stays."""
+    from tensorir.graph import nn, op
+
+    func, data = small_ffn_output(m=4, n=16, k=64)
+    gamma, beta = op.var("g", (16,), "float32"), op.var("b", (16,), "float32")
+    split = split_k_dense(func, min_slice=1)
+    normed = Function((*split.params, gamma, beta), nn.layer_norm(split.body, gamma, beta))
+    groups = fuse_normalization_prologues(normed, fuse_ops(normed))
+    # (x's reshape/transpose, then the batch_matmul: fuse_layout_producers joins those)
+    assert [group_ops(g)[-1] for g in groups] == ["transpose", "nn.batch_matmul", "nn.layer_norm"]
+    assert group_ops(groups[2])[0] == "strided_slice"  # the slices' sum, read in the norm
+    assert sorted(id(c) for g in groups for c in g.calls) == sorted(id(c) for c in calls(normed))
+    # the residual stream reads the sum too: it stays materialised, in its own group
+    ln = nn.layer_norm(split.body, gamma, beta)
+    shared = Function((*split.params, gamma, beta), op.add(ln, split.body))
+    before = fuse_ops(shared)
+    assert fuse_normalization_prologues(shared, before) is before
+    # a dense + bias group (a matmul anchor) is not recomputed per read
+    plain = Function((*func.params, gamma, beta), nn.layer_norm(func.body, gamma, beta))
+    before = fuse_ops(plain)
+    assert fuse_normalization_prologues(plain, before) is before
 
 
 @pytest.mark.parametrize("target,layout_groups", [("cuda", 0), ("llvm", 4)])

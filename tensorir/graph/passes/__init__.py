@@ -24,6 +24,7 @@ from .transformer import (
     combine_parallel_dense,
     fuse_layout_producers,
     fuse_normalization_epilogues,
+    fuse_normalization_prologues,
     split_k_dense,
 )
 from .winograd import alter_op_layout_winograd
@@ -31,7 +32,8 @@ from .winograd import alter_op_layout_winograd
 __all__ = [
     "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops",
     "combine_parallel_dense", "convert_layout", "count_by_signature", "fold_constant",
-    "fold_scale_axis", "fuse_layout_producers", "fuse_normalization_epilogues", "fuse_ops",
+    "fold_scale_axis", "fuse_layout_producers", "fuse_normalization_epilogues",
+    "fuse_normalization_prologues", "fuse_ops",
     "group_ops", "group_signature", "op_pattern", "optimize", "print_groups", "simplify_inference",
     "split_k_dense", "to_mixed_precision",
 ]  # fmt: skip

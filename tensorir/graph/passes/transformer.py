@@ -8,13 +8,16 @@ combined (128, 2304) one has three times as many, in one launch instead of three
 
 :func:`fuse_layout_producers` runs after ``fuse_ops``: a fused group made only of layout ops
 (``reshape``, ``transpose``, ``strided_slice`` ...: the head split ``(S, H) -> (heads, S, dh)``
-and merge of attention) and casts (mixed precision's float16 copy of a layer norm that the
-residual add reads too) whose only reader is a dense or batch_matmul moves into that reader's
+and merge of attention) whose only reader is a dense or batch_matmul moves into that reader's
 group. Relay keeps such a group as its own kernel (an injective group never fuses into an
 out-elemwise-fusable sink); on a GPU the matmul's sketch copies its inputs into shared memory
 anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInlineGPU``), so
 the transpose costs an index computation instead of a kernel launch and a round trip of the
-tensor through global memory.
+tensor through global memory. A cast stays out: mixed precision's float16 copy of a layer norm
+that the residual add reads too, converted in the tensor-core kernel's shared-memory copy,
+made bert-base's q/k/v and FFN denses 3.7 us slower each on an H200 (the float32 rows copied
+element by element instead of as 16-byte ``cp.async`` words), more than the 24 cast kernels
+it saved (benchmarks/RESULTS.md, session 16).
 
 :func:`fuse_normalization_epilogues` runs before it: the cast that mixed precision puts after a
 softmax (or a layer norm read by nothing else) joins the normalization's group, so that the
@@ -36,7 +39,7 @@ import numpy as np
 
 from .. import nn, op
 from ..ir import Call, Constant, Expr, Function, calls, rewrite, users
-from ..shapes import ELEMWISE
+from ..shapes import ELEMWISE, INJECTIVE
 from .fuse import FusedGroup, op_pattern
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "combine_parallel_dense",
     "fuse_layout_producers",
     "fuse_normalization_epilogues",
+    "fuse_normalization_prologues",
     "split_k_dense",
 ]
 
@@ -231,9 +235,8 @@ def _group(group_calls: list[Call], pattern: int) -> FusedGroup:
 
 
 def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
-    """Move every group of layout ops and casts read only by a dense / batch_matmul into its
-    reader. ``partition`` runs :func:`fuse_normalization_epilogues` first, so a softmax's cast
-    is already in the softmax's kernel.
+    """Move every group of layout ops only, read only by a dense / batch_matmul, into its
+    reader.
 
     Parameters
     ----------
@@ -254,7 +257,7 @@ def fuse_layout_producers(func: Function, groups: list[FusedGroup]) -> list[Fuse
     for pi, p in enumerate(groups):
         if p.anchor is not None or p.output in outputs:
             continue
-        if not all(c.op in LAYOUT_OPS or c.op == "cast" for c in p.calls):
+        if not all(c.op in LAYOUT_OPS for c in p.calls):
             continue
         rs = readers.get(p.output, [])
         if len(rs) != 1:
@@ -321,6 +324,60 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
             continue
         if gi in joined:
             g = _group([*g.calls, *groups[joined[gi]].calls], g.pattern)
+        out.append(g)
+    _check_order(func, out)
+    return out
+
+
+def fuse_normalization_prologues(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
+    """Move an injective group (no matmul or reduction) whose only reader is a normalization,
+    reading it as its data, into the normalization's group.
+
+    The producer is typically the split-K slices' sum with the bias and the residual before
+    BERT's layer norm, or the embedding's gathers and adds. Relay fuses no injective op into a
+    reduction; on a GPU the row-wise sketch reads its row three times (sum, centred sum of
+    squares, normalize) from L1 anyway, so recomputing a few adds per read costs less than a
+    kernel launch and a round trip of the row through global memory.
+
+    Parameters
+    ----------
+    func : Function
+        The function ``groups`` partition (its outputs stay materialised).
+    groups : list of FusedGroup
+        ``fuse_ops(func)`` (after :func:`fuse_normalization_epilogues`).
+
+    Returns
+    -------
+    list of FusedGroup
+        Still in topological order, each with one output: the normalization's group, where it
+        was, now starts with the producer's calls.
+    """
+    outputs = set(func.outputs)
+    readers = _group_readers(groups)
+    into: dict[int, int] = {}  # normalization group -> the producer moved into it
+    for pi, p in enumerate(groups):
+        if p.anchor is not None or p.output in outputs:
+            continue
+        if any(op_pattern(c) > INJECTIVE for c in p.calls):
+            continue
+        rs = readers.get(p.output, [])
+        if len(rs) != 1 or rs[0] in into:
+            continue
+        norm = groups[rs[0]].calls[0]
+        if norm.op not in _NORMALIZATIONS or norm.args[0] is not p.output:
+            continue
+        uses = sum(a is p.output for c in groups[rs[0]].calls for a in c.args)
+        if uses == 1:
+            into[rs[0]] = pi
+    if not into:
+        return groups
+    moved = set(into.values())
+    out = []
+    for gi, g in enumerate(groups):
+        if gi in moved:
+            continue
+        if gi in into:
+            g = _group([*groups[into[gi]].calls, *g.calls], g.pattern)
         out.append(g)
     _check_order(func, out)
     return out
