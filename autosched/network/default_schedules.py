@@ -66,8 +66,39 @@ def pick_num_threads(n: int, max_threads: int | None = None, warp: int = 32) -> 
     return divisors[0] if divisors else limit
 
 
+# Blocks an elementwise kernel keeps at least when its threads take several elements each
+# (about four per SM of a large GPU), and the most elements a thread takes.
+MIN_BLOCKS_PER_KERNEL = 512
+MAX_ELEMENTS_PER_THREAD = 8
+
+
+def elements_per_thread(n: int, threads: int, max_elements: int = MAX_ELEMENTS_PER_THREAD) -> int:
+    """Outputs each thread of an elementwise kernel of ``n`` outputs computes: the largest
+    power of two up to ``max_elements`` that keeps the kernel at least
+    ``MIN_BLOCKS_PER_KERNEL`` blocks of ``threads`` and divides ``n`` into whole blocks; 1 for
+    small kernels.
+
+    One element per thread keeps too few bytes in flight for the GPU's memory: an H100 needs
+    about 15 KB in flight per SM to reach its bandwidth, a full SM of threads reading one
+    16-bit value each has 4 KB. resnet-50 batch 16 float16's bias + relu kernels (25 MB each in
+    the first stage) ran at about a quarter of the bandwidth that way (benchmarks/RESULTS.md,
+    session 16). Each thread's elements are a block's width apart, so every load of the warp
+    stays coalesced and the thread's loads are independent."""
+    best = 1
+    v = 2
+    while (
+        v <= max_elements and n % (v * threads) == 0 and n // (v * threads) >= MIN_BLOCKS_PER_KERNEL
+    ):
+        best, v = v, 2 * v
+    return best
+
+
 def default_gpu_schedule(
-    dag: ComputeDAG, max_threads_per_block: int | None = None, warp=32, fuse_consumer=True
+    dag: ComputeDAG,
+    max_threads_per_block: int | None = None,
+    warp=32,
+    fuse_consumer=True,
+    max_elements_per_thread: int = MAX_ELEMENTS_PER_THREAD,
 ):
     """The GPU schedule of a group without a tuning record.
 
@@ -76,9 +107,12 @@ def default_gpu_schedule(
     by :func:`pick_num_threads` and bound to ``blockIdx.x`` / ``threadIdx.x``. Reductions run
     serially inside each thread, accumulating in a register (a ``local`` cache stage). With
     ``fuse_consumer``, a reduction read element-wise by the output (conv2d + bias + relu) is
-    computed inside the output's thread instead of in a kernel of its own. Correct, not fast.
+    computed inside the output's thread instead of in a kernel of its own. A large group
+    without a reduction gives each thread several outputs, a block apart
+    (:func:`elements_per_thread`, at most ``max_elements_per_thread``). Correct, not fast.
     """
     state = dag.get_init_state()
+    reduces = any(op.reduce_axes for op in dag.compute_ops)  # else elements_per_thread applies
     out_ops = [op for op in dag.compute_ops if dag.is_output(op)]
     fused_into: dict[str, str] = {}  # reduction stage -> the output stage computing it
     if fuse_consumer and len(out_ops) == 1:
@@ -134,7 +168,13 @@ def default_gpu_schedule(
         spatial = [it for it in state[name].iters if it.kind == "spatial"]
         n = int(np.prod([it.extent for it in spatial], dtype=np.int64))
         fused = state.fuse(name, [it.name for it in spatial]) if len(spatial) > 1 else spatial[0]
-        bx, tx = state.split(name, fused, [pick_num_threads(n, max_threads_per_block, warp)])
+        threads = pick_num_threads(n, max_threads_per_block, warp)
+        each = 1 if reduces else elements_per_thread(n, threads, max_elements_per_thread)
+        if each > 1:
+            bx, vx, tx = state.split(name, fused, [each, threads])
+            state.unroll(name, vx)  # the thread's loads, all issued before the first returns
+        else:
+            bx, tx = state.split(name, fused, [threads])
         state.bind(name, bx, "blockIdx.x")
         state.bind(name, tx, "threadIdx.x")
         if local is not None:
