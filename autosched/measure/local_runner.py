@@ -79,6 +79,11 @@ class LocalRunner(ClosedOnExit):
         cold run per repeat (``number`` and ``min_repeat_ms`` are then ignored, as in TVM).
         The repeats stop once they took half the ``timeout`` (at least one is kept), so a
         kernel of seconds per run is measured instead of timing out.
+    enable_gpu_cache_flush : bool
+        The same on a CUDA device: write a device buffer twice the GPU's L2 cache before each
+        repeat, one cold run per repeat. Inside a network each kernel reads its weights from
+        device memory, while repeated runs find them in L2 (50 MB on an H100): this times the
+        former (benchmarks/bench_cold_cache_gpu.py). Off by default, as in TVM.
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
     num_threads : int, optional
@@ -110,6 +115,7 @@ class LocalRunner(ClosedOnExit):
         check_correctness: bool = True,
         num_threads: int | None = None,
         compile_timeout: float = 60,
+        enable_gpu_cache_flush: bool = False,
     ):
         if num_threads is not None and (
             isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
@@ -127,6 +133,7 @@ class LocalRunner(ClosedOnExit):
         self.timeout = float(timeout)
         self.compile_timeout = float(compile_timeout)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
+        self.enable_gpu_cache_flush = bool(enable_gpu_cache_flush)
         self.check_correctness = bool(check_correctness)
         self.num_threads = num_threads
         self.reference_timeout = max(300.0, self.timeout)  # the interpreter is slow on big DAGs
@@ -168,7 +175,7 @@ class LocalRunner(ClosedOnExit):
             self._proc = _worker.RunnerProcess()
             self._proc_keys = set()
         proc = self._proc
-        flush = self.enable_cpu_cache_flush
+        flush = self.enable_cpu_cache_flush or self.enable_gpu_cache_flush
         loaded = True  # False while waiting for the end of loading (the compile phase)
         key = inp.task.workload_key
         job = {
@@ -181,7 +188,8 @@ class LocalRunner(ClosedOnExit):
             "number": 1 if flush else self.number,
             "repeat": self.repeat,
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
-            "flush": flush,
+            "flush": self.enable_cpu_cache_flush,
+            "flush_device": self.enable_gpu_cache_flush,
             # Cold repeats stop once they took this long (at least one is kept), issue 29.
             "time_limit_s": self.timeout / 2 if flush else None,
             "check": self.check_correctness,

@@ -386,18 +386,27 @@ class CandidateRunner:
 
     def _time(self, mod, args, job, repeat: int) -> list[float]:
         number, min_ms = job["number"], job["min_repeat_ms"]
-        if not job["flush"]:
+        on_device = job.get("flush_device", False)
+        if not job["flush"] and not on_device:
             return list(mod.time_evaluator(number, repeat, min_ms)(*args).results)
         # As TVM: with flushing every repeat is a single cold run. time_evaluator has no
         # pre-run hook, so this drives the module's bound launch function directly.
         handles, _ = mod._prepare(args)
         fn = mod._bound_run(handles)
         backend = mod._backend
+        flush = self.flush_cache
+        if on_device:
+            flush = getattr(backend, "flush_cache", None)
+            if flush is None:
+                raise RuntimeError(
+                    f"enable_gpu_cache_flush: the {getattr(backend, 'kind', '?')} device has no "
+                    "cache flush (CUDA only); measure without it"
+                )
         backend.time_launches(fn, 1)  # warm-up (lazy loading, page faults)
         costs = []
         limit, start = job.get("time_limit_s"), time.perf_counter()
         for _ in range(repeat):
-            self.flush_cache()
+            flush()
             costs.append(backend.time_launches(fn, 1))
             # A kernel of a second or more per run (a default schedule of a large conv) keeps
             # the repeats it had time for, rather than running into the timeout and losing all.

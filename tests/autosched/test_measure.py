@@ -245,3 +245,46 @@ def test_a_replacement_worker_gets_the_reference_from_the_runner(builder, runner
     finally:
         ref_outputs[0][0, 0] -= 100
     assert after.error_no == E.WRONG_ANSWER and "max abs error 100" in after.error_msg
+
+
+def test_gpu_cache_flush_on_a_device_without_one_is_a_clear_error(builder, task):
+    """The GPU flush is CUDA's: on the CPU each candidate fails with an error that says so,
+    and tuning goes on."""
+    inputs = [MeasureInput(task, tiled(task.compute_dag, 8))]
+    with LocalRunner(repeat=2, timeout=10, enable_gpu_cache_flush=True) as r:
+        [res] = r.run(inputs, builder.build(inputs))
+    assert res.error_no != E.NO_ERROR
+    assert "enable_gpu_cache_flush" in res.error_msg and "CUDA only" in res.error_msg
+
+
+def test_gpu_cache_flush_evicts_before_each_cold_run():
+    """With ``flush_device`` the worker calls the device backend's flush before each single
+    timed run (not the host's), as the CPU flush does with its buffer."""
+    from autosched.measure.worker import CandidateRunner
+
+    calls = []
+
+    class Backend:
+        kind = "cuda"
+
+        def flush_cache(self):
+            calls.append("flush")
+
+        def time_launches(self, fn, number):
+            calls.append(("time", number))
+            return 1e-5
+
+    class Module:
+        _backend = Backend()
+
+        def _prepare(self, args):
+            return {}, []
+
+        def _bound_run(self, handles):
+            return lambda: None
+
+    runner = CandidateRunner()
+    runner.flush_cache = lambda: calls.append("host flush")
+    job = {"number": 1, "min_repeat_ms": 0.0, "flush": False, "flush_device": True}
+    assert runner._time(Module(), [], job, 3) == [1e-5] * 3
+    assert calls == [("time", 1)] + ["flush", ("time", 1)] * 3  # a warm-up, then cold runs

@@ -133,3 +133,28 @@ def test_per_trial_cost(ctx):
         f"run {per_trial:.3f} s/candidate with min_repeat_ms={ctx.runner.min_repeat_ms:g}"
     )
     assert per_trial < 1.0 + ctx.runner.min_repeat_ms / 1e3
+
+
+def test_gpu_cache_flush_times_cold_runs_slower_than_warm_ones(ctx):
+    """``enable_gpu_cache_flush`` writes twice the L2 before each run: a kernel streaming a
+    16 MB weight it reads once per output tile (a GEMV) times slower cold than warm, where
+    the warm runs find it in L2."""
+    from autosched.measure import LocalRunner
+
+    dag = ComputeDAG(matmul(1, 4096, 1024))  # (1 x 1024) x (1024 x 4096): 16 MB of B
+    task = _Task(dag)
+    s = dag.get_init_state()
+    i, j, _ = s["C"].iters
+    bx, tx = s.split("C", s.fuse("C", [i, j]), [128])
+    s.bind("C", bx, "blockIdx.x")
+    s.bind("C", tx, "threadIdx.x")
+    inputs = [MeasureInput(task, s)]
+    built = ctx.builder.build(inputs)
+    with LocalRunner(number=10, repeat=3, min_repeat_ms=50) as warm_runner:
+        [warm] = warm_runner.run(inputs, built)
+    with LocalRunner(repeat=5, enable_gpu_cache_flush=True) as cold_runner:
+        [cold] = cold_runner.run(inputs, built)
+    assert warm.error_no == E.NO_ERROR and cold.error_no == E.NO_ERROR, cold.error_msg
+    assert len(cold.costs) >= 5
+    print(f"warm {min(warm.costs) * 1e6:.1f} us, cold {min(cold.costs) * 1e6:.1f} us")
+    assert min(cold.costs) > min(warm.costs)
