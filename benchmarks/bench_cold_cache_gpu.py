@@ -16,31 +16,20 @@ ranked candidates cold.
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
-from bench_transformer_gpu import our_network  # run from benchmarks/
+from log_states import (  # run from benchmarks/
+    best_states,
+    best_us,
+    build_and_run,
+    error_text,
+    log_parser,
+    network_tasks,
+    records_by_key,
+    write_json,
+)
 
 import autosched as ansor
-
-
-def best_states(task, records, per_task: int) -> list:
-    """``(logged cost, state)`` of the task's best ``per_task`` distinct states, best first."""
-    ok = sorted(
-        ((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
-        key=lambda c: c[0],
-    )
-    out, seen = [], set()
-    for cost, state in ok:
-        key = repr(state.steps)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append((cost, state.to_state(task.compute_dag)))
-        if len(out) == per_task:
-            break
-    return out
 
 
 def weighted_sums(rows) -> dict:
@@ -59,21 +48,9 @@ def weighted_sums(rows) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", required=True)
-    p.add_argument("--network", default="bert-base")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--precision", default="float32")
-    p.add_argument("--per-task", type=int, default=4)
-    p.add_argument("--out", help="write the rows as JSON here")
-    p.add_argument("--dry-run", action="store_true", help="list the states, measure nothing")
-    args = p.parse_args()
-
-    ours = our_network(args.network, args.seq_len, args.precision)
-    tasks, weights = ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
-    by_key: dict = {}
-    for inp, res in ansor.load_records(args.log):
-        by_key.setdefault(inp.task.workload_key, []).append((inp, res))
+    args = log_parser(__doc__, per_task=4).parse_args()
+    tasks, weights = network_tasks(args)
+    by_key = records_by_key(args.log)
     inputs, meta = [], []
     for task, weight in zip(tasks, weights, strict=True):
         for cost, state in best_states(task, by_key.get(task.workload_key, []), args.per_task):
@@ -84,26 +61,20 @@ def main() -> None:
         for desc, weight, logged in meta:
             print(f"{desc[-48:]:<48} x{weight:<3d} {logged * 1e6:8.2f}")
         return
-    builds = ansor.LocalBuilder().build(inputs)
-    with ansor.LocalRunner(number=3, repeat=3, min_repeat_ms=100) as runner:
-        warm = runner.run(inputs, builds)
-    with ansor.LocalRunner(repeat=10, enable_gpu_cache_flush=True) as runner:
-        cold = runner.run(inputs, builds)
+    warm = build_and_run(inputs, ansor.LocalRunner(number=3, repeat=3, min_repeat_ms=100))
+    cold = build_and_run(inputs, ansor.LocalRunner(repeat=10, enable_gpu_cache_flush=True))
     rows = []
     print(f"{'task':<48} {'calls':>5} {'log us':>8} {'warm us':>8} {'cold us':>8}")
     for (desc, weight, logged), w, c in zip(meta, warm, cold, strict=True):
-        wu = min(w.costs) * 1e6 if w.error_no == 0 else None
-        cu = sorted(c.costs)[len(c.costs) // 2] * 1e6 if c.error_no == 0 else None
-        errors = [w.error_msg[:200] if w.error_no else None,
-                  c.error_msg[:200] if c.error_no else None]  # fmt: skip
+        wu = best_us(w)
+        cu = sorted(c.costs)[len(c.costs) // 2] * 1e6 if c.error_no == 0 else None  # median
         rows.append({"task": desc, "weight": weight, "log_us": logged * 1e6, "warm_us": wu,
-                     "cold_us": cu, "errors": errors})  # fmt: skip
+                     "cold_us": cu, "errors": [error_text(w), error_text(c)]})  # fmt: skip
         fmt = lambda x: f"{x:8.2f}" if x is not None else f"{'err':>8}"  # noqa: E731
         print(f"{desc[-48:]:<48} {weight:5d} {logged * 1e6:8.2f} {fmt(wu)} {fmt(cu)}", flush=True)
     sums = weighted_sums(rows)
     print(json.dumps(sums))
-    if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "sums": sums}, indent=1))
+    write_json(args.out, {"rows": rows, "sums": sums})
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ the bandwidth each reaches.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from gpu_precision import PRECISIONS, our_module, target_for  # run from benchmarks/
+from log_states import best_us, build_and_run, error_text, write_json
 
 import autosched as ansor
 from autosched.network.default_schedules import default_gpu_schedule
@@ -65,25 +64,20 @@ def main() -> None:
         for desc, weight, nbytes, changed in meta:
             print(f"{desc[:40]:<40} x{weight:<3d} {nbytes / 1e6:8.2f} MB  changed={changed}")
         return
-    builds = ansor.LocalBuilder().build(inputs)
-    with ansor.LocalRunner(number=10, repeat=3) as runner:
-        results = runner.run(inputs, builds)
+    results = build_and_run(inputs, ansor.LocalRunner(number=10, repeat=3))
     rows = []
     print(f"{'group':<40} {'calls':>5} {'MB':>7} {'1/thread us':>11} {'now us':>8} {'GB/s':>7}")
     for k, (desc, weight, nbytes, changed) in enumerate(meta):
         a, b = results[2 * k], results[2 * k + 1]
-        t1 = min(a.costs) * 1e6 if a.error_no == 0 else None
-        tn = min(b.costs) * 1e6 if b.error_no == 0 else None
+        t1, tn = best_us(a), best_us(b)
         rate = nbytes / (tn * 1e3) if tn else None
         rows.append({"group": desc, "calls": weight, "bytes": nbytes, "one_per_thread_us": t1,
                      "now_us": tn, "changed": changed,
-                     "errors": [a.error_msg[:200] if a.error_no else None,
-                                b.error_msg[:200] if b.error_no else None]})  # fmt: skip
+                     "errors": [error_text(a), error_text(b)]})  # fmt: skip
         fmt = lambda x, w: f"{x:{w}.2f}" if x is not None else f"{'err':>{w}}"  # noqa: E731
         print(f"{desc[:40]:<40} {weight:5d} {nbytes / 1e6:7.2f} {fmt(t1, 11)} {fmt(tn, 8)} "
               f"{fmt(rate, 7)}", flush=True)  # fmt: skip
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+    write_json(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,16 @@ divides the row, with the tuner's own builder and runner, in one process.
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
-from bench_transformer_gpu import our_network  # run from benchmarks/
+from log_states import (  # run from benchmarks/
+    best_states,
+    best_us,
+    build_and_run,
+    error_text,
+    log_parser,
+    network_tasks,
+    records_by_key,
+    write_json,
+)
 
 import autosched as ansor
 from autosched.search.state_utils import is_cross_thread_split
@@ -57,57 +62,30 @@ def variants(task, state):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", required=True)
-    p.add_argument("--network", default="bert-base")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--precision", default="float32")
-    p.add_argument("--out", help="write the rows as JSON here")
-    p.add_argument("--dry-run", action="store_true", help="list the states, measure nothing")
-    args = p.parse_args()
-
-    ours = our_network(args.network, args.seq_len, args.precision)
-    tasks, _ = ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
-    best: dict = {}
-    for inp, res in ansor.load_records(args.log):
-        if res.error_no == 0 and res.costs:
-            key = inp.task.workload_key
-            if key not in best or min(res.costs) < best[key][0]:
-                best[key] = (min(res.costs), inp.state)
+    args = log_parser(__doc__).parse_args()
+    tasks, _ = network_tasks(args)
+    by_key = records_by_key(args.log)
     inputs, meta = [], []
     for task in tasks:
-        if task.workload_key not in best:
-            continue
-        logged, rec = best[task.workload_key]
-        state = rec.to_state(task.compute_dag) if hasattr(rec, "to_state") else rec
-        for threads, s in variants(task, state):
-            inputs.append(ansor.MeasureInput(task, s))
-            meta.append((task.desc, threads, logged))
+        for logged, state in best_states(task, by_key.get(task.workload_key, []), 1):
+            for threads, s in variants(task, state):
+                inputs.append(ansor.MeasureInput(task, s))
+                meta.append((task.desc, threads, logged))
     print(f"{len(meta)} states of {len({m[0] for m in meta})} row-reduction tasks", flush=True)
     if args.dry_run:
         for desc, threads, logged in meta:
             print(f"{desc[-40:]:<40} {threads:5d} {logged * 1e6:8.2f}")
         return
-    builds = ansor.LocalBuilder().build(inputs)
-    with ansor.LocalRunner(number=5, repeat=3) as runner:
-        results = runner.run(inputs, builds)
+    results = build_and_run(inputs, ansor.LocalRunner(number=5, repeat=3))
     rows = []
     print(f"{'task':<40} {'threads':>7} {'log us':>8} {'us':>8}")
-    for (desc, threads, logged), r in zip(meta, results):
-        us = min(r.costs) * 1e6 if r.error_no == 0 else None
-        rows.append(
-            {
-                "task": desc,
-                "threads": threads,
-                "log_us": logged * 1e6,
-                "us": us,
-                "error": r.error_msg[:200] if r.error_no else None,
-            }
-        )
+    for (desc, threads, logged), r in zip(meta, results, strict=True):
+        us = best_us(r)
+        rows.append({"task": desc, "threads": threads, "log_us": logged * 1e6, "us": us,
+                     "error": error_text(r)})  # fmt: skip
         shown = f"{us:8.2f}" if us is not None else f"{'err':>8}"
         print(f"{desc[-40:]:<40} {threads:7d} {logged * 1e6:8.2f} {shown}", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+    write_json(args.out, rows)
 
 
 if __name__ == "__main__":

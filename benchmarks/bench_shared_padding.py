@@ -14,12 +14,17 @@ with it finds is for ``bench_transformer_gpu.py``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-from pathlib import Path
 
-from bench_transformer_gpu import our_network  # run from benchmarks/
+from log_states import (  # run from benchmarks/
+    best_us,
+    build_and_run,
+    error_text,
+    log_parser,
+    network_tasks,
+    records_by_key,
+    write_json,
+)
 
 import autosched as ansor
 from autosched.search.sketch_rules_gpu import shared_row_align
@@ -82,21 +87,9 @@ def picks(task, records, per_task: int) -> list:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", required=True)
-    p.add_argument("--network", default="bert-base")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--precision", default="float32")
-    p.add_argument("--per-task", type=int, default=6)
-    p.add_argument("--out", help="write the rows as JSON here")
-    p.add_argument("--dry-run", action="store_true", help="list the states, measure nothing")
-    args = p.parse_args()
-
-    ours = our_network(args.network, args.seq_len, args.precision)
-    tasks, _ = ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
-    by_key: dict = {}
-    for inp, res in ansor.load_records(args.log):
-        by_key.setdefault(inp.task.workload_key, []).append((inp, res))
+    args = log_parser(__doc__, per_task=6).parse_args()
+    tasks, _ = network_tasks(args)
+    by_key = records_by_key(args.log)
     inputs, meta = [], []
     for task in tasks:
         for cost, state, size in picks(task, by_key.get(task.workload_key, []), args.per_task):
@@ -110,25 +103,20 @@ def main() -> None:
         for desc, acc, logged in meta:
             print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f}")
         return
-    builds = ansor.LocalBuilder().build(inputs)
-    with ansor.LocalRunner(number=3, repeat=3) as runner:
-        results = runner.run(inputs, builds)
+    results = build_and_run(inputs, ansor.LocalRunner(number=3, repeat=3))
     rows = []
     print(f"{'task':<58} {'acc':>4} {'log us':>8} {'tuned us':>9} {'padded us':>10} {'ratio':>6}")
     for k, (desc, acc, logged) in enumerate(meta):
         a, b = results[2 * k], results[2 * k + 1]
-        t = min(a.costs) * 1e6 if a.error_no == 0 else None
-        q = min(b.costs) * 1e6 if b.error_no == 0 else None
+        t, q = best_us(a), best_us(b)
         ratio = t / q if t and q else None
         rows.append({"task": desc, "accumulators": acc, "log_us": logged * 1e6, "tuned_us": t,
                      "padded_us": q, "speedup": ratio,
-                     "errors": [a.error_msg[:200] if a.error_no else None,
-                                b.error_msg[:200] if b.error_no else None]})  # fmt: skip
+                     "errors": [error_text(a), error_text(b)]})  # fmt: skip
         fmt = lambda x, w: f"{x:{w}.2f}" if x is not None else f"{'err':>{w}}"  # noqa: E731
         print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f} {fmt(t, 9)} {fmt(q, 10)} "
               f"{fmt(ratio, 6)}", flush=True)  # fmt: skip
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+    write_json(args.out, rows)
 
 
 if __name__ == "__main__":

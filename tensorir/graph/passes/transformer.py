@@ -315,18 +315,7 @@ def fuse_normalization_epilogues(func: Function, groups: list[FusedGroup]) -> li
         if any(op_pattern(c) != ELEMWISE for c in reader.calls):
             continue
         joined[gi] = rs[0]
-    if not joined:
-        return groups
-    moved = set(joined.values())
-    out = []
-    for gi, g in enumerate(groups):
-        if gi in moved:
-            continue
-        if gi in joined:
-            g = _group([*g.calls, *groups[joined[gi]].calls], g.pattern)
-        out.append(g)
-    _check_order(func, out)
-    return out
+    return _join_groups(func, groups, joined, moved_first=False)
 
 
 def fuse_normalization_prologues(func: Function, groups: list[FusedGroup]) -> list[FusedGroup]:
@@ -335,9 +324,12 @@ def fuse_normalization_prologues(func: Function, groups: list[FusedGroup]) -> li
 
     The producer is typically the split-K slices' sum with the bias and the residual before
     BERT's layer norm, or the embedding's gathers and adds. Relay fuses no injective op into a
-    reduction; on a GPU the row-wise sketch reads its row three times (sum, centred sum of
-    squares, normalize) from L1 anyway, so recomputing a few adds per read costs less than a
-    kernel launch and a round trip of the row through global memory.
+    reduction. On a GPU the row-wise sketch reads its row three times (sum, centred sum of
+    squares, normalize), so the producer is recomputed at each read instead of costing a
+    kernel launch and a round trip of the row through global memory. Measured on bert-base
+    float16 (benchmarks/RESULTS.md, session 16): as tuned with 64 threads a row the fused norm
+    cost about what the two kernels did; with 384 threads a row it took 5.53 us instead of
+    6.24, hence mutation's wider row splits for cross-thread reductions.
 
     Parameters
     ----------
@@ -369,15 +361,24 @@ def fuse_normalization_prologues(func: Function, groups: list[FusedGroup]) -> li
         uses = sum(a is p.output for c in groups[rs[0]].calls for a in c.args)
         if uses == 1:
             into[rs[0]] = pi
-    if not into:
+    return _join_groups(func, groups, into, moved_first=True)
+
+
+def _join_groups(func: Function, groups: list[FusedGroup], joins: dict, moved_first: bool):
+    """``groups`` with group ``joins[gi]`` moved into group ``gi`` (its calls before ``gi``'s
+    with ``moved_first``, after them otherwise), the host keeping its place and pattern;
+    ``groups`` itself when there is nothing to join."""
+    if not joins:
         return groups
-    moved = set(into.values())
+    moved = set(joins.values())
     out = []
     for gi, g in enumerate(groups):
         if gi in moved:
             continue
-        if gi in into:
-            g = _group([*groups[into[gi]].calls, *g.calls], g.pattern)
+        if gi in joins:
+            other = list(groups[joins[gi]].calls)
+            calls_ = [*other, *g.calls] if moved_first else [*g.calls, *other]
+            g = _group(calls_, g.pattern)
         out.append(g)
     _check_order(func, out)
     return out

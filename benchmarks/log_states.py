@@ -1,0 +1,85 @@
+"""What the benches that re-time a tuning log's states share (``bench_shared_padding.py``,
+``bench_row_threads.py``, ``bench_cold_cache_gpu.py``): their command line, the network's
+tasks, the log's records per task, and building and timing states with the tuner's own
+builder and runner in one process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bench_transformer_gpu import our_network  # run from benchmarks/
+
+import autosched as ansor
+
+
+def log_parser(doc: str, per_task: int | None = None) -> argparse.ArgumentParser:
+    """The common options: ``--log`` (required), ``--network``, ``--seq-len``, ``--precision``,
+    ``--out``, ``--dry-run``, and ``--per-task`` when a default is given."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--log", required=True)
+    p.add_argument("--network", default="bert-base")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--precision", default="float32")
+    if per_task is not None:
+        p.add_argument("--per-task", type=int, default=per_task)
+    p.add_argument("--out", help="write the rows as JSON here")
+    p.add_argument("--dry-run", action="store_true", help="list the states, measure nothing")
+    return p
+
+
+def network_tasks(args) -> tuple[list, list]:
+    """The tasks of ``--network`` at ``--seq-len`` and ``--precision``, and their weights."""
+    ours = our_network(args.network, args.seq_len, args.precision)
+    return ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
+
+
+def records_by_key(log) -> dict:
+    """``workload key -> [(MeasureInput, MeasureResult), ...]`` of every record in ``log``."""
+    by_key: dict = {}
+    for inp, res in ansor.load_records(log):
+        by_key.setdefault(inp.task.workload_key, []).append((inp, res))
+    return by_key
+
+
+def best_states(task, records, per_task: int) -> list:
+    """``(logged cost, state)`` of the task's best ``per_task`` distinct states, best first."""
+    ok = sorted(
+        ((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
+        key=lambda c: c[0],
+    )
+    out, seen = [], set()
+    for cost, state in ok:
+        key = repr(state.steps)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((cost, state.to_state(task.compute_dag)))
+        if len(out) == per_task:
+            break
+    return out
+
+
+def build_and_run(inputs: list, runner) -> list:
+    """``inputs`` built by ``LocalBuilder`` and timed by ``runner`` (a LocalRunner, closed
+    after)."""
+    builds = ansor.LocalBuilder().build(inputs)
+    with runner:
+        return runner.run(inputs, builds)
+
+
+def best_us(result) -> float | None:
+    """A result's lowest cost in microseconds; None for a failed one."""
+    return min(result.costs) * 1e6 if result.error_no == 0 else None
+
+
+def error_text(result) -> str | None:
+    """The start of a failed result's message; None for a good one."""
+    return result.error_msg[:200] if result.error_no else None
+
+
+def write_json(path, data) -> None:
+    """``data`` as indented JSON at ``path`` when a path is given."""
+    if path:
+        Path(path).write_text(json.dumps(data, indent=1))
