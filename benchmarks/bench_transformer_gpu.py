@@ -168,6 +168,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=0, help="tuning budget of this run")
     p.add_argument("--no-tune", action="store_true")
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument(
+        "--cold-cache", action="store_true",
+        help="time candidates after an L2 flush (enable_gpu_cache_flush); not the default",
+    )  # fmt: skip
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the row as JSON here")
     p.add_argument("--profile", action="store_true", help="print every kernel's time too")
@@ -200,12 +204,21 @@ def main() -> None:
         t0 = time.perf_counter()
         double = args.simt_double_buffer
         search = ansor.SearchParams(gpu_simt_double_buffer=True) if double else None
-        tuner.tune(
-            ansor.TuningOptions(
-                max_tuning_seconds=args.seconds, measure_callbacks=[ansor.RecordToFile(str(log))]
-            ),
-            search_policy_params=search,
-        )
+        # --cold-cache: rank candidates by runs after an L2 flush (docs/gpu.md, "Warm and cold
+        # timing"), three single runs each; else the library's default runner.
+        cold = ansor.LocalRunner(repeat=3, enable_gpu_cache_flush=True) if args.cold_cache else None
+        try:
+            tuner.tune(
+                ansor.TuningOptions(
+                    max_tuning_seconds=args.seconds,
+                    measure_callbacks=[ansor.RecordToFile(str(log))],
+                    runner=cold or "local",
+                ),
+                search_policy_params=search,
+            )
+        finally:
+            if cold is not None:
+                cold.close()
         tune_s = time.perf_counter() - t0
     ref = evaluate(mod32, {"input_ids": ids}, params32)  # float32: every precision's reference
     built, module, lib = build_and_time(mod, params, log, ids, ref, target=target)

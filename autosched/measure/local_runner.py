@@ -293,6 +293,9 @@ class LocalRPCMeasureContext(ClosedOnExit):
     num_threads : int, optional
         CPU candidates: threads of their parallel loops while timed (default: the measuring
         process's count, AUTOSCHED_NUM_THREADS else the cores it may use).
+    enable_gpu_cache_flush : bool
+        Time each repeat as one run after evicting the GPU's L2 (see :class:`LocalRunner`;
+        CUDA only, off by default).
     """
 
     def __init__(
@@ -305,6 +308,7 @@ class LocalRPCMeasureContext(ClosedOnExit):
         build_timeout: float = 15,
         check_correctness: bool = True,
         compile_timeout: float = 60,
+        enable_gpu_cache_flush: bool = False,
     ):
         self.builder = LocalBuilder(timeout=build_timeout, n_parallel=n_parallel)
         self.runner = LocalRunner(
@@ -314,6 +318,7 @@ class LocalRPCMeasureContext(ClosedOnExit):
             timeout=timeout,
             check_correctness=check_correctness,
             compile_timeout=compile_timeout,
+            enable_gpu_cache_flush=enable_gpu_cache_flush,
         )
 
     def close(self) -> None:

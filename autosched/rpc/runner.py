@@ -75,7 +75,9 @@ class RPCRunner:
     timeout : float
         Seconds the server's build of one candidate may take, and again its run (load, check
         and timing); also how long to wait for a server of ``key`` to register.
-    number, repeat, min_repeat_ms, enable_cpu_cache_flush : see ``LocalRunner``.
+    number, repeat, min_repeat_ms, enable_cpu_cache_flush, enable_gpu_cache_flush : see
+        ``LocalRunner`` (the GPU flush runs on the server's CUDA device; a server of an older
+        version ignores it and times warm).
     cooldown_interval : float
         Seconds the server rests after each candidate.
     check_correctness : bool
@@ -103,6 +105,7 @@ class RPCRunner:
         enable_cpu_cache_flush: bool = False,
         check_correctness: bool = True,
         security=None,
+        enable_gpu_cache_flush: bool = False,
     ):
         if number < 1 or repeat < 1 or timeout <= 0 or (n_parallel is not None and n_parallel < 1):
             raise ValueError(
@@ -117,6 +120,7 @@ class RPCRunner:
         self.min_repeat_ms = float(min_repeat_ms)
         self.cooldown_interval = float(cooldown_interval)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
+        self.enable_gpu_cache_flush = bool(enable_gpu_cache_flush)
         self.check_correctness = bool(check_correctness)
         self.security = security
         self._tracker = None
@@ -164,7 +168,7 @@ class RPCRunner:
         server builds the state itself)."""
         del br
         ins, outs = self._reference(inp.task)
-        flush = self.enable_cpu_cache_flush
+        flush = self.enable_cpu_cache_flush or self.enable_gpu_cache_flush
         return {
             "format": STATE_FORMAT,
             "format_version": STATE_VERSION,
@@ -174,7 +178,8 @@ class RPCRunner:
             "number": 1 if flush else self.number,
             "repeat": self.repeat,
             "min_repeat_ms": 0.0 if flush else self.min_repeat_ms,
-            "flush": flush,
+            "flush": self.enable_cpu_cache_flush,
+            "flush_device": self.enable_gpu_cache_flush,
             "check": self.check_correctness,
             "cooldown_interval": self.cooldown_interval,
         }

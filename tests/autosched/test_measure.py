@@ -288,3 +288,12 @@ def test_gpu_cache_flush_evicts_before_each_cold_run():
     job = {"number": 1, "min_repeat_ms": 0.0, "flush": False, "flush_device": True}
     assert runner._time(Module(), [], job, 3) == [1e-5] * 3
     assert calls == [("time", 1)] + ["flush", ("time", 1)] * 3  # a warm-up, then cold runs
+
+
+def test_local_rpc_measure_context_passes_the_gpu_cache_flush_on():
+    from autosched.measure import LocalRPCMeasureContext
+
+    with LocalRPCMeasureContext(enable_gpu_cache_flush=True, n_parallel=1) as ctx:
+        assert ctx.runner.enable_gpu_cache_flush and not ctx.runner.enable_cpu_cache_flush
+    with LocalRPCMeasureContext(n_parallel=1) as ctx:
+        assert not ctx.runner.enable_gpu_cache_flush

@@ -106,3 +106,22 @@ def test_replies_decode_strictly():
         assert "\n" not in str(info.value), what
     with pytest.raises(TypeError):
         encode_reply({"x": object()})
+
+
+def test_gpu_cache_flush_travels_to_the_server_as_one_cold_run_per_repeat():
+    """``enable_gpu_cache_flush`` is sent as ``flush_device``; like the CPU flush it makes each
+    repeat a single run (number 1, no minimum duration). No tracker is needed to build the
+    request."""
+    from autosched import workloads
+    from autosched.measure import MeasureInput
+    from autosched.task import SearchTask
+    from tensorir.dag import ComputeDAG
+
+    task = SearchTask(ComputeDAG(workloads.matmul(8, 8, 8)), target="cuda")
+    inp = MeasureInput(task, task.compute_dag.get_init_state())
+    plain = rpc.RPCRunner("gpu", number=5, min_repeat_ms=50)._payload(inp)
+    cold = rpc.RPCRunner("gpu", number=5, min_repeat_ms=50, enable_gpu_cache_flush=True)
+    payload = cold._payload(inp)
+    assert (plain["number"], plain["min_repeat_ms"], plain["flush_device"]) == (5, 50.0, False)
+    assert (payload["number"], payload["min_repeat_ms"], payload["flush_device"]) == (1, 0.0, True)
+    assert payload["flush"] is False  # the host's cache is not the one that matters here
