@@ -187,9 +187,11 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
     torch_side = torch_network(name, precision, x, args, torch)
     tune_s, before = 0.0, _timeouts(log)
     if (args.network_trials > 0 or args.network_seconds) and not args.no_tune:
+        # --cold-cache: three single runs after an L2 flush per candidate (docs/gpu.md)
         with ansor.LocalRPCMeasureContext(
-            repeat=1, min_repeat_ms=args.min_repeat_ms, timeout=10
-        ) as ctx:
+            repeat=3 if args.cold_cache else 1, min_repeat_ms=args.min_repeat_ms, timeout=10,
+            enable_gpu_cache_flush=args.cold_cache,
+        ) as ctx:  # fmt: skip
             tuner = ansor.TaskScheduler(
                 tasks, weights, load_log_file=str(log) if log.exists() else None
             )
@@ -283,6 +285,8 @@ def main() -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
                    help="networks: both sides' arithmetic (module docstring)")  # fmt: skip
     p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="networks: time candidates after an L2 flush")  # fmt: skip
     p.add_argument("--work-dir", default="bench-gpu")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
