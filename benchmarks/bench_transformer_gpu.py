@@ -23,6 +23,7 @@ into its own log; the error is always against the float32 numpy reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -206,19 +207,20 @@ def main() -> None:
         search = ansor.SearchParams(gpu_simt_double_buffer=True) if double else None
         # --cold-cache: rank candidates by runs after an L2 flush (docs/gpu.md, "Warm and cold
         # timing"), three single runs each; else the library's default runner.
-        cold = ansor.LocalRunner(repeat=3, enable_gpu_cache_flush=True) if args.cold_cache else None
-        try:
+        runner = (
+            ansor.LocalRunner(repeat=3, enable_gpu_cache_flush=True)
+            if args.cold_cache
+            else contextlib.nullcontext("local")
+        )
+        with runner as measure_with:
             tuner.tune(
                 ansor.TuningOptions(
                     max_tuning_seconds=args.seconds,
                     measure_callbacks=[ansor.RecordToFile(str(log))],
-                    runner=cold or "local",
+                    runner=measure_with,
                 ),
                 search_policy_params=search,
             )
-        finally:
-            if cold is not None:
-                cold.close()
         tune_s = time.perf_counter() - t0
     ref = evaluate(mod32, {"input_ids": ids}, params32)  # float32: every precision's reference
     built, module, lib = build_and_time(mod, params, log, ids, ref, target=target)

@@ -319,9 +319,7 @@ class CUDABackend:
             atexit.register(self._release)
         major, minor = self.device.compute_capability()
         self.arch = f"sm_{major}{minor}"
-        self._flush_buf = None  # flush_cache's buffer, twice the L2 cache
-        self._flush_words = 0
-        self._flush_value = 0
+        self._flush_buf = None  # flush_cache's buffer: (allocation, 4-byte words), twice the L2
 
     # ------------------------------------------------------------------ context
     @contextlib.contextmanager
@@ -446,11 +444,10 @@ class CUDABackend:
         memory, as it does inside a network whose weights do not fit in L2."""
         with self._current():
             if self._flush_buf is None:
-                l2 = int(self.device.get_attribute(self._cuda.device_attribute.L2_CACHE_SIZE))
-                self._flush_words = max(1, 2 * max(l2, 1 << 20) // 4)
-                self._flush_buf = self._cuda.mem_alloc(4 * self._flush_words)
-            self._flush_value = (self._flush_value + 1) & 0xFFFF
-            self._cuda.memset_d32(self._flush_buf, self._flush_value, self._flush_words)
+                words = 2 * max(int(self.properties()["l2_cache_size"]), 1 << 20) // 4
+                self._flush_buf = (self._cuda.mem_alloc(4 * words), words)
+            buf, words = self._flush_buf
+            self._cuda.memset_d32(buf, 0, words)  # a write allocates the lines: old ones go
 
     def time_launches(self, fn, number: int) -> float:
         """Mean seconds per call of ``fn`` between two CUDA events on the default stream."""

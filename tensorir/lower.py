@@ -343,13 +343,13 @@ class _Lowerer:
         part: Stmt = Allocate(
             acc, seq(Store(acc, zero, ident), upd, Store(red, slot, Load(acc, zero, dt)))
         )
-        for lp in reversed(tloops):
-            part = For(lp.var, lp.extent, part, "thread", lp.tag)
 
         def over_threads(stmt: Stmt, fresh: dict) -> Stmt:
             for lp in reversed(tloops):
                 stmt = For(fresh[lp.var], lp.extent, stmt, "thread", lp.tag)
             return stmt
+
+        part = over_threads(part, {lp.var: lp.var for lp in tloops})
 
         # The partial results are combined as a tree: each step halves the live slots, the
         # lower half of the threads adding the upper half's, a barrier between steps. One

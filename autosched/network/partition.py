@@ -101,13 +101,13 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
             func = _passes().split_k_dense(func)
     groups = _passes().fuse_ops(func)
     if not on_host:
-        # Mixed precision's cast after a softmax / layer norm runs in its kernel; a cast that
-        # stays (the layer norm has a second reader) goes into the matmul that reads it, with
-        # the layout ops.
+        # Mixed precision's cast after a softmax / layer norm read by nothing else runs in its
+        # kernel (a layer norm the residual also reads keeps its cast as a kernel).
         groups = _passes().fuse_normalization_epilogues(func, groups)
         # The injective group before a layer norm (split-K's sum + bias + residual) is
         # recomputed as the norm reads its rows: one kernel and one round trip fewer.
         groups = _passes().fuse_normalization_prologues(func, groups)
+        # Head split / merge layout ops run in the matmul's shared-memory copy.
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.

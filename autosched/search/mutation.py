@@ -39,16 +39,21 @@ def mutate_tile_size(ctx, state, rng):
     cross-thread reduction; an innermost length the sketch fixed, the vpdpbusd tiles of
     :func:`state_utils.has_fixed_innermost`, stays as it is)."""
     steps = state.steps
-    caps = {
-        k: _innermost_cap(ctx, state, k)
+    tile_cap = ctx.params.max_innermost_split_factor
+    ids = [
+        k
         for k, s in enumerate(steps)
-        if isinstance(s, st.SplitStep) and s.extent and s.extent > 1 and None not in s.lengths
-    }
-    ids = [k for k, cap in caps.items() if steps[k].lengths[-1] <= cap]
+        if isinstance(s, st.SplitStep)
+        and s.extent
+        and s.extent > 1
+        and None not in s.lengths
+        # only a split past the tile cap needs the (costlier) cross-thread check
+        and (s.lengths[-1] <= tile_cap or s.lengths[-1] <= _innermost_cap(ctx, state, k))
+    ]
     if not ids:
         return None
     step_id = ids[rng.randrange(len(ids))]
-    max_inner = caps[step_id]
+    max_inner = _innermost_cap(ctx, state, step_id)
     ps = steps[step_id]
     lengths = [1, *ps.lengths]
     inner = 1

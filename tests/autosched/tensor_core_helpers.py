@@ -22,6 +22,7 @@ from autosched.search.sketch import generate_sketches
 from autosched.task import SearchTask
 from tensorir import te
 from tensorir.dag import ComputeDAG
+from tensorir.loops import Allocate, walk_stmts
 from tensorir.ops import NameScope, compute_op
 from tensorir.ops.conv2d_gemm import conv2d_implicit_gemm
 from tensorir.ops.dense import batch_matmul, dense
@@ -42,6 +43,17 @@ def gpu_task(dag, target="cuda", hardware_params: HardwareParams = GPU_HW) -> Se
     if not isinstance(dag, ComputeDAG):
         dag = ComputeDAG(dag)
     return SearchTask(dag, target=target, hardware_params=hardware_params)
+
+
+def float32_dense(m=32, n=48, k=64) -> SearchTask:
+    """A float32 dense on plain cuda: no tensor cores (TF32 is off), the SIMT sketch."""
+    return gpu_task(dense_tensors(m, n, k, dtype="float32", out_dtype="float32"))
+
+
+def shared_allocations(prog) -> dict:
+    """Name -> Buffer of every ``shared`` allocation of a lowered program."""
+    return {x.buffer.name: x.buffer for x in walk_stmts(prog.body)
+            if isinstance(x, Allocate) and x.buffer.scope == "shared"}  # fmt: skip
 
 
 def dense_tensors(m, n, k, dtype="float16", out_dtype="float32", cast=None) -> list:

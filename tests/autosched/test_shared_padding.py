@@ -12,28 +12,17 @@ from codegen.cuda import build_cuda
 from tensorir import steps as st
 from tensorir.dtype import itemsize
 from tensorir.loop_interp import run_program
-from tensorir.loops import Allocate, walk_stmts
 from tensorir.lower import lower
 from tests.autosched.tensor_core_helpers import (
-    dense_tensors,
     first_states,
-    gpu_task,
+    float32_dense,
     needs_nvcc,
     nvcc_ptx,
     sampled_states,
+    shared_allocations,
 )
 
 OFF = SearchParams(gpu_shared_padding=False)
-
-
-def float32_dense(m=32, n=48, k=64):
-    """A float32 dense on plain cuda: no tensor cores (TF32 is off), the SIMT sketch."""
-    return gpu_task(dense_tensors(m, n, k, dtype="float32", out_dtype="float32"))
-
-
-def shared_allocations(prog) -> dict:
-    return {x.buffer.name: x.buffer for x in walk_stmts(prog.body)
-            if isinstance(x, Allocate) and x.buffer.scope == "shared"}  # fmt: skip
 
 
 def align_steps(state) -> list:

@@ -11,33 +11,23 @@ from autosched.search.params import SearchParams
 from autosched.search.sketch import generate_sketches
 from codegen.cuda import build_cuda
 from tensorir.loop_interp import run_program
-from tensorir.loops import Allocate, walk_stmts
+from tensorir.loops import walk_stmts
 from tensorir.lower import lower
 from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, is_double_buffered
 from tests.autosched.tensor_core_helpers import (
-    dense_tensors,
     first_states,
-    gpu_task,
+    float32_dense,
     needs_nvcc,
     nvcc_ptx,
     sampled_states,
+    shared_allocations,
 )
 
 ON = SearchParams(gpu_simt_double_buffer=True, gpu_tensor_core_pipeline=2)
 
 
-def float32_dense(m=32, n=48, k=64):
-    """A float32 dense on plain cuda: no tensor cores (TF32 is off), the SIMT sketch."""
-    return gpu_task(dense_tensors(m, n, k, dtype="float32", out_dtype="float32"))
-
-
 def pipeline_pragmas(state) -> list:
     return [(s.name, it) for s in state.stages for it, p in s.pragmas if p in PIPELINE_PRAGMAS]
-
-
-def shared_buffers(prog) -> dict:
-    return {x.buffer.name: x.buffer for x in walk_stmts(prog.body)
-            if isinstance(x, Allocate) and x.buffer.scope == "shared"}  # fmt: skip
 
 
 def pipelined_states(task, n, seed=0):
@@ -65,7 +55,7 @@ def test_double_buffered_kernels_compute_the_dense():
     b = rng.standard_normal((48, 64)).astype(np.float32)
     for state in pipelined_states(task, 3):
         prog = lower(state)
-        two, one = shared_buffers(prog), shared_buffers(lower(su.single_buffered(state)))
+        two, one = shared_allocations(prog), shared_allocations(lower(su.single_buffered(state)))
         assert sorted(two) == sorted(one) and len(two) == 2  # A's and B's copies
         for name, buf in two.items():
             assert buf.shape == (2, *one[name].shape)

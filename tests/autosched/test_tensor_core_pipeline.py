@@ -45,6 +45,7 @@ from tests.autosched.tensor_core_helpers import (
     nvcc_ptx,
     random_args,
     sampled_states,
+    shared_allocations,
 )
 
 
@@ -81,11 +82,6 @@ def single_buffered(state):
     return out
 
 
-def shared_allocs(prog) -> dict:
-    return {s.buffer.name: s.buffer for s in walk_stmts(prog.body)
-            if isinstance(s, Allocate) and s.buffer.scope == "shared"}  # fmt: skip
-
-
 def test_the_rule_pipelines_by_default_and_the_switch_and_old_archs_turn_it_off():
     assert all(has_pragma(s) for s in generate_sketches(dense_task()))
     for sk in generate_sketches(dense_task(target="cuda -arch=sm_90")):
@@ -104,7 +100,7 @@ def test_lowering_doubles_the_buffers_and_adds_the_parity_index_and_the_prologue
     prog, flat = lower(s), lower(single_buffered(s))
     (loop,) = pipelined(prog)
     assert not pipelined(flat)
-    two, one = shared_allocs(prog), shared_allocs(flat)
+    two, one = shared_allocations(prog), shared_allocations(flat)
     assert sorted(two) == sorted(one) and len(two) == 2
     for name, b in two.items():
         assert b.shape == (2, *one[name].shape) and b.nbytes == 2 * one[name].nbytes
@@ -181,7 +177,7 @@ def test_the_simt_check_sees_the_race_a_missing_barrier_makes():
 def test_the_validity_check_counts_the_doubled_shared_memory():
     (s,) = pipelined_states(dense_task(), 1)
     prog, flat = lower(s), lower(single_buffered(s))
-    staged = sum(b.nbytes for b in shared_allocs(flat).values())
+    staged = sum(b.nbytes for b in shared_allocations(flat).values())
     (info,) = kernels(flat)
     stores = fragment_plan(info.stmt, info.extents)[0].staging_bytes  # fragment store tiles
     # Room for one copy of the tiles (and the fragment store tiles), not for two.
@@ -370,7 +366,7 @@ def test_n_stage_lowering_has_n_buffers_a_prologue_loop_and_one_barrier(stages):
     prog, flat = lower(s), lower(single_buffered(s))
     (loop,) = pipelined(prog)
     assert pipeline_stages(loop) == stages and loop.extent >= 2
-    many, one = shared_allocs(prog), shared_allocs(flat)
+    many, one = shared_allocations(prog), shared_allocations(flat)
     assert sorted(many) == sorted(one) and len(many) == 2
     for name, b in many.items():
         assert b.shape == (stages, *one[name].shape)
@@ -477,7 +473,7 @@ def test_sampling_draws_only_depths_whose_staging_fits():
     task = dense_task(k=128)
     (s,) = pipelined_states(task, 1, seed=2)
     flat = lower(single_buffered(s))
-    staged = sum(b.nbytes for b in shared_allocs(flat).values())
+    staged = sum(b.nbytes for b in shared_allocations(flat).values())
     (info,) = kernels(flat)
     stores = fragment_plan(info.stmt, info.extents)[0].staging_bytes
     # Room for 3 copies of the tiles but not 4: the validity check rejects depth 4 ...
@@ -527,7 +523,7 @@ def test_features_see_the_stages_and_their_shared_bytes():
     (two,) = pipelined_states(task, 1, seed=2)
     stages_col = FEATURE_NAMES.index("pipeline_stages")
     bytes_col = FEATURE_NAMES.index("pipeline_shared_bytes")
-    staged = sum(b.nbytes for b in shared_allocs(lower(single_buffered(two))).values())
+    staged = sum(b.nbytes for b in shared_allocations(lower(single_buffered(two))).values())
     for n in (2, 3, 4):
         s = two if n == 2 else su.with_pipeline_stages(two, n)
         x = state_features(task, s)

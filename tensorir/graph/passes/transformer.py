@@ -26,6 +26,11 @@ never fuses into a reduction's output; on a GPU the row-wise sketch (one block p
 reductions across its threads) ends with an elementwise loop over the row anyway, and the cast
 runs in it.
 
+:func:`fuse_normalization_prologues` runs after the epilogues: an injective group read only by
+a layer norm or softmax, as its data (split-K's sum with the bias and residual, the
+embedding's gathers and adds), joins the normalization's group at its start and is recomputed
+at each of the row's reads.
+
 :func:`split_k_dense` cuts the reduction of a few-row long-K dense (BERT's FFN output) into
 slices computed as one batch_matmul: ``partition`` runs it for GPU targets unless
 ``AUTOSCHED_SPLIT_K_DENSE=0`` (bert-base float16 on an H200: that dense's 11.9 us became 6.2 us
