@@ -83,7 +83,9 @@ class LocalRunner(ClosedOnExit):
         The same on a CUDA device: write a device buffer twice the GPU's L2 cache before each
         repeat, one cold run per repeat. Inside a network each kernel reads its weights from
         device memory, while repeated runs find them in L2 (50 MB on an H100): this times the
-        former (benchmarks/bench_cold_cache_gpu.py). Off by default, as in TVM.
+        former (benchmarks/bench_cold_cache_gpu.py). Off by default, as in TVM; turn it on
+        (with ``repeat=3``) when the network reads more than the L2 holds per inference: so
+        ranked, bert-base float16 ran 0.543 ms instead of 0.645 on an H100 (docs/gpu.md).
     check_correctness : bool
         Compare outputs with the reference interpreter before timing.
     num_threads : int, optional
