@@ -98,6 +98,56 @@ def test_reference_of_the_mixed_graph_is_close_to_float32(dtype):
     assert (got.argmax(1) == ref.argmax(1)).all()
 
 
+def norm_then_dense(residual=True, norm_is_output=False, seed=3):
+    """layer norm -> dense -> bias (+ the norm again, a residual add): a transformer block's
+    shape. With ``norm_is_output`` the norm is also returned."""
+    rng = np.random.default_rng(seed)
+    x = op.var("x", (8, 16))
+
+    def w(*shape, s=0.3):
+        return op.const(rng.normal(0, s, shape).astype("float32"))
+
+    ln = nn.layer_norm(x, w(16, s=1.0), w(16, s=0.1))
+    out = nn.bias_add(nn.dense(ln, w(16, 16)), w(16, s=0.1))
+    out = op.add(out, ln) if residual else out
+    return gir.Function((x,), (out, ln) if norm_is_output else out)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_a_norm_read_by_a_dense_is_stored_in_16_bits_for_every_reader(dtype):
+    func = norm_then_dense()
+    mixed = to_mixed_precision(func, dtype)
+    users = gir.users(mixed)
+    (norm,) = [c for c in gir.calls(mixed) if c.op == "nn.layer_norm"]
+    assert norm.dtype == "float32"  # computed in float32 ...
+    (copy,) = users[norm]  # ... and rounded once, for the dense and the residual add alike
+    assert (copy.op, copy.attrs["dtype"]) == ("cast", dtype)
+    assert sorted(u.op for u in users[copy]) == ["add", "nn.dense"]
+    (add,) = [u for u in users[copy] if u.op == "add"]
+    assert add.dtype == dtype
+    x = rand_input(func)
+    np.testing.assert_allclose(
+        evaluate(mixed, {"x": x}), evaluate(func, {"x": x}), *tolerance(dtype)
+    )
+
+
+def test_a_norm_that_no_dense_reads_or_that_is_an_output_stays_float32():
+    # the network's output keeps the float32 norm exactly: no 16-bit copy of it
+    both = to_mixed_precision(norm_then_dense(norm_is_output=True), "float16")
+    (norm,) = [c for c in gir.calls(both) if c.op == "nn.layer_norm"]
+    assert both.body[1] is norm
+    x = rand_input(both)
+    ref = evaluate(norm_then_dense(norm_is_output=True), {"x": x})
+    np.testing.assert_array_equal(evaluate(both, {"x": x})[1], ref[1])
+    # a norm read by elementwise ops only is not narrowed
+    rng = np.random.default_rng(4)
+    v = op.var("v", (8, 16))
+    g = op.const(rng.normal(size=16).astype("float32"))
+    plain = gir.Function((v,), op.add(nn.layer_norm(v, g, g), v))
+    mixed = to_mixed_precision(plain, "float16")
+    assert all(c.dtype == "float32" for c in gir.calls(mixed))
+
+
 def bn_net(seed=0):
     """conv -> batch_norm -> relu -> dense, weights as parameters (as the zoo gives them)."""
     rng = np.random.default_rng(seed)

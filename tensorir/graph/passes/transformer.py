@@ -13,11 +13,12 @@ group. Relay keeps such a group as its own kernel (an injective group never fuse
 out-elemwise-fusable sink); on a GPU the matmul's sketch copies its inputs into shared memory
 anyway (``AddCacheRead``) and inlines the layout ops into that copy (``AlwaysInlineGPU``), so
 the transpose costs an index computation instead of a kernel launch and a round trip of the
-tensor through global memory. A cast stays out: mixed precision's float16 copy of a layer norm
-that the residual add reads too, converted in the tensor-core kernel's shared-memory copy,
-made bert-base's q/k/v and FFN denses 3.7 us slower each on an H200 (the float32 rows copied
-element by element instead of as 16-byte ``cp.async`` words), more than the 24 cast kernels
-it saved (benchmarks/RESULTS.md, session 16).
+tensor through global memory. A cast stays out: a layer norm's float16 copy converted in the
+tensor-core kernel's shared-memory copy made bert-base's q/k/v and FFN denses 3.7 us slower
+each on an H200 (the float32 rows copied element by element instead of as 16-byte
+``cp.async`` words), more than the 24 cast kernels it saved (benchmarks/RESULTS.md, session
+16). Mixed precision now stores that norm's result in float16 for all its readers, so the
+cast runs in the norm's kernel (:func:`fuse_normalization_epilogues`).
 
 :func:`fuse_normalization_epilogues` runs before it: the cast that mixed precision puts after a
 softmax (or a layer norm read by nothing else) joins the normalization's group, so that the
