@@ -339,7 +339,7 @@ def test_a_normalization_with_two_readers_keeps_its_own_group():
     assert [[c.op for c in g.calls] for g in joined] == [["nn.layer_norm", "cast"]]
 
 
-def test_a_layer_norm_read_by_a_dense_writes_float16_in_its_own_kernel():
+def test_a_layer_norm_read_by_a_dense_writes_float16_in_its_own_kernel(tmp_path):
     """Mixed precision stores a layer norm's result in float16 once when a dense reads it, and
     the residual add takes that copy too: the cast runs in the norm's kernel (no ``fused_cast``
     task, which bert-base float16 launched 24 times) and the dense reads float16 rows. The cast
@@ -351,11 +351,11 @@ def test_a_layer_norm_read_by_a_dense_writes_float16_in_its_own_kernel():
     from tensorir.graph.ir import Constant, Function
 
     rng = np.random.default_rng(6)
-    x = op.var("x", (32, 32), "float32")
-    gamma = Constant(rng.standard_normal(32).astype(np.float32))
-    beta = Constant(rng.standard_normal(32).astype(np.float32))
-    w = Constant(rng.standard_normal((32, 32)).astype(np.float32))
-    b = Constant(rng.standard_normal(32).astype(np.float32))
+    x = op.var("x", (32, 64), "float32")  # rows of 64: more than a warp
+    gamma = Constant(rng.standard_normal(64).astype(np.float32))
+    beta = Constant(rng.standard_normal(64).astype(np.float32))
+    w = Constant(rng.standard_normal((64, 64)).astype(np.float32))
+    b = Constant(rng.standard_normal(64).astype(np.float32))
     ln = nn.layer_norm(x, gamma, beta, axis=-1, epsilon=1e-5)
     func = Function((x,), op.add(op.add(nn.dense(ln, w), b), ln))
     mod = autosched.to_mixed_precision(Module.from_function(func), "float16")
@@ -369,6 +369,17 @@ def test_a_layer_norm_read_by_a_dense_writes_float16_in_its_own_kernel():
     # the dense and its residual add read only the float16 copy of the norm
     floats = {t.dtype for t in dense.compute_dag.input_tensors if t.dtype.startswith("float")}
     assert floats == {"float16"}, floats
+    # both kernels compute their task on random inputs, GPU-style
+    rng = np.random.default_rng(7)
+    sketches = {norm: [_cross_thread_sketch(norm)[0]], dense: generate_sketches(dense)}
+    for k, task in enumerate((norm, dense)):
+        (state,) = sample_init_population(task, sketches[task], 1, random.Random(k))
+        prog = lower_for(state, "cuda", "k")
+        code = emit_source(prog, "cuda").as_dict()["code"]
+        assert code.count("__global__") == 1
+        _check_16_bit_kernel(prog, task.compute_dag, rng)
+        if NVCC:
+            assert ".entry" in nvcc_ptx(code, "sm_80", tmp_path, name=f"k{k}")
 
 
 def test_the_split_k_sum_runs_in_the_layer_norm_kernel(tmp_path):
