@@ -14,7 +14,7 @@ import numpy as np
 from .device import DEVICE_KINDS, Device
 from .device import device as make_device
 from .ndarray import NDArray, np_dtype
-from .timer import TimingResult, measure
+from .timer import TimingResult, measure, measure_short_runs
 
 # Source language -> the device kind that loads it (runtime.device's table).
 LANG_DEVICE = {k.lang: k.name for k in DEVICE_KINDS.values()}
@@ -224,7 +224,10 @@ class Module:
 
         One warm-up run comes first; each of ``repeat`` results is the mean over ``number`` runs,
         ``number`` being raised until one repeat lasts at least ``min_repeat_ms``. Times are in
-        seconds and cover the launches only (argument copies happen before timing).
+        seconds and cover the launches only (argument copies happen before timing). On CUDA a
+        run shorter than 50 us is timed as replays of a CUDA graph of 10 runs, as a network
+        replays its kernels (:func:`runtime.timer.measure_short_runs`: launched one by one from
+        Python, such runs cannot start faster than the host issues them).
         ``num_threads`` (CPU only) runs the parallel loops with that many threads while timing
         (default: the process-wide count, :func:`runtime.cpu.set_num_threads`).
         """
@@ -232,18 +235,56 @@ class Module:
 
         def evaluate(*args) -> TimingResult:
             handles, copy_back = self._prepare(args)
-            with threads():
-                result = measure(
-                    self._backend.time_launches,
-                    self._bound_run(handles),
-                    number=number,
-                    repeat=repeat,
-                    min_repeat_ms=min_repeat_ms,
-                )
+            run = self._bound_run(handles)
+            graphs: list = []
+            try:
+                with threads():
+                    if self.device.kind == "cuda":
+                        result = measure_short_runs(
+                            self._backend.time_launches,
+                            run,
+                            lambda runs: self._graph_replay(handles, runs, graphs),
+                            number=number,
+                            repeat=repeat,
+                            min_repeat_ms=min_repeat_ms,
+                        )
+                    else:
+                        result = measure(
+                            self._backend.time_launches,
+                            run,
+                            number=number,
+                            repeat=repeat,
+                            min_repeat_ms=min_repeat_ms,
+                        )
+            finally:
+                for graph in graphs:
+                    graph.close()
             self._finish(copy_back)
             return result
 
         return evaluate
+
+    def _graph_replay(self, handles: dict, runs: int, graphs: list):
+        """A function enqueuing one replay of a CUDA graph of ``runs`` runs of every launch on
+        ``handles`` (the runner is appended to ``graphs`` for closing); None when capturing
+        fails (:class:`runtime.cuda_graph.CUDAGraphRunner` says why, once)."""
+        from .cuda_graph import CUDAGraphRunner
+
+        functions = self._compiled.functions
+        launches = [
+            (functions[name], grid, block, [handles[a] for a in args])
+            for name, args, grid, block in self.launches
+        ]
+        runner = CUDAGraphRunner(self._backend, launches * runs)
+        graphs.append(runner)
+        if not runner.capture():
+            return None
+
+        def replay() -> None:
+            if not runner.launch():  # timing nothing would read as a very fast kernel
+                raise RuntimeError(f"replaying the timing graph failed: {runner.reason}")
+
+        return replay
 
     def get_source(self) -> str:
         """The generated code (a ``str``; a notebook shows it highlighted)."""

@@ -64,3 +64,70 @@ def test_no_minimum_times_number_calls_once_per_repeat():
     time_launches, attempts = device(1e-3, 0.0)
     measure(time_launches, lambda: None, number=5, repeat=3, min_repeat_ms=0)
     assert [n for n, _ in attempts] == [1, 5, 5, 5]
+
+
+def host_bound_gpu(kernel_s: float, issue_s: float = 5e-6, graph_gap_s: float = 1e-6):
+    """A fake GPU whose runs take ``kernel_s`` but, launched from Python, start at most every
+    ``issue_s``; a replayed graph of ``runs`` runs takes ``runs * (kernel_s + graph_gap_s)``.
+    Returns ``(time_launches, run, replay_of, calls)``; ``calls`` records what was timed."""
+    calls = {"graphs": [], "timed": []}
+
+    def run():
+        pass
+
+    def replay_of(runs):
+        calls["graphs"].append(runs)
+
+        def replay():
+            pass
+
+        replay.runs = runs
+        return replay
+
+    def time_launches(fn, number):
+        runs = getattr(fn, "runs", None)
+        if runs is None:  # back to back from Python: the host's issue rate is the floor
+            wall = number * max(kernel_s, issue_s) + issue_s
+        else:
+            wall = number * runs * (kernel_s + graph_gap_s) + issue_s
+        calls["timed"].append(wall)
+        return wall / number
+
+    return time_launches, run, replay_of, calls
+
+
+@pytest.mark.parametrize("kernel_us", [1.0, 2.5, 4.0])
+def test_short_gpu_runs_are_timed_as_graph_replays_and_keep_their_order(kernel_us):
+    from runtime.timer import RUNS_PER_GRAPH, measure_short_runs
+
+    time_launches, run, replay_of, calls = host_bound_gpu(kernel_us * 1e-6)
+    plain = measure(time_launches, run, number=3, repeat=3, min_repeat_ms=1)
+    # launched one by one, every kernel under the 5 us issue rate reads about the same
+    assert plain.median > 5e-6
+    got = measure_short_runs(time_launches, run, replay_of, number=3, repeat=3, min_repeat_ms=1)
+    assert calls["graphs"] == [RUNS_PER_GRAPH]
+    # the kernel's own time plus the graph's 1 us gap, the launch of the graph spread thin
+    assert kernel_us * 1e-6 < got.median < (kernel_us + 1.2) * 1e-6
+    assert len(got.results) == 3
+
+
+def test_graph_timing_keeps_min_repeat_ms_and_long_runs_stay_plain():
+    from runtime.timer import measure_short_runs
+
+    time_launches, run, replay_of, calls = host_bound_gpu(2e-6)
+    measure_short_runs(time_launches, run, replay_of, number=3, repeat=1, min_repeat_ms=100)
+    # the timed repeat lasted the minimum, and the attempts in all well under twice it
+    assert calls["timed"][-1] * 1e3 >= 100
+    assert sum(calls["timed"]) * 1e3 < 2 * 100
+    time_launches, run, replay_of, calls = host_bound_gpu(80e-6)
+    long = measure_short_runs(time_launches, run, replay_of, number=3, repeat=2)
+    assert calls["graphs"] == []  # 80 us runs outpace the host: no graph needed
+    assert long.results == measure(time_launches, run, number=3, repeat=2).results
+
+
+def test_without_graphs_short_runs_are_timed_one_by_one():
+    from runtime.timer import measure_short_runs
+
+    time_launches, run, _, calls = host_bound_gpu(2e-6)
+    got = measure_short_runs(time_launches, run, lambda runs: None, number=4, repeat=2)
+    assert got.results == measure(time_launches, run, number=4, repeat=2).results
