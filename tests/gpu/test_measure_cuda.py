@@ -54,21 +54,29 @@ def test_hardware_params_and_arch_come_from_the_device(cuda_backend):
     assert str(hardware.with_device_arch("cuda")) == f"cuda -arch={cuda_backend.arch}"
 
 
-def test_cubin_loads_and_runs_through_bound_launches(cuda_backend):
+def matmul_relu_module(m, n, k, seed, arch=None):
+    """A loaded CUDA matmul + relu kernel (a cubin for ``arch``, else NVRTC / nvcc's choice)
+    with random inputs, checked once against numpy: ``(module, a, b, out)``."""
     from autosched.kernel import generate_source
     from runtime import device, load_module
     from runtime.cuda import compile_cubin
 
-    dag = ComputeDAG(matmul_relu(128, 96, 64))
+    dag = ComputeDAG(matmul_relu(m, n, k))
     src = generate_source(gpu_matmul_relu(dag, 64), "cuda").as_dict()
-    src["binary"] = compile_cubin(src["code"], cuda_backend.arch)
+    if arch is not None:
+        src["binary"] = compile_cubin(src["code"], arch)
     mod = load_module(**src, device=device("cuda"))
-    rng = np.random.default_rng(3)
-    a = rng.uniform(-1, 1, (128, 64)).astype("float32")
-    b = rng.uniform(-1, 1, (64, 96)).astype("float32")
-    out = np.full((128, 96), np.nan, "float32")
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, k)).astype("float32")
+    b = rng.uniform(-1, 1, (k, n)).astype("float32")
+    out = np.full((m, n), np.nan, "float32")
     mod(a, b, out)
     np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    return mod, a, b, out
+
+
+def test_cubin_loads_and_runs_through_bound_launches(cuda_backend):
+    mod, a, b, out = matmul_relu_module(128, 96, 64, seed=3, arch=cuda_backend.arch)
     t = mod.time_evaluator(number=20, repeat=3, min_repeat_ms=10)(a, b, out)
     assert all(0 < r < 1e-2 for r in t.results)
 
@@ -77,19 +85,9 @@ def test_a_short_kernel_is_timed_below_the_hosts_launch_rate(cuda_backend):
     """A kernel of a few microseconds, launched back to back from Python, reads as the host's
     issue rate (about 5 us on an H100's host); time_evaluator replays a CUDA graph of runs
     instead, as the network does, and reads the kernel."""
-    from autosched.kernel import generate_source
-    from runtime import device, load_module
     from runtime.timer import SHORT_RUN_S
 
-    dag = ComputeDAG(matmul_relu(32, 32, 16))
-    src = generate_source(gpu_matmul_relu(dag, 64), "cuda").as_dict()
-    mod = load_module(**src, device=device("cuda"))
-    rng = np.random.default_rng(4)
-    a = rng.uniform(-1, 1, (32, 16)).astype("float32")
-    b = rng.uniform(-1, 1, (16, 32)).astype("float32")
-    out = np.full((32, 32), np.nan, "float32")
-    mod(a, b, out)
-    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    mod, a, b, out = matmul_relu_module(32, 32, 16, seed=4)
     handles, _ = mod._prepare([a, b, out])
     run = mod._bound_run(handles)
     one_by_one = min(mod._backend.time_launches(run, 200) for _ in range(3))
