@@ -128,7 +128,8 @@ VARIABLES: dict[str, Variable] = {
             _flag,
             "1/0, true/false, yes/no or on/off",
             True,
-            "capture a network's CUDA kernels into a CUDA graph",
+            "capture a network's CUDA kernels into a CUDA graph, and time short kernels as "
+            "graph replays",
         ),
         Variable(
             "AUTOSCHED_MAX_KERNEL_SIZE",
