@@ -79,7 +79,7 @@ def to_mixed_precision(func: Function, dtype: str = "float16") -> Function:
             f"to_mixed_precision: dtype={dtype!r}; use one of {list(LOW_PRECISION)} "
             "(float32 networks need no conversion)"
         )
-    conv = _Converter(dtype, _stored_low(func))
+    conv = _Converter(dtype, _stored_low(func, dtype))
     for node in post_order(func):
         conv.new[id(node)] = conv.visit(node)
     body = tuple(conv.to(conv.new[id(o)], "float32") for o in func.outputs)
@@ -87,9 +87,23 @@ def to_mixed_precision(func: Function, dtype: str = "float16") -> Function:
     return Function(func.params, body, func.name)
 
 
-def _stored_low(func: Function) -> frozenset[int]:
-    """ids of the ``NEVER`` calls whose result a 16-bit ``ALWAYS`` op reads (and that are not
-    outputs of ``func``): those are stored in 16 bits for all their readers."""
+def _runs_low(call: Call, low: str) -> bool:
+    """Whether ``call`` is an ``ALWAYS`` op that :class:`_Converter` runs in ``low`` with
+    float32 accumulation (its float inputs and result float32 or ``low``)."""
+    convertible = ("float32", low)
+    floats = [a.dtype for a in call.args if is_float(a.dtype)]
+    return (
+        call.op in ALWAYS
+        and bool(floats)
+        and all(d in convertible for d in floats)
+        and call.dtype in convertible
+        and "out_dtype" in get_op(call.op).attrs
+    )
+
+
+def _stored_low(func: Function, low: str) -> frozenset[int]:
+    """ids of the float32 ``NEVER`` calls whose result an op running in ``low`` reads (and
+    that are not outputs of ``func``): those are stored in 16 bits for all their readers."""
     outputs = {id(o) for o in func.outputs}
     return frozenset(
         id(node)
@@ -98,7 +112,7 @@ def _stored_low(func: Function) -> frozenset[int]:
         and node.op in NEVER
         and id(node) not in outputs
         and node.dtype == "float32"
-        and any(r.op in ALWAYS for r in readers)
+        and any(_runs_low(r, low) for r in readers)
     )
 
 
@@ -129,7 +143,7 @@ class _Converter:
         args = [self.new[id(a)] for a in node.args]
         floats = [a for a in args if is_float(a.dtype)]
         if node.op in ALWAYS and floats and all(a.dtype in self.convertible for a in floats):
-            if "out_dtype" not in get_op(node.op).attrs or node.dtype not in self.convertible:
+            if not _runs_low(node, self.low):
                 return self.rebuild(node, args)  # no float32 accumulation to ask for
             ins = [self.to(a, self.low) for a in args]
             call = make_call(node.op, ins, node.attrs.replace(out_dtype="float32"))
