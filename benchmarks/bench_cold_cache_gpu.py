@@ -22,6 +22,7 @@ from log_states import (  # run from benchmarks/
     best_states,
     best_us,
     build_and_run,
+    cell,
     error_text,
     log_parser,
     network_tasks,
@@ -70,8 +71,8 @@ def main() -> None:
         cu = sorted(c.costs)[len(c.costs) // 2] * 1e6 if c.error_no == 0 else None  # median
         rows.append({"task": desc, "weight": weight, "log_us": logged * 1e6, "warm_us": wu,
                      "cold_us": cu, "errors": [error_text(w), error_text(c)]})  # fmt: skip
-        fmt = lambda x: f"{x:8.2f}" if x is not None else f"{'err':>8}"  # noqa: E731
-        print(f"{desc[-48:]:<48} {weight:5d} {logged * 1e6:8.2f} {fmt(wu)} {fmt(cu)}", flush=True)
+        print(f"{desc[-48:]:<48} {weight:5d} {logged * 1e6:8.2f} {cell(wu, 8)} {cell(cu, 8)}",
+              flush=True)  # fmt: skip
     sums = weighted_sums(rows)
     print(json.dumps(sums))
     write_json(args.out, {"rows": rows, "sums": sums})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from gpu_precision import PRECISIONS, our_module, target_for  # run from benchmarks/
-from log_states import best_us, build_and_run, error_text, write_json
+from log_states import best_us, build_and_run, cell, error_text, write_json
 
 import autosched as ansor
 from autosched.network.default_schedules import default_gpu_schedule
@@ -74,9 +74,8 @@ def main() -> None:
         rows.append({"group": desc, "calls": weight, "bytes": nbytes, "one_per_thread_us": t1,
                      "now_us": tn, "changed": changed,
                      "errors": [error_text(a), error_text(b)]})  # fmt: skip
-        fmt = lambda x, w: f"{x:{w}.2f}" if x is not None else f"{'err':>{w}}"  # noqa: E731
-        print(f"{desc[:40]:<40} {weight:5d} {nbytes / 1e6:7.2f} {fmt(t1, 11)} {fmt(tn, 8)} "
-              f"{fmt(rate, 7)}", flush=True)  # fmt: skip
+        print(f"{desc[:40]:<40} {weight:5d} {nbytes / 1e6:7.2f} {cell(t1, 11)} {cell(tn, 8)} "
+              f"{cell(rate, 7)}", flush=True)  # fmt: skip
     write_json(args.out, rows)
 
 

@@ -19,6 +19,7 @@ import math
 from log_states import (  # run from benchmarks/
     best_us,
     build_and_run,
+    cell,
     error_text,
     log_parser,
     network_tasks,
@@ -113,9 +114,8 @@ def main() -> None:
         rows.append({"task": desc, "accumulators": acc, "log_us": logged * 1e6, "tuned_us": t,
                      "padded_us": q, "speedup": ratio,
                      "errors": [error_text(a), error_text(b)]})  # fmt: skip
-        fmt = lambda x, w: f"{x:{w}.2f}" if x is not None else f"{'err':>{w}}"  # noqa: E731
-        print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f} {fmt(t, 9)} {fmt(q, 10)} "
-              f"{fmt(ratio, 6)}", flush=True)  # fmt: skip
+        print(f"{desc[:58]:<58} {acc:4d} {logged * 1e6:8.2f} {cell(t, 9)} {cell(q, 10)} "
+              f"{cell(ratio, 6)}", flush=True)  # fmt: skip
     write_json(args.out, rows)
 
 

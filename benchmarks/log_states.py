@@ -79,6 +79,11 @@ def error_text(result) -> str | None:
     return result.error_msg[:200] if result.error_no else None
 
 
+def cell(value, width: int) -> str:
+    """``value`` as a ``width``-wide column with two decimals, or ``err`` for a failed one."""
+    return f"{value:{width}.2f}" if value is not None else f"{'err':>{width}}"
+
+
 def write_json(path, data) -> None:
     """``data`` as indented JSON at ``path`` when a path is given."""
     if path:
