@@ -86,6 +86,7 @@ def measure(
     number: int = 10,
     repeat: int = 3,
     min_repeat_ms: float = 0.0,
+    warm_up: bool = True,
 ) -> TimingResult:
     """Time ``fn`` the TVM way and return a :class:`TimingResult`.
 
@@ -103,10 +104,13 @@ def measure(
     min_repeat_ms : float
         ``number`` is raised until one repeat lasts at least this long, so that very short kernels
         are not dominated by timer resolution.
+    warm_up : bool
+        Run ``fn`` once untimed first (False where the caller just ran it).
     """
     if number < 1 or repeat < 1:
         raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
-    time_launches(fn, 1)  # warm-up: first-touch page faults, lazy module loading, caches
+    if warm_up:  # first-touch page faults, lazy module loading, caches
+        time_launches(fn, 1)
     results = []
     for _ in range(repeat):
         while True:
@@ -160,8 +164,8 @@ def measure_short_runs(
     """
     first = time_launches(fn, 1)  # also the warm-up: lazy loading, page faults
     replay = replay_of(RUNS_PER_GRAPH) if first < SHORT_RUN_S else None
-    if replay is None:
-        return measure(time_launches, fn, number, repeat, min_repeat_ms)
+    if replay is None:  # the run above was the warm-up
+        return measure(time_launches, fn, number, repeat, min_repeat_ms, warm_up=False)
     graphs = max(1, math.ceil(number / RUNS_PER_GRAPH))
     per_graph = measure(time_launches, replay, graphs, repeat, min_repeat_ms)
     results = tuple(r / RUNS_PER_GRAPH for r in per_graph.results)

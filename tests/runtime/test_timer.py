@@ -122,6 +122,7 @@ def test_graph_timing_keeps_min_repeat_ms_and_long_runs_stay_plain():
     time_launches, run, replay_of, calls = host_bound_gpu(80e-6)
     long = measure_short_runs(time_launches, run, replay_of, number=3, repeat=2)
     assert calls["graphs"] == []  # 80 us runs outpace the host: no graph needed
+    assert len(calls["timed"]) == 1 + 2  # the first run is the only warm-up, then 2 repeats
     assert long.results == measure(time_launches, run, number=3, repeat=2).results
 
 
