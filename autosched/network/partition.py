@@ -101,8 +101,8 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
             func = _passes().split_k_dense(func)
     groups = _passes().fuse_ops(func)
     if not on_host:
-        # Mixed precision's cast after a softmax / layer norm read by nothing else runs in its
-        # kernel (a layer norm the residual also reads keeps its cast as a kernel).
+        # Mixed precision's cast after a softmax / layer norm runs in its kernel (the norm's
+        # readers, a dense and the residual add, all take its 16-bit copy: to_mixed_precision).
         groups = _passes().fuse_normalization_epilogues(func, groups)
         # The injective group before a layer norm (split-K's sum + bias + residual) is
         # recomputed as the norm reads its rows: one kernel and one round trip fewer.
