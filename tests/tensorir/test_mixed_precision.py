@@ -113,6 +113,20 @@ def norm_then_dense(residual=True, norm_is_output=False, seed=3):
     return gir.Function((x,), (out, ln) if norm_is_output else out)
 
 
+def norm_reshaped_then_dense(seed=5):
+    """An imported BERT's form: a (batch, seq, hidden) layer norm reshaped to 2-D for the dense,
+    the dense's result reshaped back for the residual add."""
+    rng = np.random.default_rng(seed)
+    x = op.var("x", (2, 4, 16))
+
+    def w(*shape, s=0.3):
+        return op.const(rng.normal(0, s, shape).astype("float32"))
+
+    ln = nn.layer_norm(x, w(16, s=1.0), w(16, s=0.1))
+    dense = nn.dense(op.reshape(ln, (8, 16)), w(16, 16))
+    return gir.Function((x,), op.add(op.reshape(dense, (2, 4, 16)), ln))
+
+
 @pytest.mark.parametrize("dtype", LOWP)
 def test_a_norm_read_by_a_dense_is_stored_in_16_bits_for_every_reader(dtype):
     func = norm_then_dense()
@@ -128,6 +142,20 @@ def test_a_norm_read_by_a_dense_is_stored_in_16_bits_for_every_reader(dtype):
     x = rand_input(func)
     np.testing.assert_allclose(
         evaluate(mixed, {"x": x}), evaluate(func, {"x": x}), *tolerance(dtype)
+    )
+
+
+def test_a_norm_reshaped_for_a_dense_is_stored_in_16_bits_too():
+    func = norm_reshaped_then_dense()
+    mixed = to_mixed_precision(func, "float16")
+    users = gir.users(mixed)
+    (norm,) = [c for c in gir.calls(mixed) if c.op == "nn.layer_norm"]
+    (copy,) = users[norm]
+    assert (copy.op, copy.attrs["dtype"]) == ("cast", "float16")
+    assert sorted(u.op for u in users[copy]) == ["add", "reshape"]
+    x = rand_input(func)
+    np.testing.assert_allclose(
+        evaluate(mixed, {"x": x}), evaluate(func, {"x": x}), *tolerance("float16")
     )
 
 

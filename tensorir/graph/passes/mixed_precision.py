@@ -13,7 +13,7 @@ layer norm, is placed by adding its name):
 - ``NEVER`` (softmax, layer / batch norm, sums and means, average pools, exp, log, power, erf):
   computed in float32; a 16-bit input is cast up first. Their sums and exponents lose most to
   16 bits (float16 overflows above 65504, e.g. ``exp(11.1)``). Where an ``ALWAYS`` op reads
-  the result (a transformer's layer norm before its dense), the result is stored in 16 bits
+  the result, directly or through layout ops (a transformer's layer norm before its dense), the result is stored in 16 bits
   once and every reader takes that copy: the residual add beside the dense then runs in 16
   bits, as in a PyTorch model cast with ``.half()``, and the cast joins the norm's kernel
   (``fuse_normalization_epilogues``) instead of being a kernel of its own, which bert-base
@@ -36,6 +36,7 @@ from ...dtype import LOW_PRECISION, is_float, to_numpy
 from .. import op
 from ..ir import Call, Constant, Expr, Function, make_call, post_order, users
 from ..shapes import get_op
+from .transformer import LAYOUT_OPS
 
 __all__ = ["ALWAYS", "NEVER", "to_mixed_precision"]
 
@@ -102,17 +103,26 @@ def _runs_low(call: Call, low: str) -> bool:
 
 
 def _stored_low(func: Function, low: str) -> frozenset[int]:
-    """ids of the float32 ``NEVER`` calls whose result an op running in ``low`` reads (and
-    that are not outputs of ``func``): those are stored in 16 bits for all their readers."""
+    """ids of the float32 ``NEVER`` calls whose result an op running in ``low`` reads, directly
+    or through layout ops (an imported BERT reshapes its (batch, seq, hidden) norm for a 2-D
+    dense), and that are not outputs of ``func``: those are stored in 16 bits for all their
+    readers."""
     outputs = {id(o) for o in func.outputs}
+    readers = users(func)
+
+    def feeds_low(node) -> bool:
+        return any(
+            _runs_low(r, low) or (r.op in LAYOUT_OPS and feeds_low(r)) for r in readers[node]
+        )
+
     return frozenset(
         id(node)
-        for node, readers in users(func).items()
+        for node in readers
         if isinstance(node, Call)
         and node.op in NEVER
         and id(node) not in outputs
         and node.dtype == "float32"
-        and any(_runs_low(r, low) for r in readers)
+        and feeds_low(node)
     )
 
 
