@@ -13,12 +13,13 @@ layer norm, is placed by adding its name):
 - ``NEVER`` (softmax, layer / batch norm, sums and means, average pools, exp, log, power, erf):
   computed in float32; a 16-bit input is cast up first. Their sums and exponents lose most to
   16 bits (float16 overflows above 65504, e.g. ``exp(11.1)``). Where an ``ALWAYS`` op reads
-  the result, directly or through layout ops (a transformer's layer norm before its dense), the result is stored in 16 bits
-  once and every reader takes that copy: the residual add beside the dense then runs in 16
-  bits, as in a PyTorch model cast with ``.half()``, and the cast joins the norm's kernel
-  (``fuse_normalization_epilogues``) instead of being a kernel of its own, which bert-base
-  float16 ran 24 of (1.2 us each on an H100). Relay's ToMixedPrecision keeps the float32
-  result for the add; this trades that rounding for the kernels and bytes.
+  the result, directly or through layout ops (a transformer's layer norm before its dense),
+  the result is stored in 16 bits once and every reader takes that copy: the residual add
+  beside the dense then runs in 16 bits, as in a PyTorch model cast with ``.half()``, and
+  the cast joins the norm's kernel (``fuse_normalization_epilogues``) instead of being a
+  kernel of its own, which bert-base float16 ran 24 of (1.2 us each on an H100). Relay's
+  ToMixedPrecision keeps the float32 result for the add; this trades that rounding for the
+  kernels and bytes.
 - everything else *follows* its inputs: 16 bits when a float input is 16-bit and every other
   float input is a constant (converted once, here), float32 otherwise (16-bit inputs cast up).
 
