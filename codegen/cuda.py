@@ -236,6 +236,9 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
                 )
                 return
             gather = self._gathers.get(id(s))
+            if gather is not None and id(s) in self._cp_async:
+                self._cp_async_gather(gather)
+                return
             if gather is not None:
                 self._gather_line(gather)
                 return

@@ -29,6 +29,24 @@ _CP_ASYNC = (
     "}\n"
     "#endif"
 )
+# An im2col gather's word: the 16 source bytes, or 16 zeros where the tap is off the image
+# (src-size 0 reads nothing, so the source pointer falls back to the array's start).
+_CP_ASYNC_ZFILL = (
+    "#ifndef AUTOSCHED_CP_ASYNC16_ZFILL\n"
+    "#define AUTOSCHED_CP_ASYNC16_ZFILL\n"
+    "static __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, "
+    "bool valid) {\n"
+    "#if __CUDA_ARCH__ >= {arch}0\n"
+    "  unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);\n"
+    "  int n = valid ? 16 : 0;\n"
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), '
+    '"r"(n) : "memory");\n'
+    "#else\n"
+    "  *(uint4*)dst = valid ? *(const uint4*)src : make_uint4(0u, 0u, 0u, 0u);\n"
+    "#endif\n"
+    "}\n"
+    "#endif"
+)
 _CP_ASYNC_WAIT = (
     "#ifndef AUTOSCHED_CP_ASYNC_WAIT\n"
     "#define AUTOSCHED_CP_ASYNC_WAIT\n"
@@ -71,15 +89,23 @@ class AsyncCopies:
         such a kernel first waits for them (``cp.async.wait_all``), which is where the
         pipeline needs its copies complete (see the race argument there). Other kernels, and
         every kernel for an older ``-arch``, keep their synchronous copies."""
-        if cp_async_available(self.arch) is False or not self._vec_copies:
+        if cp_async_available(self.arch) is False or not (self._vec_copies or self._gathers):
             return set()
         if not any(is_double_buffered(x) for x in walk_stmts(stmt)):
             return set()
-        return {
+        copies = {
             key
             for key, (dst, src, *_, word) in self._vec_copies.items()
             if word == "uint4" and dst.scope == "shared" and src.scope == "global"
         }
+        # An im2col gather (a 16-byte word, or zeros off the image) is the same copy with a
+        # zero fill: without it a 3x3 or strided conv loaded its next tile synchronously.
+        gathers = {
+            key
+            for key, (dst, src, *_, nbytes) in self._gathers.items()
+            if nbytes == 16 and dst.scope == "shared" and src.scope == "global"
+        }
+        return copies | gathers
 
     @staticmethod
     def _async_groups(stmt: Stmt | None) -> tuple[set[int], int]:
@@ -107,3 +133,19 @@ class AsyncCopies:
         )
         to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
         self._line(f"{name}(&{to}, &{frm});")
+
+    def _cp_async_gather(self, gather) -> None:
+        """One 16-byte word of an im2col gather as ``cp.async`` with a zero fill."""
+        dst, src, dbase, sbase, cond, _ = gather
+        if cond is None:
+            self._cp_async_copy((dst, src, dbase, sbase, "uint4"))
+            return
+        name = self.helper(
+            "cp_async16_zfill", _CP_ASYNC_ZFILL.replace("{arch}", str(cuda_arch.CP_ASYNC_MIN_ARCH))
+        )
+        to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
+        self._open("")
+        self._line(f"bool on_image = {self.expr(cond)};")
+        fallback = f"(const void*){self._name(src)}"
+        self._line(f"{name}(&{to}, on_image ? (const void*)&{frm} : {fallback}, on_image);")
+        self._close()

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 
-from tensorir.expr import Var, walk
-from tensorir.loops import Buffer, If, Load, Store
+from tensorir.dtype import itemsize
+from tensorir.expr import Binary, Var, walk
+from tensorir.loops import Buffer, For, If, Load, Store
 from tensorir.passes.tensor_core import FRAGMENT, LANES
-from tensorir.transform import rewrite
+from tensorir.transform import rewrite, substitute
 
 from .cuda_arch import WMMA_MIN_ARCH
+from .wide_epilogue import WORD_BYTES, wide_store
 
 __all__ = ["WmmaFragments"]
 
@@ -127,7 +129,7 @@ class WmmaFragments:
         y, z = ext.get("threadIdx.y", 1), ext.get("threadIdx.z", 1)
         warp = f"(threadIdx.y + {y} * threadIdx.z)" if z > 1 else "threadIdx.y"
         tile_buf = Buffer("wmma_tile", (FRAGMENT * FRAGMENT,), m.acc.dtype, "local")
-        e = Var("wmma_e")
+        e = Var("wmma_e", "int32")
         self._open("")
         tname, stage = self._name(tile_buf), self._name(self._stage)
         self._line(f"{self.storage_type(m.acc.dtype)}* {tname} = &{stage}[{warp} * 256];")
@@ -135,21 +137,73 @@ class WmmaFragments:
         self._line(f"{_WMMA}::store_matrix_sync({tname}, {acc}, 16, {_WMMA}::mem_row_major);")
         self._line("__syncwarp();")
         ev, iv, jv = self._name(e), self._name(m.i), self._name(m.j)
-        self._open(f"for (int {ev} = threadIdx.x; {ev} < 256; {ev} += {LANES})")
+        st = m.store
+        guard = getattr(m, "guard", None)  # masked rows / columns of a padded conv GEMM
+        wide = wide_store(st, m.j, guard, m.acc.dtype)
+        step = LANES * (wide.lanes if wide else 1)
+        start = f"threadIdx.x * {wide.lanes}" if wide else "threadIdx.x"
+        self._open(f"for (int {ev} = {start}; {ev} < 256; {ev} += {step})")
         self._line(f"int {iv} = {ev} >> 4;")
         self._line(f"int {jv} = {ev} & 15;")
-        tile_load = Load(tile_buf, e, m.acc.dtype)
-        st = m.store
+        if wide is not None:
+            self._wide_epilogue(m, wide, tile_buf, e, guard)
+        else:
+            tile_load = Load(tile_buf, e, m.acc.dtype)
 
-        def swap(n):
-            return tile_load if isinstance(n, Load) and n.buffer is m.acc else None
+            def swap(n):
+                return tile_load if isinstance(n, Load) and n.buffer is m.acc else None
 
-        out = Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap))
-        guard = getattr(m, "guard", None)  # masked rows / columns of a padded conv GEMM
-        super()._stmt(out if guard is None else If(guard, out), ())
+            out = Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap))
+            super()._stmt(out if guard is None else If(guard, out), ())
         self._close()
         self._line("__syncwarp();")
         self._close()
+
+    def _wide_epilogue(self, m, wide, tile_buf: Buffer, e: Var, guard) -> None:
+        """One lane's run of ``wide.lanes`` columns (codegen.wide_epilogue): its accumulators
+        and word-read inputs into registers as 16-byte words, the epilogue column by column,
+        one 16-byte store."""
+        st, n = m.store, wide.lanes
+        v = Var("wmma_v", "int32")
+        if guard is not None:
+            self._open(f"if ({self.expr(guard)})")
+        acc = Buffer("wmma_acc", (n,), m.acc.dtype, "local")
+        self._word_read(acc, f"{self._name(tile_buf)}[{self._name(e)}]")
+        inputs = {}
+        for i, load in enumerate(wide.word_loads):
+            buf = Buffer(f"wmma_in{i}", (n,), load.dtype, "local")
+            self._word_read(buf, f"{self._name(load.buffer)}[{self.expr(load.index)}]")
+            inputs[id(load)] = Load(buf, v, load.dtype)
+        col = Binary("+", m.j, v, "int32")
+
+        def swap(node):
+            if isinstance(node, Load) and node.buffer is m.acc:
+                return Load(acc, v, m.acc.dtype)
+            return inputs.get(id(node))
+
+        value = substitute(rewrite(st.value, swap), {m.j: col})
+        out = Buffer("wmma_out", (n,), st.buffer.dtype, "local")
+        self._line(f"{self._aligned_array(out)};")
+        super()._stmt(For(v, n, Store(out, v, value), kind="unrolled"), ())
+        self._line(
+            f"*(uint4*)&{self._name(st.buffer)}[{self.expr(st.index)}] = "
+            f"*(const uint4*){self._name(out)};"
+        )
+        if guard is not None:
+            self._close()
+
+    def _aligned_array(self, buf: Buffer) -> str:
+        return f"__align__(16) {self.storage_type(buf.dtype)} {self._name(buf)}[{buf.size}]"
+
+    def _word_read(self, buf: Buffer, src: str) -> None:
+        """Declare the 16-byte aligned register array ``buf`` and fill it from ``&src`` in
+        16-byte words."""
+        self._line(f"{self._aligned_array(buf)};")
+        per_word = WORD_BYTES // itemsize(buf.dtype)
+        name = self._name(buf)
+        for w in range(buf.size // per_word):
+            at = f" + {w * per_word}" if w else ""
+            self._line(f"*(uint4*)&{name}[{w * per_word}] = *(const uint4*)(&{src}{at});")
 
     def _wmma_fill(self, m) -> None:
         acc = self._frag(m.acc, m.acc_base, m.acc_ldm)

@@ -29,7 +29,7 @@ from tensorir.transform import map_children, substitute
 
 from .llvm_vector import depends_on
 
-__all__ = ["GatherCopy", "gather_copy", "known_multiple", "lane_invariant"]
+__all__ = ["GatherCopy", "aligned_rest", "gather_copy", "known_multiple", "lane_invariant"]
 
 
 def known_multiple(e: Expr) -> int:
@@ -47,7 +47,7 @@ def known_multiple(e: Expr) -> int:
     return g or 1 << 30  # 0 is a multiple of anything
 
 
-def _aligned_part(e: Expr, var: Var, lanes: int) -> Expr | None:
+def aligned_rest(e: Expr, var: Var, lanes: int) -> Expr | None:
     """``e - var`` when ``e = var + rest`` with ``rest`` a known multiple of ``lanes``."""
     form = linear_form(e)
     if form is None or form[0].get(var) != 1:
@@ -71,7 +71,7 @@ def lane_invariant(e: Expr, var: Var, lanes: int) -> Expr:
         c = node.b.value if isinstance(node.b, Const) else None
         if not isinstance(c, int) or c <= 0 or c % lanes:
             return node
-        rest = _aligned_part(node.a, var, lanes)
+        rest = aligned_rest(node.a, var, lanes)
         if rest is None:
             return node
         out = Binary(node.op, rest, node.b, node.dtype)
@@ -106,7 +106,7 @@ def gather_copy(s: For, word_elems: int) -> GatherCopy | None:
         return None
     bases = []
     for index in (st.index, lane_invariant(value.index, v, n)):
-        base = _aligned_part(simplify_expr(index), v, n)
+        base = aligned_rest(simplify_expr(index), v, n)
         if base is None:
             return None
         bases.append(base)

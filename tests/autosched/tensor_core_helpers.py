@@ -84,10 +84,11 @@ def conv_shapes(layout, n, ci, h, co, k):
 
 
 def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, dtype="float16",
-             split_k=1):  # fmt: skip
+             split_k=1, residual=False):  # fmt: skip
     """The implicit-GEMM conv2d (``dtype`` operands, fp32 accumulation; its GEMM in
     ``split_k`` slices of K), maybe with the epilogue of a to_mixed_precision network: cast to
-    ``dtype``, bias, relu (float32: no cast)."""
+    ``dtype``, bias, with ``residual`` the add of a tensor of the output's shape (the last
+    input), relu (float32: no cast)."""
     scope = NameScope()
     xs, ws = conv_shapes(layout, n, ci, h, co, k)
     x, w = scope.placeholder(xs, dtype), scope.placeholder(ws, dtype)
@@ -100,6 +101,10 @@ def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, d
         if dtype != "float32":
             out = compute_op("cast", [out], {"dtype": dtype}, name_scope=scope)
         out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
+        if residual:
+            r = scope.placeholder(tuple(out.shape), dtype)
+            ins.append(r)
+            out = compute_op("add", [out, r], {}, name_scope=scope)
         out = compute_op("nn.relu", [out], {}, name_scope=scope)
     return ComputeDAG([*ins, out])
 
@@ -189,9 +194,10 @@ def two_layer_mlp(batch, n_in, hidden, n_out, rng, scale):
     return gir.Function((data, *ws), out), params
 
 
-def check_sampled_kernels(task, sketch, args, want, n, seed, rtol, atol) -> None:
+def check_sampled_kernels(task, sketch, args, want, n, seed, rtol, atol, source_has=()) -> None:
     """On the GPU (tests/gpu): ``n`` states sampled from ``sketch`` each build to a wmma kernel
-    whose output on ``args`` is within ``rtol`` / ``atol`` of ``want`` (compared in its dtype)."""
+    (whose source contains each of ``source_has``) and whose output on ``args`` is within
+    ``rtol`` / ``atol`` of ``want`` (compared in its dtype)."""
     import autosched as ansor
     from runtime import device
 
@@ -199,7 +205,8 @@ def check_sampled_kernels(task, sketch, args, want, n, seed, rtol, atol) -> None
     checked = 0
     for s in islice(sampled_states(task, sketch, seed), n):
         func = ansor.build(s, "cuda", device=device("cuda"))
-        assert "wmma::mma_sync" in func.get_source()
+        source = func.get_source()
+        assert "wmma::mma_sync" in source and all(x in source for x in source_has), source_has
         out = np.full(out_t.shape, np.nan, out_t.dtype)
         func(*args, out)
         np.testing.assert_allclose(out.astype(want.dtype), want, rtol=rtol, atol=atol,
@@ -278,3 +285,11 @@ def run_groups_as_scalar_loops(func, groups, x, state_of) -> np.ndarray:
         run_program(lower(state_of(gd)), [*args, out], simt=True)
         values[id(gd.group.output)] = out
     return values[id(groups[-1].group.output)]
+
+
+def fetches_data_in_words(code: str) -> bool:
+    """Whether CUDA ``code`` reads the conv's data (``placeholder``) to shared memory 16 bytes
+    at a time: a word copy, or, in a pipelined loop on sm_80+, a cp.async word (zero-filled
+    off the image)."""
+    words = ("*(const uint4*)&placeholder[", "(const void*)&placeholder[", "cp_async16(&data")
+    return any(w in code for w in words)

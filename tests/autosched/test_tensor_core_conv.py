@@ -282,7 +282,7 @@ def test_im2col_fetch_in_words_equals_the_gather(case):
     run_program(replace(prog, body=body), [*args, out], simt=True)
     np.testing.assert_allclose(out, conv_ref(*args, s, p, 1, layout), rtol=1e-3, atol=1e-3)
     code = build_cuda(prog, arch="sm_80").code
-    assert "*(const uint4*)&placeholder[" in code  # the data is read 16 bytes at a time
+    assert helpers.fetches_data_in_words(code)
 
 
 def test_im2col_fetch_stays_scalar_where_a_word_would_cross_a_pixel():

@@ -22,7 +22,7 @@ from tensorir.lower import lower
 from tensorir.ops.conv2d_gemm import conv2d_gemm_shape, gemm_k_align, use_implicit_gemm
 from tensorir.passes.tensor_core import FRAGMENT_SHAPES, TF32_TENSOR_CORES, fragment_plan
 from tensorir.passes.verify_gpu import kernels
-from tests.autosched.tensor_core_helpers import NVCC
+from tests.autosched.tensor_core_helpers import NVCC, fetches_data_in_words
 from tests.autosched.test_tensor_core_conv import (
     _as_word_copies,
     _igemm_groups,
@@ -199,7 +199,7 @@ def test_im2col_fetch_in_words_of_four_floats_equals_the_gather(ci):
     run_program(replace(prog, body=body), [*args, out], simt=True)
     np.testing.assert_allclose(out, conv_ref(*args, 1, 1, 1, "NHWC"), rtol=1e-5, atol=1e-5)
     code = build_cuda(prog, arch="sm_80", allow_tf32=True).code
-    assert "*(const uint4*)&placeholder[" in code  # 4 floats of a pixel, 16 bytes at a time
+    assert fetches_data_in_words(code)  # 4 floats of a pixel, 16 bytes at a time
 
 
 def test_the_untuned_default_runs_tf32_conv_on_tensor_cores():

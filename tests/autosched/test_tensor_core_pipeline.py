@@ -37,6 +37,8 @@ from tests.autosched.tensor_core_helpers import (
     GPU_HW,
     NVCC,
     bmm_tensors,
+    conv_dag,
+    conv_ref,
     dense_tensors,
     first_states,
     gemm_reference,
@@ -251,6 +253,34 @@ def test_sm75_code_keeps_plain_copies(tmp_path):
     code = build_cuda(lower(s), arch="sm_75").code
     assert "cp_async" not in code and "*(uint4*)&A_shared[" in code
     assert "cp.async" not in _ptx(code, "sm_75", tmp_path)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_90", None])
+def test_a_padded_conv_gathers_its_im2col_words_with_zero_filling_cp_async(arch, tmp_path):
+    """A 3x3 conv's im2col word is 16 bytes of one pixel or zeros off the image: in a pipeline
+    it is a cp.async whose source size is 0 off the image (a zero fill), so the next tile's
+    gather is in flight during this tile's mma like a dense operand's copy."""
+    task = gpu_task(conv_dag("NHWC", 1, 16, 8, 16, 3, 1, 1))
+    (s,) = pipelined_states(task, 1)
+    code = build_cuda(lower(s), arch=arch).code
+    assert "cp_async16_zfill(&data_im2col_shared[" in code and "on_image ?" in code
+    assert "make_uint4(0u, 0u, 0u, 0u))" not in code.split("cp_async16_zfill(void")[-1]
+    text = _ptx(code, arch or "sm_80", tmp_path)
+    assert "cp.async.cg.shared.global" in text and "wmma.mma.sync" in text
+    if arch is None:  # before sm_80 the helper is the synchronous word or zeros
+        assert "cp.async" not in _ptx(code, "sm_75", tmp_path)
+
+
+def test_a_pipelined_conv_gathering_as_cp_async_computes_the_conv():
+    """The loops those cp.async words come from, run as SIMT code (each tile lands where the
+    pipeline issues it) against numpy: the words of zeros are the image's padding."""
+    dag = conv_dag("NHWC", 1, 16, 8, 16, 3, 1, 1)
+    (s,) = pipelined_states(gpu_task(dag), 1, seed=1)
+    args = random_args(dag, seed=5)
+    out = np.zeros(dag.output_tensors[0].shape, np.float32)
+    run_program(lower(s), [*args, out], simt=True)
+    np.testing.assert_allclose(out, conv_ref(*args, 1, 1, 1, "NHWC"), rtol=1e-3, atol=1e-3)
 
 
 def test_single_buffered_kernels_keep_synchronous_copies():

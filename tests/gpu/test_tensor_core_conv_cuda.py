@@ -28,14 +28,17 @@ from tests.autosched.tensor_core_helpers import (
 from .conftest import CUDA_REASON
 
 
-def _conv_ref(x, w, b, stride, pad, layout):
-    """float64 conv2d (+ bias, relu when ``b`` is given) from its definition."""
+def _conv_ref(x, w, b, stride, pad, layout, residual=None):
+    """float64 conv2d (+ bias, + ``residual``, relu when ``b`` is given) from its definition."""
     out = conv_ref(x, w, stride, pad, 1, layout)
     if b is None:
         return out
     shape = [1] * out.ndim
     shape[layout.index("C")] = -1  # the bias along the channel axis of either layout
-    return np.maximum(out + b.astype(np.float64).reshape(shape), 0)
+    out = out + b.astype(np.float64).reshape(shape)
+    if residual is not None:
+        out = out + residual.astype(np.float64)
+    return np.maximum(out, 0)
 
 
 CASES = {
@@ -66,6 +69,25 @@ def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
     # K up to 2304 products of fp16 inputs in [-1, 1], accumulated in float32; the epilogue
     # rounds to fp16 (|out| up to ~60: a half ulp of 0.03).
     check_sampled_kernels(task, sketch, args, want, 3, seed=11, rtol=1e-2, atol=8e-2)
+
+
+@pytest.mark.parametrize("case", [
+    ("NHWC", 2, 64, 14, 128, 1, 1, 0),  # a bottleneck's last 1x1 conv: words in, words out
+    ("NHWC", 1, 64, 14, 64, 3, 1, 1),  # 196 rows padded to 208: a row guard around the words
+    ("NCHW", 1, 32, 16, 64, 3, 1, 1),  # a column is a pixel: words along the map
+])  # fmt: skip
+def test_a_residual_epilogue_written_in_words_matches_numpy(cuda_backend, case):
+    """conv + cast + bias + residual + relu, the epilogue 8 halves a lane
+    (codegen.wide_epilogue): the bias and the residual read as words, the output written as
+    words."""
+    layout, n, ci, h, co, k, s, p = case
+    dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, True, residual=True)
+    task = ansor.SearchTask(dag, target="cuda")
+    (sketch,) = generate_sketches(task)
+    args = random_args(dag, seed=7)
+    want = _conv_ref(args[0], args[1], args[2], s, p, layout, residual=args[3])
+    words = ("*(const uint4*)wmma_out;",)
+    check_sampled_kernels(task, sketch, args, want, 3, 12, 1e-2, 8e-2, source_has=words)
 
 
 def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):
