@@ -140,9 +140,17 @@ class WmmaFragments:
         st = m.store
         guard = getattr(m, "guard", None)  # masked rows / columns of a padded conv GEMM
         wide = wide_store(st, m.j, guard, m.acc.dtype)
-        step = LANES * (wide.lanes if wide else 1)
-        start = f"threadIdx.x * {wide.lanes}" if wide else "threadIdx.x"
-        self._open(f"for (int {ev} = {start}; {ev} < 256; {ev} += {step})")
+        tile = FRAGMENT * FRAGMENT
+        if wide is None:
+            self._open(f"for (int {ev} = threadIdx.x; {ev} < {tile}; {ev} += {LANES})")
+        else:  # a fixed trip count (1 for halves, 2 for floats), so nvcc unrolls it whole
+            w = Var("wmma_w", "int32")
+            runs = tile // (LANES * wide.lanes)
+            self._line("#pragma unroll")
+            self._open(
+                f"for (int {self._name(w)} = 0; {self._name(w)} < {runs}; ++{self._name(w)})"
+            )
+            self._line(f"int {ev} = ({self._name(w)} * {LANES} + threadIdx.x) * {wide.lanes};")
         self._line(f"int {iv} = {ev} >> 4;")
         self._line(f"int {jv} = {ev} & 15;")
         if wide is not None:

@@ -16,6 +16,7 @@ one word, and stores one word.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from tensorir.arith import simplify_expr
@@ -29,9 +30,10 @@ from .vector_gather import aligned_rest
 __all__ = ["WORD_BYTES", "WIDE_EPILOGUE", "WideStore", "wide_store"]
 
 WORD_BYTES = 16
-WIDE_EPILOGUE = True
+WIDE_EPILOGUE = os.environ.get("AUTOSCHED_WIDE_EPILOGUE", "1") != "0"
 """Write fragment epilogues a 16-byte word per lane where :func:`wide_store` allows it; False
-keeps one element per lane and iteration."""
+(or ``AUTOSCHED_WIDE_EPILOGUE=0`` in the environment, for tuning and building alike) keeps one
+element per lane and iteration."""
 
 
 @dataclass(frozen=True)

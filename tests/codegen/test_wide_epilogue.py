@@ -37,7 +37,9 @@ def test_a_conv_epilogue_reads_and_writes_words_and_compiles_to_vector_accesses(
     dag = conv_dag("NHWC", 2, 16, 8, 32, 1, 1, 0, 1, True, residual=True)
     code = _code(dag)
     tail = _epilogue(code)
-    assert "wmma_e = threadIdx.x * 8; wmma_e < 256; wmma_e += 256)" in tail
+    assert (
+        "wmma_w < 1; ++wmma_w)" in tail and "int wmma_e = (wmma_w * 32 + threadIdx.x) * 8;" in tail
+    )
     assert "*(uint4*)&wmma_in0[0] = *(const uint4*)(&placeholder_2[" in tail  # the bias
     assert "*(uint4*)&wmma_in1[0] = *(const uint4*)(&placeholder_3[" in tail  # the residual
     assert "*(uint4*)&T_relu[" in tail and "= *(const uint4*)wmma_out;" in tail
@@ -48,7 +50,7 @@ def test_a_conv_epilogue_reads_and_writes_words_and_compiles_to_vector_accesses(
 def test_a_float32_output_takes_four_columns_a_lane():
     dag = conv_dag("NHWC", 1, 16, 8, 16, 3, 1, 1, 1, True, dtype="float32")
     tail = _epilogue(_code(dag, TF32, allow_tf32=True))
-    assert "wmma_e = threadIdx.x * 4; wmma_e < 256; wmma_e += 128)" in tail
+    assert "wmma_w < 2; ++wmma_w)" in tail and "(wmma_w * 32 + threadIdx.x) * 4;" in tail
     assert "__align__(16) float wmma_out[4];" in tail
 
 
