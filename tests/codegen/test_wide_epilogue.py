@@ -21,6 +21,12 @@ from tests.autosched.tensor_core_helpers import (
 TF32 = "cuda -arch=sm_80 -allow_tf32=1"
 
 
+@pytest.fixture(autouse=True)
+def words_on(monkeypatch):
+    """Words are opt-in (AUTOSCHED_WIDE_EPILOGUE=1); these tests turn them on."""
+    monkeypatch.setattr(wide_epilogue, "WIDE_EPILOGUE", True)
+
+
 def _code(dag, target="cuda", seed=3, **kw):
     (state,) = valid_states(gpu_task(dag, target), 1, seed=seed)
     return build_cuda(lower(state), arch="sm_90", **kw).code
@@ -63,7 +69,7 @@ def test_padded_columns_keep_one_element_a_lane():
 
 
 def test_the_switch_keeps_one_element_a_lane(monkeypatch):
-    monkeypatch.setattr(wide_epilogue, "WIDE_EPILOGUE", False)
+    monkeypatch.setattr(wide_epilogue, "WIDE_EPILOGUE", False)  # the default
     tail = _epilogue(_code(conv_dag("NHWC", 2, 16, 8, 32, 1, 1, 0, 1, True, residual=True)))
     assert "wmma_e = threadIdx.x; wmma_e < 256; wmma_e += 32)" in tail
     assert "wmma_out" not in tail
@@ -103,3 +109,16 @@ def test_a_guard_on_the_column_keeps_one_element_a_lane():
     store, _ = _store(index, index)
     assert wide_store(store, j, Binary("<", i, Const(7, "int32"), "bool"), "float32") is not None
     assert wide_store(store, j, Binary("<", j, Const(7, "int32"), "bool"), "float32") is None
+
+
+def test_words_are_off_unless_the_environment_turns_them_on(monkeypatch):
+    import importlib
+
+    for value, on in ((None, False), ("0", False), ("1", True)):
+        if value is None:
+            monkeypatch.delenv("AUTOSCHED_WIDE_EPILOGUE", raising=False)
+        else:
+            monkeypatch.setenv("AUTOSCHED_WIDE_EPILOGUE", value)
+        assert importlib.reload(wide_epilogue).WIDE_EPILOGUE is on
+    monkeypatch.delenv("AUTOSCHED_WIDE_EPILOGUE")
+    importlib.reload(wide_epilogue)

@@ -76,10 +76,13 @@ def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
     ("NHWC", 1, 64, 14, 64, 3, 1, 1),  # 196 rows padded to 208: a row guard around the words
     ("NCHW", 1, 32, 16, 64, 3, 1, 1),  # a column is a pixel: words along the map
 ])  # fmt: skip
-def test_a_residual_epilogue_written_in_words_matches_numpy(cuda_backend, case):
+def test_a_residual_epilogue_written_in_words_matches_numpy(cuda_backend, case, monkeypatch):
     """conv + cast + bias + residual + relu, the epilogue 8 halves a lane
-    (codegen.wide_epilogue): the bias and the residual read as words, the output written as
-    words."""
+    (codegen.wide_epilogue, turned on): the bias and the residual read as words, the output
+    written as words."""
+    from codegen import wide_epilogue
+
+    monkeypatch.setattr(wide_epilogue, "WIDE_EPILOGUE", True)
     layout, n, ci, h, co, k, s, p = case
     dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, True, residual=True)
     task = ansor.SearchTask(dag, target="cuda")
