@@ -16,7 +16,6 @@ one word, and stores one word.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from tensorir.arith import simplify_expr
@@ -30,13 +29,13 @@ from .vector_gather import aligned_rest
 __all__ = ["WORD_BYTES", "WIDE_EPILOGUE", "WideStore", "wide_store"]
 
 WORD_BYTES = 16
-WIDE_EPILOGUE = os.environ.get("AUTOSCHED_WIDE_EPILOGUE", "0") == "1"
-"""Write fragment epilogues a 16-byte word per lane where :func:`wide_store` allows it. Off by
-default: ``AUTOSCHED_WIDE_EPILOGUE=1`` in the environment (for tuning and building alike)
-turns it on. On an H200 (benchmarks/RESULTS.md, 2026-11-28, ``bench_epilogue_words.py``) it
+WIDE_EPILOGUE = False
+"""Write fragment epilogues a 16-byte word per lane where :func:`wide_store` allows it (a
+one-line switch, like ``codegen.cuda_gather.VECTOR_GATHER``: set it for tuning and building
+alike). Off: on an H200 (benchmarks/RESULTS.md, 2026-11-28, ``bench_epilogue_words.py``) words
 made resnet-50 B16's bottleneck 1x1 convs with a residual 8% faster but its 14x14 3x3 conv
 1.39x slower, 7% slower in the weighted sum of the network's tensor-core kernels; until the
-search can choose it per state, one element a lane stays the default."""
+search chooses them per state, one element a lane stays the default."""
 
 
 @dataclass(frozen=True)
