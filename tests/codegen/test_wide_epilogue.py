@@ -109,4 +109,3 @@ def test_a_guard_on_the_column_keeps_one_element_a_lane():
     store, _ = _store(index, index)
     assert wide_store(store, j, Binary("<", i, Const(7, "int32"), "bool"), "float32") is not None
     assert wide_store(store, j, Binary("<", j, Const(7, "int32"), "bool"), "float32") is None
-
