@@ -85,7 +85,8 @@ class AsyncCopies:
 
     def _async_copies(self, stmt) -> set[int]:
         """The 16-byte global-to-shared copies of a kernel with a double-buffered loop
-        (:mod:`tensorir.passes.double_buffer`), run as ``cp.async`` on sm_80+: each barrier of
+        (:mod:`tensorir.passes.double_buffer`), im2col gathers of 16-byte words included (zero
+        filled off the image), run as ``cp.async`` on sm_80+: each barrier of
         such a kernel first waits for them (``cp.async.wait_all``), which is where the
         pipeline needs its copies complete (see the race argument there). Other kernels, and
         every kernel for an older ``-arch``, keep their synchronous copies."""
@@ -131,8 +132,12 @@ class AsyncCopies:
         name = self.helper(
             "cp_async16", _CP_ASYNC.replace("{arch}", str(cuda_arch.CP_ASYNC_MIN_ARCH))
         )
-        to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
+        to, frm = self._copy_refs(dst, src, dbase, sbase)
         self._line(f"{name}(&{to}, &{frm});")
+
+    def _copy_refs(self, dst, src, dbase, sbase) -> tuple[str, str]:
+        """The C elements a word copy writes and reads: ``dst[dbase]``, ``src[sbase]``."""
+        return f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
 
     def _cp_async_gather(self, gather) -> None:
         """One 16-byte word of an im2col gather as ``cp.async`` with a zero fill."""
@@ -143,7 +148,7 @@ class AsyncCopies:
         name = self.helper(
             "cp_async16_zfill", _CP_ASYNC_ZFILL.replace("{arch}", str(cuda_arch.CP_ASYNC_MIN_ARCH))
         )
-        to, frm = f"{self._name(dst)}[{self.expr(dbase)}]", f"{self._name(src)}[{self.expr(sbase)}]"
+        to, frm = self._copy_refs(dst, src, dbase, sbase)
         self._open("")
         self._line(f"bool on_image = {self.expr(cond)};")
         fallback = f"(const void*){self._name(src)}"
