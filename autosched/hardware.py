@@ -28,6 +28,7 @@ GPU_DEFAULTS = dict(
     vector_unit_bytes=16,
     cache_line_bytes=64,
     max_shared_memory_per_block=49152,
+    max_shared_memory_per_block_optin=49152,
     max_local_memory_per_block=INT32_MAX,
     max_threads_per_block=1024,
     max_vthread_extent=8,
@@ -38,6 +39,7 @@ MALI_DEFAULTS = dict(
     vector_unit_bytes=16,
     cache_line_bytes=64,
     max_shared_memory_per_block=32768,
+    max_shared_memory_per_block_optin=32768,
     max_local_memory_per_block=INT32_MAX,
     max_threads_per_block=256,
     max_vthread_extent=1,
@@ -76,6 +78,10 @@ def gpu_params(target: Target) -> dict:
         vector_unit_bytes=16 if props.get("is_gpu", True) else int(props["vector_unit_bytes"]),
         cache_line_bytes=int(props.get("cache_line_bytes", 64)),
         max_shared_memory_per_block=int(props["max_shared_memory_per_block"]),
+        # A device that reports no opt-in (OpenCL, an older runtime) gets none.
+        max_shared_memory_per_block_optin=int(
+            props.get("max_shared_memory_per_block_optin") or props["max_shared_memory_per_block"]
+        ),
         max_local_memory_per_block=INT32_MAX,
         max_threads_per_block=int(props["max_threads_per_block"]),
         max_vthread_extent=max(1, warp // 4),  # TVM's rule (8 on NVIDIA)
@@ -107,7 +113,11 @@ def with_device_arch(target) -> Target:
     return target.with_options(arch=cuda_arch(target))
 
 
-_MAY_BE_ZERO = ("max_shared_memory_per_block", "max_local_memory_per_block")
+_MAY_BE_ZERO = (
+    "max_shared_memory_per_block",
+    "max_shared_memory_per_block_optin",
+    "max_local_memory_per_block",
+)
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,13 @@ class HardwareParams:
         Cache line size, used by the features.
     max_shared_memory_per_block, max_local_memory_per_block, max_threads_per_block : int
         GPU limits every candidate is checked against.
+    max_shared_memory_per_block_optin : int
+        Shared memory a kernel may opt in to beyond ``max_shared_memory_per_block`` (CUDA's
+        dynamic shared memory: 227 KB a block on sm_90, 163 KB on sm_80, against 48 KB of
+        static arrays). Only a software-pipelined kernel uses it, for its stages beyond the
+        first (:func:`~autosched.search.annotate_gpu.pipeline_depth_choices`); tile sizes are
+        still drawn to fit ``max_shared_memory_per_block`` once. Equal to it (the default
+        without a device, on OpenCL and Mali): no opt-in. Not in TVM.
     max_vthread_extent, warp_size : int
         GPU virtual-thread limit and warp width.
     """
@@ -143,6 +160,7 @@ class HardwareParams:
     max_threads_per_block: int | None = None
     max_vthread_extent: int | None = None
     warp_size: int | None = None
+    max_shared_memory_per_block_optin: int | None = None
 
     def __post_init__(self):
         for name, value in self.__dict__.items():
@@ -166,6 +184,14 @@ class HardwareParams:
         The device is only read when some field is missing.
         """
         target = Target(target)
+        if given is not None and given.max_shared_memory_per_block is not None:
+            # A shared-memory limit the user gives is not raised by the device's opt-in (so
+            # TVM's eight fields, all given, still leave the device alone).
+            optin = given.max_shared_memory_per_block_optin
+            if optin is None:
+                given = replace(
+                    given, max_shared_memory_per_block_optin=given.max_shared_memory_per_block
+                )
         if given is not None and all(v is not None for v in given.__dict__.values()):
             return given
         defaults = _default_params(target)
@@ -184,6 +210,7 @@ class HardwareParams:
         return {
             "max_threads_per_block": self.max_threads_per_block,
             "max_shared_memory_per_block": self.max_shared_memory_per_block,
+            "max_shared_memory_per_block_optin": self.max_shared_memory_per_block_optin,
             "max_local_memory_per_block": self.max_local_memory_per_block,
             "max_vthread_extent": self.max_vthread_extent,
             "warp_size": self.warp_size,
@@ -231,6 +258,7 @@ def _default_params(target: Target) -> HardwareParams:
             vector_unit_bytes=vbytes,
             cache_line_bytes=64,
             max_shared_memory_per_block=0,
+            max_shared_memory_per_block_optin=0,
             max_local_memory_per_block=2**31 - 1,
             max_threads_per_block=1,
             max_vthread_extent=1,

@@ -92,6 +92,9 @@ def gpu_limits(dev) -> dict:
     keys = ("max_threads_per_block", "max_shared_memory_per_block", "max_local_memory_per_block",
             "max_vthread_extent", "warp_size")  # fmt: skip
     limits = {key: p.get(key, GPU_DEFAULTS[key]) for key in keys}
+    # Only a device that reports an opt-in (CUDA) has one; others keep their static limit.
+    optin = p.get("max_shared_memory_per_block_optin")
+    limits["max_shared_memory_per_block_optin"] = optin or limits["max_shared_memory_per_block"]
     # Per-dimension block and grid limits, where the device reports them.
     for key in ("max_thread_x", "max_thread_y", "max_thread_z", "max_grid_x", "max_grid_y",
                 "max_grid_z"):  # fmt: skip

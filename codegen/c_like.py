@@ -146,6 +146,10 @@ class CRenderer:
         g = f"{self.global_qualifier} " if self.global_qualifier else ""
         return f"{g}{const}{self.storage_type(buf.dtype)}* {self.restrict} {name}"
 
+    def shared_declarations(self, buffers: list[Buffer]) -> list[str]:
+        """The lines that declare a kernel's shared (OpenCL: local) arrays."""
+        return [f"{self.shared_qualifier} {self.array_decl(b)};" for b in buffers]
+
     def array_decl(self, buf: Buffer) -> str:
         """The declaration of a kernel-local (shared or local) array, without the scope."""
         return f"{self.storage_type(buf.dtype)} {self._name(buf)}[{buf.size}]"
@@ -463,8 +467,8 @@ class CRenderer:
         name = f"{c_ident(program.name)}_kernel{info.index}"
         self._k.taken.add(name)
         self._k.lines = []
-        for b in shared.values():
-            self._line(f"{self.shared_qualifier} {self.array_decl(b)};")
+        for line in self.shared_declarations(list(shared.values())):
+            self._line(line)
         self._stmt(body)
         sig = self.kernel_signature(name, params, info)
         lines = [sig + " {", *self._k.lines, "}"]

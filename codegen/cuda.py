@@ -22,6 +22,7 @@ import logging
 import math
 from functools import partial
 
+from tensorir.dtype import itemsize
 from tensorir.loops import (
     Allocate,
     Barrier,
@@ -50,6 +51,7 @@ from .cuda_arch import (  # noqa: F401 - re-exported: codegen.cuda's public name
 )
 from .cuda_async import _CP_ASYNC_COMMIT, _CP_ASYNC_WAIT, _CP_ASYNC_WAIT_GROUP, AsyncCopies
 from .cuda_gather import VECTOR_GATHER, WordCopies, gather_copies, vector_copy  # noqa: F401
+from .cuda_shared import SharedArray, shared_declarations
 from .cuda_wmma import _WMMA, WmmaFragments
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .source import Source
@@ -164,20 +166,39 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
         self._cp_async = self._async_copies(info.stmt)
         self._commits, self._in_flight = self._async_groups(info.stmt if self._cp_async else None)
         self._aligned16 |= {id(b) for d, sbuf, *_ in self._gathers.values() for b in (d, sbuf)}
+        self._shared = []
         lines, launch = super()._kernel(program, info)
+        arrays = [self._shared_array(b) for b in self._shared]
         if self._stage is not None:  # declared once a store nest named it
             acc = next(iter(self._plan.accumulators.values()))
-            decl = f"__align__(32) {self.storage_type(acc.dtype)} {self._name(self._stage)}"
-            lines.insert(1, f"  {self.shared_qualifier} {decl}[{self._stage.size}];")
-        return lines, launch
+            arrays.insert(0, self._shared_array(self._stage, acc.dtype, 32))
+        body, before = shared_declarations(arrays, launch.name)
+        lines[1:1] = [f"  {line}" for line in body]
+        return [*before, *lines], launch
+
+    def shared_declarations(self, buffers) -> list[str]:
+        self._shared = buffers  # declared by _kernel, which knows the store tiles too
+        return []
+
+    def _shared_array(self, buf, dtype=None, align=None) -> SharedArray:
+        dtype = dtype or buf.dtype
+        return SharedArray(
+            self._name(buf), self.storage_type(dtype), buf.size, itemsize(dtype),
+            self._alignment(buf) if align is None else align,
+        )  # fmt: skip
+
+    def _alignment(self, buf) -> int:
+        """The ``__align__`` bytes an array needs (0: its type's own)."""
+        if self._plan is not None and id(buf) in self._plan.operands:
+            return 32  # load_matrix_sync needs 256-bit aligned rows
+        if id(buf) in self._aligned16:
+            return 16
+        return 4 if id(buf) in self._aligned else 0
 
     def array_decl(self, buf) -> str:
         decl = super().array_decl(buf)
-        if self._plan is not None and id(buf) in self._plan.operands:
-            return f"__align__(32) {decl}"  # load_matrix_sync needs 256-bit aligned rows
-        if id(buf) in self._aligned16:
-            return f"__align__(16) {decl}"
-        return f"__align__(4) {decl}" if id(buf) in self._aligned else decl
+        align = self._alignment(buf)
+        return f"__align__({align}) {decl}" if align else decl
 
     # ------------------------------------------------------------------ wmma fragments
 

@@ -30,9 +30,16 @@ from .errors import CompileError, LaunchError
 
 _log = logging.getLogger(f"autosched.{__name__}")
 
-# Static shared memory above this needs opt-in (dynamic shared memory); generated kernels use
-# static arrays, so this is the limit that applies to them.
+# Static shared memory above this needs opt-in (dynamic shared memory). Generated kernels use
+# static arrays up to it, so this is the limit that applies to most of them.
 STATIC_SHARED_LIMIT = 48 * 1024
+
+DYNAMIC_SHARED_SUFFIX = "__dynamic_shared_bytes"
+"""A kernel ``k`` that needs more shared memory than static arrays may have comes with a
+global ``extern "C" __device__ unsigned int k__dynamic_shared_bytes`` in its module (written by
+``codegen.cuda``). Loading the module opts ``k`` in to that many bytes of dynamic shared memory
+(``MAX_DYNAMIC_SHARED_SIZE_BYTES``), and every launch of ``k`` passes them. The binary says
+what it needs, so cubins loaded from a file or an RPC server launch the same way."""
 
 # nvcc's -arch when no device says otherwise (the oldest architecture CUDA 12 and 13 both build).
 DEFAULT_ARCH = "sm_75"
@@ -231,6 +238,8 @@ def _device_properties(cuda, device) -> dict:
         "max_grid_y": get(a.MAX_GRID_DIM_Y),
         "max_grid_z": get(a.MAX_GRID_DIM_Z),
         "max_shared_memory_per_block": min(get(a.MAX_SHARED_MEMORY_PER_BLOCK), STATIC_SHARED_LIMIT),
+        # What a kernel may opt in to as dynamic shared memory (227 KB on sm_90).
+        "max_shared_memory_per_block_optin": _optin_shared(cuda, device),
         "max_shared_memory_per_multiprocessor": get(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
         # TVM's Ansor leaves local memory unbounded; spills are slow, not invalid.
         "max_local_memory_per_block": 2**31 - 1,
@@ -278,6 +287,52 @@ class _Module:
     def __init__(self, module, functions: dict):
         self.module = module
         self.functions = functions
+
+
+class _DynamicSharedKernel:
+    """A pycuda function that is always launched with ``shared_bytes`` of dynamic shared
+    memory (:data:`DYNAMIC_SHARED_SUFFIX`). Every launcher (plain calls, prepared calls, graph
+    capture) calls it as a pycuda function, so none can forget the bytes: a launch without
+    them would read past the block's shared memory."""
+
+    def __init__(self, function, shared_bytes: int):
+        self.function = function
+        self.shared_bytes = shared_bytes
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, shared=self.shared_bytes, **kwargs)
+
+    def prepare(self, fmt):
+        return self.function.prepare(fmt)
+
+    def prepared_async_call(self, grid, block, stream, *args):
+        return self.function.prepared_async_call(
+            grid, block, stream, *args, shared_size=self.shared_bytes
+        )
+
+    def __getattr__(self, name):  # num_regs, shared_size_bytes, ... of the pycuda function
+        return getattr(self.function, name)
+
+
+def _dynamic_shared_bytes(cuda, module, name: str) -> int:
+    """The dynamic shared memory kernel ``name`` of a loaded ``module`` asks for (0: none)."""
+    try:
+        ptr, size = module.get_global(name + DYNAMIC_SHARED_SUFFIX)
+    except cuda.Error:  # no such symbol: the kernel's shared arrays are static
+        return 0
+    value = np.zeros(1, np.uint32)
+    cuda.memcpy_dtoh(value, ptr)
+    return int(value[0])
+
+
+def _optin_shared(cuda, device) -> int:
+    """Shared bytes a block may opt in to (CUDA's ``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``), or
+    the static limit where pycuda or the device does not say."""
+    attr = getattr(cuda.device_attribute, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", None)
+    try:
+        return int(device.get_attribute(attr)) if attr is not None else STATIC_SHARED_LIMIT
+    except cuda.Error:
+        return STATIC_SHARED_LIMIT
 
 
 def _kernel(compiled, name: str):
@@ -389,6 +444,17 @@ class CUDABackend:
                 fn = mod.get_function(name)
             except self._cuda.LogicError as err:
                 raise CompileError(f"kernel {name!r} missing from the compiled module") from err
+            shared = _dynamic_shared_bytes(self._cuda, mod, name)
+            if shared:
+                try:
+                    attr = self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+                    fn.set_attribute(attr, shared)
+                except (self._cuda.Error, AttributeError) as err:
+                    raise CompileError(
+                        f"kernel {name!r} needs {shared} bytes of dynamic shared memory, and "
+                        f"opting in to them failed on {self.arch}: {err}"
+                    ) from err
+                fn = _DynamicSharedKernel(fn, shared)
             functions[name] = fn
         return _Module(mod, functions)
 

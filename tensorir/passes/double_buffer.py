@@ -75,6 +75,8 @@ __all__ = [
     "is_double_buffered",
     "pipeline_pragma",
     "pipeline_stages",
+    "pipelined_shared_limit",
+    "shared_memory_limit",
 ]
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,33 @@ def pipeline_stages(s: Stmt) -> int:
 def is_double_buffered(s: Stmt) -> bool:
     """Whether ``s`` is a loop this pass pipelined (with any number of stages)."""
     return pipeline_stages(s) > 0
+
+
+def shared_memory_limit(stmt: Stmt, limits: dict) -> tuple[int | None, str]:
+    """``(bytes, limit's name)``: the shared memory a kernel ``stmt`` may use under the GPU
+    ``limits`` (``tensorir.passes.verify_gpu``). A kernel with a pipelined loop may opt in to
+    ``max_shared_memory_per_block_optin`` (CUDA's dynamic shared memory) for the copies of its
+    staged tiles; every other kernel gets ``max_shared_memory_per_block``."""
+    cap = limits.get("max_shared_memory_per_block")
+    pipelined = pipelined_shared_limit(cap, limits.get("max_shared_memory_per_block_optin"))
+    if pipelined != cap and any(is_double_buffered(s) for s in walk_stmts(stmt)):
+        return pipelined, "max_shared_memory_per_block_optin (less the arrays' alignment)"
+    return cap, "max_shared_memory_per_block"
+
+
+OPTIN_ALIGNMENT_SLACK = 1024
+"""Bytes of the opt-in a pipelined kernel leaves unused: its arrays start at 128-byte
+boundaries of one dynamic buffer (``codegen.cuda_shared``), which costs up to 127 bytes an
+array beyond what they hold."""
+
+
+def pipelined_shared_limit(cap: int | None, optin: int | None) -> int | None:
+    """The shared bytes a pipelined kernel may use, given the static limit ``cap`` and the
+    device's opt-in ``optin``: the opt-in less :data:`OPTIN_ALIGNMENT_SLACK` where that is
+    more than ``cap`` (``None``: unchecked), else ``cap``."""
+    if optin and cap is not None and optin - OPTIN_ALIGNMENT_SLACK > cap:
+        return optin - OPTIN_ALIGNMENT_SLACK
+    return cap
 
 
 def _without_pragma(loop: For) -> For:

@@ -48,6 +48,7 @@ from ..loops import (
     walk_stmts,
 )
 from ..transform import substitute
+from .double_buffer import shared_memory_limit
 
 __all__ = [
     "FRAGMENT",
@@ -492,18 +493,20 @@ def tensor_core_errors(info, program_name: str, limits: dict) -> list[str]:
     """Why the kernel ``info`` (a ``verify_gpu.KernelInfo``) cannot run its marked fragment
     nests on tensor cores: nests that do not match the fragment rules, blocks whose warps are
     not whole ``threadIdx.x`` rows, shared memory (the store nests' staging tiles included)
-    over ``max_shared_memory_per_block``. Empty when it can, or when nothing is marked."""
+    over ``max_shared_memory_per_block`` (a pipelined kernel's: ``..._optin``,
+    :func:`~tensorir.passes.double_buffer.shared_memory_limit`). Empty when it can, or when
+    nothing is marked."""
     plan, why = fragment_plan(info.stmt, info.extents)
     where = info.describe(program_name)
     if plan is None:
         return [f"{where}: tensor_core loops cannot use wmma fragments: {why}"] if why else []
     errors = []
-    cap = limits.get("max_shared_memory_per_block")
+    cap, key = shared_memory_limit(info.stmt, limits)
     used = _shared_bytes(info.stmt) + plan.staging_bytes
     if cap is not None and used > cap:
         errors.append(
             f"{where}: {used} bytes of shared memory (with {plan.staging_bytes} for the "
-            f"fragment store tiles) exceed max_shared_memory_per_block={cap}; use smaller "
+            f"fragment store tiles) exceed {key}={cap}; use smaller "
             "block tiles or fewer warps"
         )
     return errors

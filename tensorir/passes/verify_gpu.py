@@ -17,6 +17,7 @@ from ..loops import (
     stmt_children,
     walk_stmts,
 )
+from .double_buffer import shared_memory_limit
 from .tensor_core import tensor_core_errors
 
 
@@ -88,7 +89,10 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
         A lowered program; each top-level statement is one kernel.
     limits : dict
         Keys (all optional; a missing key is not checked): ``max_threads_per_block``,
-        ``max_shared_memory_per_block`` (bytes), ``max_local_memory_per_block`` (bytes of
+        ``max_shared_memory_per_block`` (bytes), ``max_shared_memory_per_block_optin`` (bytes
+        a kernel with a pipelined loop may opt in to instead,
+        :func:`~tensorir.passes.double_buffer.shared_memory_limit`),
+        ``max_local_memory_per_block`` (bytes of
         ``local`` buffers per thread, times the enclosing vthread extents, as TVM counts them
         after vthread injection), ``max_vthread_extent`` (product of
         nested vthread extents), ``max_thread_x``/``_y``/``_z`` (threadIdx extents),
@@ -123,12 +127,12 @@ def gpu_program_errors(program: Program, limits: dict) -> list[str]:
                     f"{where}: {tag} extent {ext} exceeds max_grid_{axis}={cap}; "
                     f"bind fewer blocks to {tag} (fuse into blockIdx.x, or loop inside a block)"
                 )
-        cap = limits.get("max_shared_memory_per_block")
+        cap, key = shared_memory_limit(info.stmt, limits)
         used = _alloc_bytes(info.stmt, "shared")
         if cap is not None and used > cap:
             errors.append(
                 f"{where}: {used} bytes of shared memory exceed "
-                f"max_shared_memory_per_block={cap}; use smaller tiles for the shared cache stages"
+                f"{key}={cap}; use smaller tiles for the shared cache stages"
             )
         cap = limits.get("max_local_memory_per_block")
         used = _local_bytes(info.stmt)

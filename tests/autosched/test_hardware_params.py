@@ -1,5 +1,7 @@
 """HardwareParams for GPU targets: read from the device, Mali preset, defaults, explicit wins."""
 
+import dataclasses
+
 import pytest
 
 from autosched import hardware
@@ -28,12 +30,16 @@ def fresh_cache():
 
 def test_mali_preset_without_touching_a_device(no_device_reads):
     hw = HardwareParams.for_target("opencl -device=mali")
-    assert hw == HardwareParams(4, 16, 64, 32768, 2**31 - 1, 256, 1, 1)
+    assert hw == HardwareParams(4, 16, 64, 32768, 2**31 - 1, 256, 1, 1, 32768)
 
 
 def test_explicit_params_win_and_skip_the_device(no_device_reads):
-    assert HardwareParams.for_target("cuda", FULL) == FULL
-    assert HardwareParams.for_target("opencl", FULL) == FULL
+    # TVM's eight fields, all given: the opt-in is none beyond the shared memory given.
+    full = dataclasses.replace(
+        FULL, max_shared_memory_per_block_optin=FULL.max_shared_memory_per_block
+    )
+    assert HardwareParams.for_target("cuda", FULL) == full
+    assert HardwareParams.for_target("opencl", FULL) == full
     hw = HardwareParams.for_target("opencl -device=mali", HardwareParams(num_cores=2))
     assert hw.num_cores == 2 and hw.max_threads_per_block == 256
 

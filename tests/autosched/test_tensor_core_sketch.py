@@ -90,7 +90,9 @@ def test_validity_check_knows_the_fragment_rules():
     task = dense_task()
     (s,) = valid_states(task, 1)
     prog = lower(s)
-    small = task.hardware_params.as_limits() | {"max_shared_memory_per_block": 1024}
+    small = task.hardware_params.as_limits() | dict.fromkeys(
+        ("max_shared_memory_per_block", "max_shared_memory_per_block_optin"), 1024
+    )
     from tensorir.passes.verify_gpu import gpu_program_errors
 
     errs = gpu_program_errors(prog, small)
