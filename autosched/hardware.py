@@ -144,9 +144,10 @@ class HardwareParams:
     max_shared_memory_per_block_optin : int
         Shared memory a kernel may opt in to beyond ``max_shared_memory_per_block`` (CUDA's
         dynamic shared memory: 227 KB a block on sm_90, 163 KB on sm_80, against 48 KB of
-        static arrays). Only a software-pipelined kernel uses it, for its stages beyond the
-        first (:func:`~autosched.search.annotate_gpu.pipeline_depth_choices`); tile sizes are
-        still drawn to fit ``max_shared_memory_per_block`` once. Equal to it (the default
+        static arrays). Only a software-pipelined kernel may use it, for its stages beyond
+        the first (:func:`~autosched.search.annotate_gpu.pipeline_depth_choices`) or tiles
+        that mutation grows; tile sizes are still sampled to fit
+        ``max_shared_memory_per_block`` once. Equal to it (the default
         without a device, on OpenCL and Mali): no opt-in. Not in TVM.
     max_vthread_extent, warp_size : int
         GPU virtual-thread limit and warp width.
