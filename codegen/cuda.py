@@ -177,7 +177,9 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
         return [*before, *lines], launch
 
     def shared_declarations(self, buffers) -> list[str]:
-        self._shared = buffers  # declared by _kernel, which knows the store tiles too
+        """None here: :meth:`_kernel` declares them once the store tiles are known too, static
+        or in dynamic shared memory (:mod:`codegen.cuda_shared`)."""
+        self._shared = buffers
         return []
 
     def _shared_array(self, buf, dtype=None, align=None) -> SharedArray:

@@ -3,8 +3,8 @@
 A block's static ``__shared__`` arrays may take 48 KB in all. Beyond that a kernel must opt in:
 its shared memory is one ``extern __shared__`` buffer, sized at launch, up to the device's
 ``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`` (227 KB on sm_90). Only a software-pipelined kernel gets
-there (the verifier allows the opt-in for it alone): its N copies of the staged tiles are what
-lets a deeper pipeline hide the latency of global memory, float32 (TF32) tiles most of all.
+there (the verifier allows the opt-in for it alone): N copies of its staged tiles, or bigger
+tiles, let it keep more of global memory's latency in flight (docs/gpu.md, "past 48 KiB").
 
 Such a kernel's arrays keep their names, as pointers at 128-byte aligned offsets into the
 buffer, so the rest of the kernel is the same code. Its module also defines

@@ -36,10 +36,10 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 DYNAMIC_SHARED_SUFFIX = "__dynamic_shared_bytes"
 """A kernel ``k`` that needs more shared memory than static arrays may have comes with a
-global ``extern "C" __device__ unsigned int k__dynamic_shared_bytes`` in its module (written by
-``codegen.cuda``). Loading the module opts ``k`` in to that many bytes of dynamic shared memory
-(``MAX_DYNAMIC_SHARED_SIZE_BYTES``), and every launch of ``k`` passes them. The binary says
-what it needs, so cubins loaded from a file or an RPC server launch the same way."""
+global ``__device__ unsigned int k__dynamic_shared_bytes`` of C linkage in its module (written
+by ``codegen.cuda_shared``). Loading the module opts ``k`` in to that many bytes of dynamic
+shared memory (``MAX_DYNAMIC_SHARED_SIZE_BYTES``), and every launch of ``k`` passes them. The
+binary says what it needs, so cubins loaded from a file or an RPC server launch the same way."""
 
 # nvcc's -arch when no device says otherwise (the oldest architecture CUDA 12 and 13 both build).
 DEFAULT_ARCH = "sm_75"
