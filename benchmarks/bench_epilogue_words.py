@@ -12,17 +12,20 @@ the weighted sums; the last line is JSON with the sums.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
-from gpu_precision import our_module, target_for  # run from benchmarks/
-from log_states import best_states, records_by_key, write_json
+from log_states import (  # run from benchmarks/
+    best_states,
+    cnn_log_parser,
+    cnn_network,
+    records_by_key,
+    write_json,
+)
 
 import autosched as ansor
 from codegen import wide_epilogue
 from runtime import device
-from tensorir.graph import get_network
 
 
 def time_both(state, dag, dev, target, rng) -> tuple[float, float, float] | None:
@@ -45,17 +48,9 @@ def time_both(state, dag, dev, target, rng) -> tuple[float, float, float] | None
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", required=True)
-    p.add_argument("--network", default="resnet-50")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--precision", default="float16")
-    p.add_argument("--out")
-    args = p.parse_args()
-    mod32, params32, _, _ = get_network(args.network, batch_size=args.batch, layout="NHWC")
-    mod, params = our_module(mod32, params32, args.precision)
-    target = target_for(args.precision)
-    tasks, weights = ansor.extract_tasks(mod, params, target)
+    args = cnn_log_parser(__doc__).parse_args()
+    net = cnn_network(args)
+    target, tasks, weights = net["target"], net["tasks"], net["weights"]
     by_key = records_by_key(args.log)
     dev, rng = device("cuda"), np.random.default_rng(0)
     rows, sums = [], [0.0, 0.0]

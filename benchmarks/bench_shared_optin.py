@@ -15,15 +15,13 @@ bounds the opt-in's gain from above as much as it measures it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import warnings
 
 import numpy as np
-from gpu_precision import our_module, target_for  # run from benchmarks/
+from log_states import cnn_log_parser, cnn_network, write_json  # run from benchmarks/
 
 import autosched as ansor
-from tensorir.graph import get_network
 from tensorir.loops import Allocate, walk_stmts
 from tensorir.lower import lower
 
@@ -78,20 +76,13 @@ def build_network(mod, params, target, records, x):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", required=True)
-    p.add_argument("--network", default="resnet-50")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--precision", default="float16")
+    p = cnn_log_parser(__doc__)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dry-run", action="store_true", help="the tuner's figures only, no GPU")
-    p.add_argument("--out", help="write the summary as JSON here")
     args = p.parse_args()
-
-    target = target_for(args.precision)
-    mod32, params32, shape, _ = get_network(args.network, batch_size=args.batch, layout="NHWC")
-    mod, params = our_module(mod32, params32, args.precision)
-    tasks, weights = ansor.extract_tasks(mod, params, target)
+    net = cnn_network(args)
+    mod, params, shape, target = net["mod"], net["params"], net["shape"], net["target"]
+    tasks, weights = net["tasks"], net["weights"]
     every, within = split_records(args.log, tasks)
     print(f"{len(every)} records, {len(within)} within 48 KiB of shared memory")
     rows = task_rows(tasks, weights, target, every, within)
@@ -124,9 +115,7 @@ def main() -> None:
             f"{summary['network_within_48k_ms']:.3f} ms"
         )
     print(json.dumps(summary))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"summary": summary, "tasks": rows}, f, indent=1)
+    write_json(args.out, {"summary": summary, "tasks": rows})
 
 
 if __name__ == "__main__":

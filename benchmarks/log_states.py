@@ -1,5 +1,6 @@
 """What the benches that re-time a tuning log's states share (``bench_shared_padding.py``,
-``bench_row_threads.py``, ``bench_cold_cache_gpu.py``): their command line, the network's
+``bench_row_threads.py``, ``bench_cold_cache_gpu.py``; for a CNN's log
+``bench_epilogue_words.py`` and ``bench_shared_optin.py``): their command line, the network's
 tasks, the log's records per task, and building and timing states with the tuner's own
 builder and runner in one process."""
 
@@ -10,8 +11,10 @@ import json
 from pathlib import Path
 
 from bench_transformer_gpu import our_network  # run from benchmarks/
+from gpu_precision import our_module, target_for
 
 import autosched as ansor
+from tensorir.graph import get_network
 
 
 def log_parser(doc: str, per_task: int | None = None) -> argparse.ArgumentParser:
@@ -33,6 +36,29 @@ def network_tasks(args) -> tuple[list, list]:
     """The tasks of ``--network`` at ``--seq-len`` and ``--precision``, and their weights."""
     ours = our_network(args.network, args.seq_len, args.precision)
     return ansor.extract_tasks(ours["mod"], ours["params"], ours["target"])
+
+
+def cnn_log_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of the benches that re-time a CNN's log: ``--log`` (required),
+    ``--network`` (resnet-50), ``--batch`` (16), ``--precision`` (float16) and ``--out``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--log", required=True)
+    p.add_argument("--network", default="resnet-50")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--precision", default="float16")
+    p.add_argument("--out", help="write the rows as JSON here")
+    return p
+
+
+def cnn_network(args) -> dict:
+    """``--network`` (NHWC, ``--batch``) in ``--precision``, as ``bench_gpu.py`` tunes it:
+    ``mod``, ``params``, the input ``shape``, ``target``, ``tasks`` and their ``weights``."""
+    mod32, params32, shape, _ = get_network(args.network, batch_size=args.batch, layout="NHWC")
+    mod, params = our_module(mod32, params32, args.precision)
+    target = target_for(args.precision)
+    tasks, weights = ansor.extract_tasks(mod, params, target)
+    return {"mod": mod, "params": params, "shape": shape, "target": target, "tasks": tasks,
+            "weights": weights}  # fmt: skip
 
 
 def records_by_key(log) -> dict:

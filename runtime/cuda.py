@@ -302,15 +302,12 @@ class _DynamicSharedKernel:
     def __call__(self, *args, **kwargs):
         return self.function(*args, shared=self.shared_bytes, **kwargs)
 
-    def prepare(self, fmt):
-        return self.function.prepare(fmt)
-
     def prepared_async_call(self, grid, block, stream, *args):
         return self.function.prepared_async_call(
             grid, block, stream, *args, shared_size=self.shared_bytes
         )
 
-    def __getattr__(self, name):  # num_regs, shared_size_bytes, ... of the pycuda function
+    def __getattr__(self, name):  # prepare, num_regs, ... of the pycuda function
         return getattr(self.function, name)
 
 

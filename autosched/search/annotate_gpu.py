@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from tensorir import steps as st
 from tensorir.bounds import LowerError
 from tensorir.dtype import itemsize
-from tensorir.passes.double_buffer import PIPELINE_PRAGMAS
-from tensorir.passes.double_buffer import pipelined_shared_limit as db_pipelined_shared_limit
+from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, pipelined_shared_limit
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
@@ -436,21 +435,13 @@ def _block_marks(state) -> list[tuple[int, dict[int, str]]]:
     return marks
 
 
-def pipelined_shared_limit(hw) -> int | None:
-    """Shared bytes a block of a software-pipelined kernel may use: about the device's opt-in
-    (``max_shared_memory_per_block_optin``, CUDA's dynamic shared memory) where it is above
-    ``max_shared_memory_per_block``, else that. The verifier's rule
-    (:func:`tensorir.passes.double_buffer.pipelined_shared_limit`); 0 / None: unchecked."""
-    limit = hw.max_shared_memory_per_block
-    return limit and db_pipelined_shared_limit(limit, hw.max_shared_memory_per_block_optin)
-
-
 def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     """The stages (2 up to :func:`~autosched.search.sketch_rules_tensor_core.pipeline_depth`)
     a state with a software-pipeline pragma may be given: those whose N copies of the staged
     tiles (``shared`` bytes per block single-buffered, :func:`block_shared_bytes` when None)
     and the store tiles once (:func:`store_tile_bytes`) fit in
-    :func:`pipelined_shared_limit` (the shared memory a pipelined kernel may opt in to: its
+    the shared memory a pipelined kernel may use (the device's opt-in where it has one, as
+    the verifier allows: :func:`tensorir.passes.double_buffer.pipelined_shared_limit`; its
     tiles are drawn to fit ``max_shared_memory_per_block`` once, as every kernel's, and the
     opt-in pays for the deeper pipeline), and at most the k tiles of the pipelined loop (a
     deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
@@ -459,7 +450,11 @@ def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     ids = su.pipeline_steps(state.steps)
     if not ids:
         return []
-    top, limit = pipeline_depth(ctx), pipelined_shared_limit(ctx.hw)
+    hw = ctx.hw
+    top = pipeline_depth(ctx)
+    limit = pipelined_shared_limit(
+        hw.max_shared_memory_per_block, hw.max_shared_memory_per_block_optin
+    )
     stage = state.stages[state.steps[ids[0]].stage_id]
     # The k-tile loop is a reduce loop: its extent does not depend on where the stage is
     # attached (which leaves the stage's own extents unknown), only on the splits of k.
