@@ -72,10 +72,13 @@ GEMM_TAG = "conv2d_gemm"
 ``autosched.search.sketch_rules_tensor_core.flat_consumer``)."""
 IGEMM_MAX_PAD = 0.25
 """The largest fraction of padded (zero) GEMM work :func:`use_implicit_gemm` accepts per axis."""
-SPLIT_K_MIN_TILES = 512
-"""A split GEMM is cut into enough slices for this many tiles (slices times tiles): about four
-per SM on GPUs of 108-132 SMs (A100, H100), so that even blocks of several tiles fill the
-device; :func:`split_k_slices`."""
+SPLIT_K_MIN_TILES = 2048
+"""A split GEMM is cut into enough slices for this many tiles (slices times tiles): about 16
+per SM on GPUs of 108-132 SMs (A100, H100), :func:`split_k_slices`. A batch-1 conv is latency
+bound: a warp's chain of tile loads and ``mma`` waits on itself, so the SM needs many
+independent warps. With 512 (about four a SM, until 2026-11-28) resnet-18's 3x3 convs took 12
+to 18 us each in TF32 on an H200 whatever their map size; with 2048, 11 to 12 us, and the
+network 0.288 -> 0.236 ms after the same tuning time (benchmarks/RESULTS.md, session 20)."""
 SPLIT_K_MIN_DEPTH = 256
 """Each slice keeps at least this much of K (16 fragment steps of 16): below it the slice's
 shared-memory pipeline barely fills and the partial sums cost more than they save."""
@@ -122,7 +125,7 @@ def split_k_slices(shape: ConvGemmShape) -> int:
     The smallest ``S`` that gives :data:`SPLIT_K_MIN_TILES` 16x16 output tiles, among those
     that cut the padded K into whole fragment steps of at least :data:`SPLIT_K_MIN_DEPTH`
     (the largest such ``S`` where none reaches it). resnet-18 at batch 1: 7x7 maps with
-    ``K = 4608`` get 4 slices, 14x14 ones 3, 28x28 ones 2, 56x56 ones and the 1x1 convs none.
+    ``K = 4608`` get 16 slices, 14x14 ones 9, 28x28 ones 4, 56x56 ones 2, the 1x1 convs none.
     """
     pp, kp, cop = shape.padded
     tiles = (pp // GEMM_ALIGN) * (cop // GEMM_ALIGN)

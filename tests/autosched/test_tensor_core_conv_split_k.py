@@ -47,14 +47,16 @@ def test_the_rule_splits_few_tiles_with_a_long_k_only():
         shape = conv2d_gemm_shape((n, h, h, ci), (k, k, ci, co), stride, pad, 1, nhwc)
         return split_k_slices(shape)
 
-    # resnet-18 at batch 1 (H100: 132 SMs): 7x7 maps have 128 tiles of 16x16 and K = 4608.
-    assert slices(7, 512, 512) == 4
-    assert slices(14, 256, 512, stride=2) == 4  # 7x7 output, K = 2304
-    assert slices(14, 256, 256) == 3  # 208 rows -> 208 tiles; 3 slices of 768
-    assert slices(28, 128, 128) == 2
-    assert slices(56, 64, 64) == 1  # 784 tiles already
+    # resnet-18 at batch 1 (H100: 132 SMs): 7x7 maps have 128 tiles of 16x16 and K = 4608,
+    # cut into 16 slices for 2048 tiles (SPLIT_K_MIN_TILES).
+    assert slices(7, 512, 512) == 16
+    assert slices(14, 256, 512, stride=2) == 9  # 7x7 output, K = 2304: 9 slices of 256
+    assert slices(14, 256, 256) == 9  # 208 rows -> 208 tiles; 9 slices of 256
+    assert slices(28, 128, 128) == 4  # 392 tiles, K = 1152
+    assert slices(56, 64, 64) == 2  # 784 tiles, K = 576
     assert slices(14, 256, 512, k=1, stride=2) == 1  # 1x1: K = 256 is one slice's minimum
-    assert slices(7, 512, 512, n=16) == 1  # batch 16: 784 rows
+    assert slices(7, 512, 512, n=16) == 2  # batch 16: 784 rows, 1568 tiles
+    assert slices(14, 256, 256, n=16) == 1  # batch 16: 3136 tiles already
     # Slices are whole fragment steps (16 for fp16, 8 for TF32) of at least 256.
     for shape in (ConvGemmShape(64, 4608, 512), ConvGemmShape(16, 2304, 16, 8)):
         s = split_k_slices(shape)
