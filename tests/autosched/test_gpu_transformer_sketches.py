@@ -441,3 +441,34 @@ def test_mutation_gives_a_row_reduction_more_threads_than_a_tile_split():
     assert max(seen) > params.max_innermost_split_factor
     assert max(seen) <= ctx.max_threads
     _run_simt(wide, task.compute_dag, seed=4)
+
+
+def test_a_classifier_split_along_k_runs_on_tensor_cores(tmp_path):
+    """A float16 classifier of 16 rows (resnet-50 at batch 16: 2048 -> 1000) is split along K
+    on GPUs; its N is padded with zero weights to whole fragments (split_k_dense), so the
+    slices take the tensor-core sketch (session 19's tune ran them scalar, 24.7 us on an
+    H200), the sampled kernel computes the padded batch_matmul, and the network's output is
+    the dense's."""
+    import autosched
+    from tensorir.graph import nn, op
+    from tensorir.graph.ir import Constant, Function
+    from tests.autosched.tensor_core_helpers import has_tc, sampled_states
+
+    rng = np.random.default_rng(9)
+    x = op.var("x", (16, 512), "float32")
+    w = Constant(rng.standard_normal((200, 512)).astype(np.float32))  # N = 200 -> 208
+    b = Constant(rng.standard_normal(200).astype(np.float32))
+    func = Function((x,), op.add(nn.dense(x, w), b))
+    mod = autosched.to_mixed_precision(Module.from_function(func), "float16")
+    tasks, _ = extract_tasks(mod, {}, "cuda -arch=sm_90", include_simple_tasks=True)
+    (bmm,) = [t for t in tasks if "batch_matmul" in t.desc]
+    (gemm,) = [o for o in bmm.compute_dag.ops if o.name.endswith("batch_matmul")]
+    assert tuple(gemm.shape) == (2, 16, 208)  # two slices of 256, N padded
+    tc = [s for s in generate_sketches(bmm) if has_tc(s)]
+    assert tc, [t.desc for t in tasks]
+    state = next(iter(sampled_states(bmm, tc[0], seed=1, tries=100)))
+    prog = lower_for(state, "cuda", "k")
+    _check_16_bit_kernel(prog, bmm.compute_dag, np.random.default_rng(3))
+    code = emit_source(prog, "cuda").as_dict()["code"]
+    if NVCC:
+        assert "wmma.mma.sync" in nvcc_ptx(code, "sm_90", tmp_path)

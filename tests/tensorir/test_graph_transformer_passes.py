@@ -207,3 +207,19 @@ def test_split_k_dense_only_for_few_rows_and_long_k(m, n, k, max_split, min_slic
     assert (bmm[0].shape[0] if bmm else 1) == slices
     if slices == 1:
         assert split is func or not bmm
+
+
+@pytest.mark.parametrize("n,padded", [(60, 64), (1000, 1008), (10, 10)])
+def test_split_k_dense_pads_n_to_whole_fragments_where_cheap(n, padded):
+    """A classifier's N = 1000 is padded with zero weights to 1008 (63 tensor-core fragments),
+    and the sum reads only the real columns; N = 10 would be mostly padding and stays."""
+    func, data = small_ffn_output(m=8, n=n, k=8 * n)
+    split = split_k_dense(func, min_slice=1)
+    (bmm,) = [c for c in calls(split) if c.op == "nn.batch_matmul"]
+    assert bmm.shape == (8, 8, padded)  # 8 slices of n
+    padding = bmm.args[1].value[:, n:, :]
+    assert padding.shape[1] == padded - n and not padding.any()
+    want = evaluate(Module.from_function(func), data, {})
+    got = evaluate(Module.from_function(split), data, {})
+    assert got.shape == want.shape == (8, n)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

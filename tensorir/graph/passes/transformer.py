@@ -168,6 +168,18 @@ def _split_count(n: int, k: int, max_split: int, min_slice: int) -> int:
     return s
 
 
+SPLIT_K_DENSE_ALIGN = 16
+""":func:`split_k_dense` pads N to a multiple of this (a tensor-core fragment's N) where that
+adds at most an eighth (:func:`_fragment_padded`)."""
+
+
+def _fragment_padded(n: int) -> int:
+    """``n`` rounded up to :data:`SPLIT_K_DENSE_ALIGN` where the padding is at most an eighth of
+    the result (1000 -> 1008), else ``n`` (10 stays 10: most of a 16-wide tile would be zeros)."""
+    padded = -(-n // SPLIT_K_DENSE_ALIGN) * SPLIT_K_DENSE_ALIGN
+    return padded if (padded - n) * 8 <= padded else n
+
+
 def split_k_dense(
     func: Function,
     max_rows: int = 256,
@@ -184,7 +196,9 @@ def split_k_dense(
     of a GPU idle when M is small; the slices give ``s`` times as many blocks, and the reshape
     and transpose of ``x`` are read inside the batch_matmul (:func:`fuse_layout_producers`).
     The partial sums and the dense's epilogue (bias, residual) are one elementwise kernel.
-    Float sums are reassociated: results equal the dense's to rounding.
+    Float sums are reassociated: results equal the dense's to rounding. An N that is not a
+    multiple of 16 (a classifier's 1000) is padded with zero weights where that adds at most
+    an eighth, so the slices run on tensor cores; the sum reads only the real columns.
 
     Parameters
     ----------
@@ -218,12 +232,18 @@ def split_k_dense(
         part = k // s
         xs = op.transpose(op.reshape(x, (m, s, part)), (1, 0, 2))
         ws = w.value.reshape(n, s, part).transpose(1, 0, 2)
+        # N padded with zero weights to whole tensor-core fragments (a classifier's 1000 ->
+        # 1008), so the batch_matmul takes the tensor-core sketch; the sum reads the real N.
+        n_pad = _fragment_padded(n)
+        if n_pad != n:
+            ws = np.concatenate([ws, np.zeros((s, n_pad - n, part), ws.dtype)], axis=1)
         # the dense's accumulator dtype (mixed precision's float32) for the partial sums too
         out_dtype = node.attrs.get("out_dtype", "")
         partial = nn.batch_matmul(xs, Constant(np.ascontiguousarray(ws), w.name), out_dtype)
         total = None
         for i in range(s):
-            piece = op.reshape(op.strided_slice(partial, (i,), (i + 1,), axes=(0,)), (m, n))
+            piece = op.strided_slice(partial, (i, 0), (i + 1, n), axes=(0, 2))
+            piece = op.reshape(piece, (m, n))
             total = piece if total is None else op.add(total, piece)
         return total
 
