@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...passes.tensor_core import FRAGMENT
 from .. import nn, op
 from ..ir import Call, Constant, Expr, Function, calls, rewrite, users
 from ..shapes import ELEMWISE, INJECTIVE
@@ -168,15 +169,11 @@ def _split_count(n: int, k: int, max_split: int, min_slice: int) -> int:
     return s
 
 
-SPLIT_K_DENSE_ALIGN = 16
-""":func:`split_k_dense` pads N to a multiple of this (a tensor-core fragment's N) where that
-adds at most an eighth (:func:`_fragment_padded`)."""
-
-
 def _fragment_padded(n: int) -> int:
-    """``n`` rounded up to :data:`SPLIT_K_DENSE_ALIGN` where the padding is at most an eighth of
-    the result (1000 -> 1008), else ``n`` (10 stays 10: most of a 16-wide tile would be zeros)."""
-    padded = -(-n // SPLIT_K_DENSE_ALIGN) * SPLIT_K_DENSE_ALIGN
+    """``n`` rounded up to whole tensor-core fragments (``FRAGMENT``, 16) where the padding is
+    at most an eighth of the result (1000 -> 1008), else ``n`` (10 stays 10: most of a 16-wide
+    tile would be zeros)."""
+    padded = -(-n // FRAGMENT) * FRAGMENT
     return padded if (padded - n) * 8 <= padded else n
 
 
