@@ -8,6 +8,9 @@
 
 Every tuning run appends to the logs in ``--work-dir`` and resumes from them, so a long tune
 runs as several calls of a few minutes each (also on another machine: copy the folder).
+``--network-seconds`` is this run's budget; ``--total-seconds`` is one budget over all runs on
+the log (a ledger beside it, ``tune_ledger.py``), and the network is then built from the records
+of those seconds only, so a call stopped at its time limit neither loses nor adds tuning time.
 PyTorch runs fp32 with TF32 off (``allow_tf32 = False`` for matmul and cuDNN) and NHWC
 (channels_last) convolutions; kernels of both sides are timed with CUDA events after warm-up.
 resnet-18 is compared with PyTorch eager, with PyTorch replaying a captured CUDA graph and with
@@ -38,6 +41,7 @@ from gpu_precision import (  # run from benchmarks/
     torch_dtype,
 )
 from torch_timing import cuda_event_ms, cuda_graph
+from tune_ledger import TuneLedger, records_within
 
 import autosched as ansor
 from autosched import workloads
@@ -186,7 +190,14 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype("float32")
     torch_side = torch_network(name, precision, x, args, torch)
     tune_s, before = 0.0, _timeouts(log)
-    if (args.network_trials > 0 or args.network_seconds) and not args.no_tune:
+    seconds, ledger = args.network_seconds, None
+    if args.total_seconds:  # one budget over several runs (tune_ledger.py)
+        ledger = TuneLedger(f"{log}.ledger.json")
+        seconds = ledger.remaining(args.total_seconds)
+        print(f"[{name}] {ledger.spent():.0f} of {args.total_seconds:g} s tuned by earlier "
+              f"runs; this run tunes {seconds:.0f} s", flush=True)  # fmt: skip
+    wants_tuning = args.network_trials > 0 or bool(seconds)
+    if wants_tuning and not args.no_tune and (ledger is None or seconds >= 1):
         # --cold-cache: three single runs after an L2 flush per candidate (docs/gpu.md)
         with ansor.LocalRPCMeasureContext(
             repeat=3 if args.cold_cache else 1, min_repeat_ms=args.min_repeat_ms, timeout=10,
@@ -198,8 +209,9 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
             options = ansor.TuningOptions(
                 num_measure_trials=args.network_trials, runner=ctx.runner,
                 num_measures_per_round=args.per_round,
-                measure_callbacks=[ansor.RecordToFile(str(log))],
-                max_tuning_seconds=args.network_seconds,
+                measure_callbacks=[ansor.RecordToFile(str(log))]
+                + ([ledger.start_run()] if ledger else []),
+                max_tuning_seconds=seconds,
             )  # fmt: skip
             explicit = {}
             if args.population is not None:
@@ -223,7 +235,14 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
         ms = float(np.median(module.benchmark(repeat=10, min_repeat_ms=200).results)) * 1e3
         return out, ms, module
 
-    out, ours_ms, module = build_and_time(str(log) if log.exists() else [])
+    records = str(log) if log.exists() else []
+    if ledger is not None and log.exists():  # only what the total budget measured
+        first = work / f"{log.stem}-first{args.total_seconds:g}s.json"
+        first.write_text(
+            "".join(x + "\n" for x in records_within(log, ledger.runs(), args.total_seconds))
+        )
+        records = str(first)
+    out, ours_ms, module = build_and_time(records)
     profile = None
     if args.profile:  # each kernel alone, beside the network's time (kernel_profile.py)
         from kernel_profile import kernel_profile, print_profile
@@ -253,7 +272,8 @@ def bench_network(name: str, args, work: Path, torch) -> dict:
            "records": after[1], "build_timeouts": after[0],
            "records_this_run": after[1] - before[1],
            "build_timeouts_this_run": after[0] - before[0],
-           "tune_s_this_run": tune_s, "profile": profile}  # fmt: skip
+           "tune_s_this_run": tune_s,
+           "tuned_s_total": ledger.spent() if ledger else None, "profile": profile}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
@@ -269,6 +289,11 @@ def main() -> None:
     p.add_argument(
         "--network-seconds", type=float,
         help="network tuning budget this run (no round starts after it)",
+    )  # fmt: skip
+    p.add_argument(
+        "--total-seconds", type=float,
+        help="network tuning budget over all runs on this log (a ledger beside it keeps what "
+        "earlier runs tuned); the network is built from the records of those seconds only",
     )  # fmt: skip
     p.add_argument(
         "--network", nargs="?", const="resnet-18", default="",
@@ -299,7 +324,7 @@ def main() -> None:
     ops = [] if args.ops == "none" else [o for o in args.ops.split(",") if o]
     rows = [bench_op(name, args, work, torch) for name in ops]
     networks = [n for n in args.network.split(",") if n]
-    if not networks and (args.network_trials or args.network_seconds):
+    if not networks and (args.network_trials or args.network_seconds or args.total_seconds):
         networks = ["resnet-18"]
     rows += [bench_network(n, args, work, torch) for n in networks]
     tf32 = "on" if args.precision == "tf32" else "off"
