@@ -12,7 +12,7 @@ from tensorir.passes.double_buffer import PIPELINE_PROLOGUE, is_double_buffered,
 from . import cuda_arch
 from .cuda_arch import cp_async_available
 
-__all__ = ["AsyncCopies"]
+__all__ = ["AsyncCopies", "cp_async_prelude"]
 
 # Guarded: sources of several programs may be concatenated into one translation unit.
 _CP_ASYNC = (
@@ -78,6 +78,15 @@ _CP_ASYNC_WAIT_GROUP = (
     "}\n"
     "#endif"
 )
+
+
+def cp_async_prelude(wait_groups: tuple[int, ...] = ()) -> str:
+    """The device helpers of a hand-built pipeline (``benchmarks/bench_wgmma_probe.py``):
+    ``cp_async16``, ``cp_async_commit`` and ``cp_async_wait_group{n}`` for each ``n``."""
+    arch = str(cuda_arch.CP_ASYNC_MIN_ARCH)
+    parts = [_CP_ASYNC, _CP_ASYNC_COMMIT]
+    parts += [_CP_ASYNC_WAIT_GROUP.replace("{n}", str(n)) for n in wait_groups]
+    return "\n".join(p.replace("{arch}", arch) for p in parts) + "\n"
 
 
 class AsyncCopies:

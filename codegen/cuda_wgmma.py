@@ -1,0 +1,146 @@
+"""Hopper's warpgroup matrix product (``wgmma.mma_async``, sm_90a) as CUDA source pieces.
+
+Not used by the tensor-core sketch yet: ``benchmarks/bench_wgmma_probe.py`` builds a GEMM from
+these pieces to check them on a GPU and to measure what the instruction gives before the
+sketch learns it (docs/gpu.md, "What limits the tensor-core kernels").
+
+What a ``wgmma`` needs, and what each function here gives:
+
+- Four consecutive warps (a *warpgroup*, 128 threads) issue one ``m64nNk16`` product together.
+  Each thread holds ``N / 2`` float32 accumulators; :func:`accumulator_position` says which
+  element of the 64 x N tile each one is (the PTX ISA's "Matrix fragments for
+  wgmma.m64nNk16", the ``mma.sync`` m16n8 accumulator layout repeated over 4 warps and N / 8
+  column blocks).
+- A and B come from shared memory through 64-bit *descriptors* (:data:`PRELUDE`,
+  ``wgmma_desc``): start address, the byte offset between the two 8 x 16-byte core matrices
+  adjacent along K (the leading byte offset) and between adjacent groups of 8 rows (the
+  stride byte offset), and a swizzle mode. The tiles here are K-major without swizzling: every
+  8 rows x 8 halves core matrix is 128 contiguous bytes (:func:`core_matrix_offset`), so one
+  16-byte ``cp.async`` writes one core-matrix row and no bank swizzle is needed to write them.
+- Ordering: shared memory written by ``cp.async`` (the generic proxy) must be fenced with
+  ``fence.proxy.async.shared::cta`` before ``wgmma`` (the async proxy) reads it;
+  ``wgmma.fence`` before the first product that reads accumulators written by ordinary
+  instructions; ``wgmma.commit_group`` / ``wgmma.wait_group N`` to wait for the products.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CORE_MATRIX_BYTES",
+    "PRELUDE",
+    "WGMMA_N",
+    "accumulator_position",
+    "core_matrix_offset",
+    "descriptor_byte_offset",
+    "mma_function",
+    "mma_function_name",
+]
+
+CORE_MATRIX_BYTES = 128
+"""One core matrix: 8 rows of 16 bytes (8 halves), contiguous in the no-swizzle layout."""
+
+WGMMA_N = tuple(range(8, 257, 8))
+"""The N of ``wgmma.mma_async.m64nNk16`` for 16-bit inputs: multiples of 8 up to 256."""
+
+PRELUDE = r"""#ifndef AUTOSCHED_WGMMA_PRELUDE
+#define AUTOSCHED_WGMMA_PRELUDE
+// A shared-memory matrix descriptor without swizzling: bits 0-13 the start address / 16,
+// 16-29 the leading (K) byte offset / 16, 32-45 the stride (8-row) byte offset / 16.
+static __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo,
+                                                                unsigned sbo) {
+  unsigned long long addr = (unsigned long long)__cvta_generic_to_shared(smem);
+  return ((addr & 0x3FFFFull) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16)
+         | ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+}
+static __device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+// Shared memory written by cp.async or st.shared, made visible to the wgmma's async proxy.
+static __device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+#endif
+"""
+
+_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def mma_function_name(n: int, dtype: str = "float16") -> str:
+    """The device function :func:`mma_function` defines."""
+    return f"wgmma_m64n{n}k16_f32_{_PTX_TYPES[dtype]}"
+
+
+def mma_function(n: int, dtype: str = "float16") -> str:
+    """A device function ``void NAME(float* d, unsigned long long desc_a, unsigned long long
+    desc_b, int accumulate)``: one ``wgmma.mma_async.m64n{n}k16`` of K-major 16-bit A and B
+    from shared memory into the thread's ``n / 2`` float32 accumulators ``d`` (``accumulate``
+    0 overwrites them, as the first product of a tile does).
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not a wgmma N (:data:`WGMMA_N`) or ``dtype`` has no 16-bit wgmma here.
+    """
+    if n not in WGMMA_N:
+        raise ValueError(f"wgmma m64n{n}k16: N must be a multiple of 8 from 8 to 256")
+    if dtype not in _PTX_TYPES:
+        raise ValueError(f"wgmma: operand dtype {dtype!r}; float16 and bfloat16 are supported")
+    regs = n // 2
+    ptx = _PTX_TYPES[dtype]
+    d_list = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    name = mma_function_name(n, dtype)
+    guard = f"AUTOSCHED_{name.upper()}"
+    return (
+        f"#ifndef {guard}\n#define {guard}\n"
+        f"static __device__ __forceinline__ void {name}(float* d, unsigned long long desc_a,\n"
+        f"    unsigned long long desc_b, int accumulate) {{\n"
+        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "\n'
+        f'      "{{{d_list}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f"      : {outs}\n"
+        f'      : "l"(desc_a), "l"(desc_b), "r"(accumulate));\n'
+        f"}}\n#endif\n"
+    )
+
+
+def accumulator_position(register: int, thread: int) -> tuple[int, int]:
+    """The (row, column) in the 64 x N accumulator tile of float ``register`` (0 .. N/2-1)
+    of warpgroup thread ``thread`` (0 .. 127).
+
+    Warp ``w`` holds rows ``16 w .. 16 w + 15``; registers come in fours per 8-column block:
+    two neighbouring columns of row ``lane / 4``, then the same columns 8 rows below.
+    """
+    if not 0 <= thread < 128 or register < 0:
+        raise ValueError(f"accumulator_position: thread {thread} of 128, register {register}")
+    warp, lane = divmod(thread, 32)
+    block, within = divmod(register, 4)
+    row = 16 * warp + lane // 4 + 8 * (within // 2)
+    col = 8 * block + 2 * (lane % 4) + within % 2
+    return row, col
+
+
+def core_matrix_offset(row: int, k: int, tile_k: int) -> int:
+    """Element offset of (``row``, ``k``) in a K-major no-swizzle tile of ``tile_k`` 16-bit
+    columns: 8 x 8 core matrices of 128 bytes, K-adjacent ones 128 bytes apart (the
+    descriptor's leading byte offset), 8-row groups ``tile_k * 16`` bytes apart (its stride
+    byte offset)."""
+    if tile_k % 8:
+        raise ValueError(f"core_matrix_offset: tile_k {tile_k} is not a multiple of 8")
+    return ((row // 8) * (tile_k // 8) + k // 8) * 64 + (row % 8) * 8 + k % 8
+
+
+def descriptor_byte_offset(row: int, k: int, lbo: int, sbo: int) -> int:
+    """Where a ``wgmma`` reads element (``row``, ``k``) of a K-major no-swizzle operand, in
+    bytes from the descriptor's start address: 8-row groups ``sbo`` apart, the two 8-column
+    halves of the 16 K columns ``lbo`` apart, 16 bytes per core-matrix row (the PTX ISA's
+    shared memory matrix layout, 16-bit elements)."""
+    if not (0 <= k < 16 and row >= 0):
+        raise ValueError(f"descriptor_byte_offset: k {k} of 16, row {row}")
+    return (row // 8) * sbo + (k // 8) * lbo + (row % 8) * 16 + (k % 8) * 2

@@ -1,0 +1,165 @@
+"""codegen/cuda_wgmma.py and the probe GEMM built from it, without a GPU: the accumulator and
+shared-memory layouts are bijections with the documented shapes, a numpy emulation of the
+probe's index arithmetic (its cp.async stores, the descriptors' reads, the epilogue) gives
+A @ B.T on random inputs, and nvcc compiles the probe for sm_90a into ``wgmma`` PTX. Whether
+the GPU agrees is checked by ``benchmarks/bench_wgmma_probe.py`` on one (docs/gpu.md)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from codegen.cuda_wgmma import (
+    CORE_MATRIX_BYTES,
+    accumulator_position,
+    core_matrix_offset,
+    descriptor_byte_offset,
+    mma_function,
+    mma_function_name,
+)
+from tests.benchmarks.bench_loader import load_bench
+
+probe = load_bench("bench_wgmma_probe")
+NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+
+@pytest.mark.parametrize("n", [8, 64, 256])
+def test_accumulators_cover_the_64_by_n_tile_once(n):
+    seen = {accumulator_position(r, t) for t in range(128) for r in range(n // 2)}
+    assert len(seen) == 64 * n
+    assert seen == {(i, j) for i in range(64) for j in range(n)}
+
+
+def test_accumulator_layout_is_the_mma_m16n8_layout_per_warp():
+    assert [accumulator_position(r, 0) for r in range(5)] == [(0, 0), (0, 1), (8, 0), (8, 1),
+                                                              (0, 8)]  # fmt: skip
+    assert accumulator_position(0, 1) == (0, 2)  # lanes 0-3 share a row, two columns each
+    assert accumulator_position(0, 4) == (1, 0)
+    assert accumulator_position(0, 32) == (16, 0)  # warp 1 holds rows 16-31
+    with pytest.raises(ValueError, match="thread 128"):
+        accumulator_position(0, 128)
+
+
+def test_core_matrices_are_128_contiguous_bytes_and_the_tile_is_a_bijection():
+    rows, tile_k = 32, 64
+    offsets = {(r, k): core_matrix_offset(r, k, tile_k) for r in range(rows) for k in range(tile_k)}
+    assert sorted(offsets.values()) == list(range(rows * tile_k))
+    for r0, k0 in [(0, 0), (8, 16), (24, 56)]:
+        block = sorted(offsets[r0 + i, k0 + j] for i in range(8) for j in range(8))
+        assert block[-1] - block[0] == CORE_MATRIX_BYTES // 2 - 1  # 64 halves, contiguous
+    assert offsets[0, 8] - offsets[0, 0] == 64  # leading byte offset: 128 bytes
+    assert offsets[8, 0] - offsets[0, 0] == tile_k * 8  # stride byte offset: tile_k * 16 bytes
+    with pytest.raises(ValueError, match="multiple of 8"):
+        core_matrix_offset(0, 0, 12)
+
+
+def test_descriptor_reads_match_the_core_matrix_stores():
+    tile_k = 64
+    for row in range(64):
+        for k in range(16):
+            for step in range(tile_k // 16):
+                stored = core_matrix_offset(row, 16 * step + k, tile_k) * 2
+                start = step * 128 * 2  # the probe's a + kk * 128 halves
+                read = start + descriptor_byte_offset(row, k, lbo=128, sbo=tile_k * 16)
+                assert read == stored
+
+
+def _emulate_probe(a, b, bm, bn, bk):
+    """The probe kernel's index arithmetic in numpy: cp.async stores of each K tile into
+    core-matrix order, wgmma reads through the descriptors it builds, epilogue stores."""
+    m, k = a.shape
+    n = b.shape[0]
+    c = np.zeros((m, n), np.float32)
+    chunks = bk // 8
+    for m0 in range(0, m, bm):
+        for n0 in range(0, n, bn):
+            acc = np.zeros((bm // 64, 128, bn // 2), np.float32)
+            for k0 in range(0, k, bk):
+                s_a, s_b = np.zeros(bm * bk, a.dtype), np.zeros(bn * bk, b.dtype)
+                for cidx in range(bm * chunks):  # load_stage, A
+                    r, kc = divmod(cidx, chunks)
+                    dst = ((r // 8) * chunks + kc) * 64 + (r % 8) * 8
+                    s_a[dst : dst + 8] = a[m0 + r, k0 + kc * 8 : k0 + kc * 8 + 8]
+                for cidx in range(bn * chunks):
+                    r, kc = divmod(cidx, chunks)
+                    dst = ((r // 8) * chunks + kc) * 64 + (r % 8) * 8
+                    s_b[dst : dst + 8] = b[n0 + r, k0 + kc * 8 : k0 + kc * 8 + 8]
+                for wg in range(bm // 64):
+                    a_base = wg * 8 * chunks * 64
+                    for kk in range(bk // 16):
+                        sbo = bk * 16
+
+                        def tile(buf, base, rows, sbo=sbo, kk=kk):
+                            out = np.empty((rows, 16), np.float32)
+                            for i in range(rows):
+                                for j in range(16):
+                                    byte = descriptor_byte_offset(i, j, 128, sbo)
+                                    out[i, j] = buf[base + kk * 128 + byte // 2]
+                            return out
+
+                        prod = tile(s_a, a_base, 64) @ tile(s_b, 0, bn).T
+                        for t in range(128):
+                            for reg in range(bn // 2):
+                                i, j = accumulator_position(reg, t)
+                                acc[wg, t, reg] += prod[i, j]
+            for wg in range(bm // 64):  # the epilogue's row and column formulas
+                for t in range(128):
+                    warp, lane = divmod(t, 32)
+                    for jb in range(bn // 8):
+                        for h in range(2):
+                            row = m0 + wg * 64 + warp * 16 + lane // 4 + 8 * h
+                            col = n0 + 8 * jb + 2 * (lane % 4)
+                            c[row, col] = acc[wg, t, 4 * jb + 2 * h]
+                            c[row, col + 1] = acc[wg, t, 4 * jb + 2 * h + 1]
+    return c
+
+
+def test_the_probe_index_arithmetic_computes_a_times_b_transposed():
+    rng = np.random.default_rng(3)
+    m, n, k = 128, 16, 64
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (n, k)).astype(np.float16)
+    got = _emulate_probe(a, b, bm=128, bn=16, bk=32)
+    want = a.astype(np.float32) @ b.astype(np.float32).T
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_mma_function_operands_and_refusals():
+    src = mma_function(64, "bfloat16")
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in src
+    assert src.count('"+f"(d[') == 32 and "%32, %33, p" in src and "%34, 0" in src
+    assert mma_function_name(64, "bfloat16") in src
+    with pytest.raises(ValueError, match="multiple of 8"):
+        mma_function(12)
+    with pytest.raises(ValueError, match="float32"):
+        mma_function(64, "float32")
+
+
+def test_probe_refuses_tiles_it_cannot_run():
+    with pytest.raises(ValueError, match="BM 96"):
+        probe.gemm_source(96, 128, 64, 4)
+    with pytest.raises(ValueError, match="stages 1"):
+        probe.gemm_source(128, 128, 64, 1)
+    assert probe.shared_bytes(128, 256, 64, 3) == 3 * 384 * 64 * 2
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("tile", [(128, 128, 64, 4), (64, 256, 32, 3)])
+def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile):
+    cu = tmp_path / "probe.cu"
+    cu.write_text(probe.gemm_source(*tile))
+    ptx = tmp_path / "probe.ptx"
+    run = [NVCC, "-arch=sm_90a", "-std=c++17"]
+    subprocess.run([*run, "-ptx", "-o", str(ptx), str(cu)], check=True, capture_output=True)
+    text = ptx.read_text()
+    bm, bn, bk, stages = tile
+    assert len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{bn}k16", text)) == bk // 16
+    assert "fence.proxy.async.shared::cta" in text and f"cp.async.wait_group {stages - 2}" in text
+    done = subprocess.run([*run, "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "p.cubin"),
+                           str(cu)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "0 bytes spill stores" in done.stderr
