@@ -36,10 +36,15 @@ def shared_bytes(bm: int, bn: int, bk: int, stages: int) -> int:
     return stages * (bm + bn) * bk * 2
 
 
-def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4) -> str:
+def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4,
+                inflight: int = 0) -> str:  # fmt: skip
     """CUDA source of ``KERNEL(const half* A, const half* B, half* C, int M, int N, int K)``;
     launch with ``(N / bn, M / bm)`` blocks of ``32 * bm / 16`` threads and
     :func:`shared_bytes` of dynamic shared memory.
+
+    ``inflight`` 0 waits for each K tile's products before the next tile; 1 leaves one tile's
+    products running while the next is issued, so copies run ``stages - 2`` tiles ahead
+    instead of ``stages - 1`` (the stage still being read is not refilled).
 
     Raises
     ------
@@ -51,13 +56,16 @@ def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4) -> 
         raise ValueError(f"BM {bm}: a multiple of 64 (one warpgroup per 64 rows)")
     if bk % 16 or bk <= 0:
         raise ValueError(f"BK {bk}: a multiple of 16 (the wgmma K)")
-    if stages < 2:
-        raise ValueError(f"stages {stages}: at least 2")
+    if inflight not in (0, 1):
+        raise ValueError(f"inflight {inflight}: 0 or 1 tiles of products left running")
+    if stages < 2 + inflight:
+        raise ValueError(f"stages {stages}: at least {2 + inflight} with inflight {inflight}")
+    ahead = stages - 1 - inflight  # K tiles copied ahead of the one multiplied
     mma = mma_function(bn)  # raises for a BN that is no wgmma N
     threads = 2 * bm  # 128 threads per 64 rows
     chunks = bk // 8  # 16-byte chunks per tile row = core matrices along K
     return f"""#include <cuda_fp16.h>
-{cp_async_prelude((stages - 2,))}{PRELUDE}{mma}
+{cp_async_prelude((ahead - 1,))}{PRELUDE}{mma}
 #define BM {bm}
 #define BN {bn}
 #define BK {bk}
@@ -91,16 +99,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(const half* __res
   float d[BN / 2];
   #pragma unroll
   for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-  for (int s = 0; s < STAGES - 1; ++s) {{
+  for (int s = 0; s < {ahead}; ++s) {{
     if (s < tiles) load_stage(A, B, sA, sB, m0, n0, s * BK, K, s);
     cp_async_commit();
   }}
   for (int kt = 0; kt < tiles; ++kt) {{
-    cp_async_wait_group{stages - 2}();  // tile kt has landed (STAGES - 2 newer ones in flight)
-    fence_async_shared();                // ... and is visible to the wgmma (async proxy)
-    __syncthreads();                     // every thread's part; stage kt - 1 is free again
-    if (kt + STAGES - 1 < tiles)
-      load_stage(A, B, sA, sB, m0, n0, (kt + STAGES - 1) * BK, K, (kt + STAGES - 1) % STAGES);
+    cp_async_wait_group{ahead - 1}();  // tile kt has landed ({ahead - 1} newer in flight)
+    fence_async_shared();  // ... and is visible to the wgmma (async proxy)
+    __syncthreads();  // every thread's part; the stage of tile kt - {1 + inflight} is free
+    if (kt + {ahead} < tiles)
+      load_stage(A, B, sA, sB, m0, n0, (kt + {ahead}) * BK, K, (kt + {ahead}) % STAGES);
     cp_async_commit();
     const half* a = sA + (kt % STAGES) * BM * BK + wg * 8 * {chunks} * 64;  // its 64 rows
     const half* b = sB + (kt % STAGES) * BN * BK;
@@ -113,8 +121,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(const half* __res
                           wgmma_desc(b + kk * 128, 128, BK * 16), 1);
     }}
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<{inflight}>();
   }}
+  wgmma_wait<0>();
   const int warp = t / 32, lane = t % 32;
   #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {{
@@ -130,11 +139,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(const half* __res
 """
 
 
-def _tiles(text: str) -> list[tuple[int, int, int, int]]:
+def _tiles(text: str) -> list[tuple[int, int, int, int, int]]:
+    """``BMxBNxBKxSTAGES[xINFLIGHT]`` items, comma-separated."""
     tiles = []
     for item in text.split(","):
-        bm, bn, bk, stages = (int(x) for x in item.split("x"))
-        tiles.append((bm, bn, bk, stages))
+        numbers = [int(x) for x in item.split("x")]
+        if len(numbers) not in (4, 5):
+            raise argparse.ArgumentTypeError(f"tile {item!r}: BMxBNxBKxSTAGES[xINFLIGHT]")
+        tiles.append(tuple(numbers + [0] * (5 - len(numbers))))
     return tiles
 
 
@@ -172,10 +184,11 @@ def run(args) -> list[dict]:
 
     cublas_ms = time_ms(lambda: torch.matmul(ta, tb.T))
     rows = []
-    for bm, bn, bk, stages in args.tiles:
-        row = {"tile": f"{bm}x{bn}x{bk}", "stages": stages, "n": n}
+    for bm, bn, bk, stages, inflight in args.tiles:
+        row = {"tile": f"{bm}x{bn}x{bk}", "stages": stages, "inflight": inflight, "n": n}
         try:
-            mod = SourceModule(gemm_source(bm, bn, bk, stages), arch="sm_90a", no_extern_c=True,
+            source = gemm_source(bm, bn, bk, stages, inflight)
+            mod = SourceModule(source, arch="sm_90a", no_extern_c=True,
                                options=["-std=c++17"])  # fmt: skip
             fn = mod.get_function(KERNEL)
             smem = shared_bytes(bm, bn, bk, stages)
@@ -205,15 +218,16 @@ def run(args) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=4096, help="M = N = K")
-    p.add_argument("--tiles", type=_tiles, default=_tiles("128x128x64x4,128x256x64x3,64x128x64x4"),
-                   help="BMxBNxBKxSTAGES, comma-separated")  # fmt: skip
+    default_tiles = "128x128x64x4,128x128x64x4x1,128x256x64x3,128x256x64x4x1,64x128x64x4"
+    p.add_argument("--tiles", type=_tiles, default=_tiles(default_tiles),
+                   help="BMxBNxBKxSTAGES[xINFLIGHT], comma-separated")  # fmt: skip
     p.add_argument("--emit", action="store_true", help="print the first tile's source and stop")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
     if args.emit:
         print(gemm_source(*args.tiles[0]))
         return
-    for bm, bn, bk, _ in args.tiles:
+    for bm, bn, bk, _, _ in args.tiles:
         if args.n % bm or args.n % bn or args.n % bk:
             p.error(f"--n {args.n} is not a multiple of the tile {bm}x{bn}x{bk}")
     rows = run(args)

@@ -144,11 +144,16 @@ def test_probe_refuses_tiles_it_cannot_run():
         probe.gemm_source(96, 128, 64, 4)
     with pytest.raises(ValueError, match="stages 1"):
         probe.gemm_source(128, 128, 64, 1)
+    with pytest.raises(ValueError, match="stages 2: at least 3 with inflight 1"):
+        probe.gemm_source(128, 128, 64, 2, inflight=1)
+    with pytest.raises(ValueError, match="inflight 2"):
+        probe.gemm_source(128, 128, 64, 4, inflight=2)
+    assert probe._tiles("128x256x64x4x1,64x64x32x2") == [(128, 256, 64, 4, 1), (64, 64, 32, 2, 0)]
     assert probe.shared_bytes(128, 256, 64, 3) == 3 * 384 * 64 * 2
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
-@pytest.mark.parametrize("tile", [(128, 128, 64, 4), (64, 256, 32, 3)])
+@pytest.mark.parametrize("tile", [(128, 128, 64, 4, 0), (64, 256, 32, 3, 0), (128, 128, 64, 4, 1)])
 def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile):
     cu = tmp_path / "probe.cu"
     cu.write_text(probe.gemm_source(*tile))
@@ -156,9 +161,11 @@ def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile):
     run = [NVCC, "-arch=sm_90a", "-std=c++17"]
     subprocess.run([*run, "-ptx", "-o", str(ptx), str(cu)], check=True, capture_output=True)
     text = ptx.read_text()
-    bm, bn, bk, stages = tile
+    bm, bn, bk, stages, inflight = tile
     assert len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{bn}k16", text)) == bk // 16
-    assert "fence.proxy.async.shared::cta" in text and f"cp.async.wait_group {stages - 2}" in text
+    assert "fence.proxy.async.shared::cta" in text
+    assert f"cp.async.wait_group {stages - 2 - inflight}" in text
+    assert f"wgmma.wait_group.sync.aligned {inflight}" in text
     done = subprocess.run([*run, "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "p.cubin"),
                            str(cu)], capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
