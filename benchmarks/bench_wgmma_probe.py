@@ -36,15 +36,20 @@ def shared_bytes(bm: int, bn: int, bk: int, stages: int) -> int:
     return stages * (bm + bn) * bk * 2
 
 
+LAYOUTS = ("interleave", "swizzle128")
+
+
 def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4,
-                inflight: int = 0) -> str:  # fmt: skip
+                inflight: int = 0, layout: str = "interleave") -> str:  # fmt: skip
     """CUDA source of ``KERNEL(const half* A, const half* B, half* C, int M, int N, int K)``;
     launch with ``(N / bn, M / bm)`` blocks of ``32 * bm / 16`` threads and
     :func:`shared_bytes` of dynamic shared memory.
 
     ``inflight`` 0 waits for each K tile's products before the next tile; 1 leaves one tile's
     products running while the next is issued, so copies run ``stages - 2`` tiles ahead
-    instead of ``stages - 1`` (the stage still being read is not refilled).
+    instead of ``stages - 1`` (the stage still being read is not refilled). ``layout`` is the
+    shared tiles' order (:mod:`codegen.cuda_wgmma`): ``interleave``, 8 x 8 core matrices
+    without swizzling, or ``swizzle128``, rows of 64 halves with the 128-byte swizzle (BK 64).
 
     Raises
     ------
@@ -56,11 +61,25 @@ def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4,
         raise ValueError(f"BM {bm}: a multiple of 64 (one warpgroup per 64 rows)")
     if bk % 16 or bk <= 0:
         raise ValueError(f"BK {bk}: a multiple of 16 (the wgmma K)")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: one of {LAYOUTS}")
+    if layout == "swizzle128" and bk != 64:
+        raise ValueError(f"BK {bk}: the 128-byte swizzle takes rows of 64 halves (BK 64)")
     if inflight not in (0, 1):
         raise ValueError(f"inflight {inflight}: 0 or 1 tiles of products left running")
     if stages < 2 + inflight:
         raise ValueError(f"stages {stages}: at least {2 + inflight} with inflight {inflight}")
     ahead = stages - 1 - inflight  # K tiles copied ahead of the one multiplied
+    if layout == "interleave":  # row r, chunk kc -> core matrix (r / 8, kc), its row r % 8
+        store = f"((r / 8) * {bk // 8} + kc) * 64 + (r % 8) * 8"
+        # K step kk: core-matrix columns 2 kk and 2 kk + 1 (128 bytes apart); 8-row groups
+        # BK * 16 bytes apart
+        desc = "wgmma_desc({} + kk * 128, 128, BK * 16, 0)"
+    else:  # row r of 128 bytes, chunk kc stored at kc ^ (r % 8)
+        store = "r * 64 + (kc ^ (r % 8)) * 8"
+        # K step kk: 32 bytes into each row (the hardware swizzles the address); 8-row groups
+        # 1024 bytes apart; the leading byte offset is unused (1)
+        desc = "wgmma_desc({} + kk * 16, 16, 1024, 1)"
     mma = mma_function(bn)  # raises for a BN that is no wgmma N
     threads = 2 * bm  # 128 threads per 64 rows
     chunks = bk // 8  # 16-byte chunks per tile row = core matrices along K
@@ -72,25 +91,24 @@ def gemm_source(bm: int = 128, bn: int = 128, bk: int = 64, stages: int = 4,
 #define STAGES {stages}
 #define THREADS {threads}
 
-// One K tile of A (BM x BK) and B (BN x BK) into stage s, as 8 x 8 core matrices: row r,
-// 16-byte chunk c of the tile goes to core matrix (r / 8, c), row r % 8 (no swizzle).
+// One K tile of A (BM x BK) and B (BN x BK) into stage s, in the {layout} layout.
 static __device__ __forceinline__ void load_stage(const half* A, const half* B, half* sA,
     half* sB, int m0, int n0, int k0, int K, int s) {{
   for (int c = threadIdx.x; c < BM * {chunks}; c += THREADS) {{
     int r = c / {chunks}, kc = c % {chunks};
-    cp_async16(sA + s * BM * BK + ((r / 8) * {chunks} + kc) * 64 + (r % 8) * 8,
+    cp_async16(sA + s * BM * BK + {store},
                A + (size_t)(m0 + r) * K + k0 + kc * 8);
   }}
   for (int c = threadIdx.x; c < BN * {chunks}; c += THREADS) {{
     int r = c / {chunks}, kc = c % {chunks};
-    cp_async16(sB + s * BN * BK + ((r / 8) * {chunks} + kc) * 64 + (r % 8) * 8,
+    cp_async16(sB + s * BN * BK + {store},
                B + (size_t)(n0 + r) * K + k0 + kc * 8);
   }}
 }}
 
 extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(const half* __restrict__ A,
     const half* __restrict__ B, half* __restrict__ C, int M, int N, int K) {{
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];  // swizzle atoms are 1024 bytes
   half* sA = reinterpret_cast<half*>(smem);
   half* sB = sA + STAGES * BM * BK;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
@@ -110,15 +128,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(const half* __res
     if (kt + {ahead} < tiles)
       load_stage(A, B, sA, sB, m0, n0, (kt + {ahead}) * BK, K, (kt + {ahead}) % STAGES);
     cp_async_commit();
-    const half* a = sA + (kt % STAGES) * BM * BK + wg * 8 * {chunks} * 64;  // its 64 rows
+    const half* a = sA + (kt % STAGES) * BM * BK + wg * 64 * BK;  // its 64 rows
     const half* b = sB + (kt % STAGES) * BN * BK;
     wgmma_fence();
     #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {{
-      // K step kk: core-matrix columns 2 kk and 2 kk + 1 (128 bytes apart), 8-row groups
-      // BK * 2 * 8 bytes apart.
-      {mma_function_name(bn)}(d, wgmma_desc(a + kk * 128, 128, BK * 16),
-                          wgmma_desc(b + kk * 128, 128, BK * 16), 1);
+      {mma_function_name(bn)}(d, {desc.format("a")}, {desc.format("b")}, 1);
     }}
     wgmma_commit();
     wgmma_wait<{inflight}>();
@@ -184,10 +199,11 @@ def run(args) -> list[dict]:
 
     cublas_ms = time_ms(lambda: torch.matmul(ta, tb.T))
     rows = []
-    for bm, bn, bk, stages, inflight in args.tiles:
-        row = {"tile": f"{bm}x{bn}x{bk}", "stages": stages, "inflight": inflight, "n": n}
+    for (bm, bn, bk, stages, inflight), layout in args.runs:
+        row = {"tile": f"{bm}x{bn}x{bk}", "stages": stages, "inflight": inflight,
+               "layout": layout, "n": n}  # fmt: skip
         try:
-            source = gemm_source(bm, bn, bk, stages, inflight)
+            source = gemm_source(bm, bn, bk, stages, inflight, layout)
             mod = SourceModule(source, arch="sm_90a", no_extern_c=True,
                                options=["-std=c++17"])  # fmt: skip
             fn = mod.get_function(KERNEL)
@@ -221,11 +237,18 @@ def main() -> None:
     default_tiles = "128x128x64x4,128x128x64x4x1,128x256x64x3,128x256x64x4x1,64x128x64x4"
     p.add_argument("--tiles", type=_tiles, default=_tiles(default_tiles),
                    help="BMxBNxBKxSTAGES[xINFLIGHT], comma-separated")  # fmt: skip
-    p.add_argument("--emit", action="store_true", help="print the first tile's source and stop")
+    p.add_argument("--layouts", default=",".join(LAYOUTS),
+                   help="shared layouts for each tile (swizzle128 only for BK 64)")  # fmt: skip
+    p.add_argument("--emit", action="store_true", help="print the first run's source and stop")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
+    layouts = args.layouts.split(",")
+    if not set(layouts) <= set(LAYOUTS):
+        p.error(f"--layouts {args.layouts}: from {LAYOUTS}")
+    args.runs = [(t, lay) for t in args.tiles for lay in layouts
+                 if lay != "swizzle128" or t[2] == 64]  # fmt: skip
     if args.emit:
-        print(gemm_source(*args.tiles[0]))
+        print(gemm_source(*args.runs[0][0], layout=args.runs[0][1]))
         return
     for bm, bn, bk, _, _ in args.tiles:
         if args.n % bm or args.n % bn or args.n % bk:

@@ -14,9 +14,13 @@ What a ``wgmma`` needs, and what each function here gives:
 - A and B come from shared memory through 64-bit *descriptors* (:data:`PRELUDE`,
   ``wgmma_desc``): start address, the byte offset between the two 8 x 16-byte core matrices
   adjacent along K (the leading byte offset) and between adjacent groups of 8 rows (the
-  stride byte offset), and a swizzle mode. The tiles here are K-major without swizzling: every
-  8 rows x 8 halves core matrix is 128 contiguous bytes (:func:`core_matrix_offset`), so one
-  16-byte ``cp.async`` writes one core-matrix row and no bank swizzle is needed to write them.
+  stride byte offset), and a swizzle mode. Two K-major layouts are described here. Without
+  swizzling, every 8 rows x 8 halves core matrix is 128 contiguous bytes
+  (:func:`core_matrix_offset`), so one 16-byte ``cp.async`` writes one core-matrix row. With
+  the 128-byte swizzle, a tile is row-major with rows of 64 halves (128 bytes) whose 16-byte
+  chunks are permuted by XOR with the row's index mod 8 (:func:`swizzle128_offset`): the
+  layout a row-major shared tile gets from one XOR, and the one CUTLASS uses; it needs the
+  tile 1024-byte aligned, as the hardware swizzles on address bits.
 - Ordering: shared memory written by ``cp.async`` (the generic proxy) must be fenced with
   ``fence.proxy.async.shared::cta`` before ``wgmma`` (the async proxy) reads it;
   ``wgmma.fence`` before the first product that reads accumulators written by ordinary
@@ -32,6 +36,8 @@ __all__ = [
     "accumulator_position",
     "core_matrix_offset",
     "descriptor_byte_offset",
+    "swizzle128_offset",
+    "swizzle128_read_address",
     "mma_function",
     "mma_function_name",
 ]
@@ -44,13 +50,15 @@ WGMMA_N = tuple(range(8, 257, 8))
 
 PRELUDE = r"""#ifndef AUTOSCHED_WGMMA_PRELUDE
 #define AUTOSCHED_WGMMA_PRELUDE
-// A shared-memory matrix descriptor without swizzling: bits 0-13 the start address / 16,
-// 16-29 the leading (K) byte offset / 16, 32-45 the stride (8-row) byte offset / 16.
+// A shared-memory matrix descriptor: bits 0-13 the start address / 16, 16-29 the leading (K)
+// byte offset / 16, 32-45 the stride (8-row) byte offset / 16, 62-63 the swizzle (0 none,
+// 1 the 128-byte swizzle).
 static __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo,
-                                                                unsigned sbo) {
+                                                                unsigned sbo, unsigned swizzle) {
   unsigned long long addr = (unsigned long long)__cvta_generic_to_shared(smem);
   return ((addr & 0x3FFFFull) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16)
-         | ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+         | ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32)
+         | ((unsigned long long)(swizzle & 3u) << 62);
 }
 static __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -144,3 +152,22 @@ def descriptor_byte_offset(row: int, k: int, lbo: int, sbo: int) -> int:
     if not (0 <= k < 16 and row >= 0):
         raise ValueError(f"descriptor_byte_offset: k {k} of 16, row {row}")
     return (row // 8) * sbo + (k // 8) * lbo + (row % 8) * 16 + (k % 8) * 2
+
+
+def swizzle128_offset(row: int, k: int) -> int:
+    """Element offset of (``row``, ``k``), ``k`` < 64, in a K-major tile with the 128-byte
+    swizzle: rows of 64 halves, 16-byte chunk ``k / 8`` stored at chunk ``(k / 8) ^ (row %
+    8)``."""
+    if not 0 <= k < 64:
+        raise ValueError(f"swizzle128_offset: k {k} of a 64-half row")
+    return row * 64 + ((k // 8) ^ (row % 8)) * 8 + k % 8
+
+
+def swizzle128_read_address(start: int, row: int, k: int) -> int:
+    """The shared byte address a ``wgmma`` with a 128-byte-swizzle descriptor (stride byte
+    offset 1024) starting at ``start`` reads for element (``row``, ``k``), ``k`` < 16: the
+    unswizzled address with its bits 4-6 XORed by bits 7-9 (``start``'s atom 1024-aligned)."""
+    if not (0 <= k < 16 and row >= 0):
+        raise ValueError(f"swizzle128_read_address: k {k} of 16, row {row}")
+    plain = start + (row // 8) * 1024 + (row % 8) * 128 + k * 2
+    return plain ^ (((plain >> 7) & 7) << 4)

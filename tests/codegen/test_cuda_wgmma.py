@@ -20,6 +20,8 @@ from codegen.cuda_wgmma import (
     descriptor_byte_offset,
     mma_function,
     mma_function_name,
+    swizzle128_offset,
+    swizzle128_read_address,
 )
 from tests.benchmarks.bench_loader import load_bench
 
@@ -68,9 +70,22 @@ def test_descriptor_reads_match_the_core_matrix_stores():
                 assert read == stored
 
 
-def _emulate_probe(a, b, bm, bn, bk):
-    """The probe kernel's index arithmetic in numpy: cp.async stores of each K tile into
-    core-matrix order, wgmma reads through the descriptors it builds, epilogue stores."""
+def test_swizzled_rows_are_permuted_chunks_and_reads_find_the_stores():
+    offsets = [swizzle128_offset(r, k) for r in range(16) for k in range(64)]
+    assert sorted(offsets) == list(range(16 * 64))
+    assert swizzle128_offset(3, 8) == 3 * 64 + 2 * 8  # chunk 1 of row 3 stored at chunk 1 ^ 3
+    for step in range(4):  # a K step starts 32 bytes further into the 1024-aligned atom
+        for row in range(64):
+            for k in range(16):
+                read = swizzle128_read_address(step * 32, row, k)
+                assert read == 2 * swizzle128_offset(row, 16 * step + k)
+    with pytest.raises(ValueError, match="64-half row"):
+        swizzle128_offset(0, 64)
+
+
+def _emulate_probe(a, b, bm, bn, bk, layout="interleave"):
+    """The probe kernel's index arithmetic in numpy: cp.async stores of each K tile in the
+    layout, wgmma reads through the descriptors it builds, epilogue stores."""
     m, k = a.shape
     n = b.shape[0]
     c = np.zeros((m, n), np.float32)
@@ -80,25 +95,28 @@ def _emulate_probe(a, b, bm, bn, bk):
             acc = np.zeros((bm // 64, 128, bn // 2), np.float32)
             for k0 in range(0, k, bk):
                 s_a, s_b = np.zeros(bm * bk, a.dtype), np.zeros(bn * bk, b.dtype)
-                for cidx in range(bm * chunks):  # load_stage, A
-                    r, kc = divmod(cidx, chunks)
-                    dst = ((r // 8) * chunks + kc) * 64 + (r % 8) * 8
-                    s_a[dst : dst + 8] = a[m0 + r, k0 + kc * 8 : k0 + kc * 8 + 8]
-                for cidx in range(bn * chunks):
-                    r, kc = divmod(cidx, chunks)
-                    dst = ((r // 8) * chunks + kc) * 64 + (r % 8) * 8
-                    s_b[dst : dst + 8] = b[n0 + r, k0 + kc * 8 : k0 + kc * 8 + 8]
+                for buf, src, rows, r0 in ((s_a, a, bm, m0), (s_b, b, bn, n0)):  # load_stage
+                    for cidx in range(rows * chunks):
+                        r, kc = divmod(cidx, chunks)
+                        if layout == "interleave":
+                            dst = ((r // 8) * chunks + kc) * 64 + (r % 8) * 8
+                        else:
+                            dst = r * 64 + (kc ^ (r % 8)) * 8
+                        buf[dst : dst + 8] = src[r0 + r, k0 + kc * 8 : k0 + kc * 8 + 8]
                 for wg in range(bm // 64):
-                    a_base = wg * 8 * chunks * 64
+                    a_base = wg * 64 * bk
                     for kk in range(bk // 16):
-                        sbo = bk * 16
 
-                        def tile(buf, base, rows, sbo=sbo, kk=kk):
+                        def tile(buf, base, rows, kk=kk):
                             out = np.empty((rows, 16), np.float32)
                             for i in range(rows):
                                 for j in range(16):
-                                    byte = descriptor_byte_offset(i, j, 128, sbo)
-                                    out[i, j] = buf[base + kk * 128 + byte // 2]
+                                    if layout == "interleave":
+                                        byte = descriptor_byte_offset(i, j, 128, bk * 16)
+                                        out[i, j] = buf[base + kk * 128 + byte // 2]
+                                    else:  # byte addresses from the 1024-aligned buffer
+                                        at = swizzle128_read_address(2 * base + 32 * kk, i, j)
+                                        out[i, j] = buf[at // 2]
                             return out
 
                         prod = tile(s_a, a_base, 64) @ tile(s_b, 0, bn).T
@@ -118,12 +136,13 @@ def _emulate_probe(a, b, bm, bn, bk):
     return c
 
 
-def test_the_probe_index_arithmetic_computes_a_times_b_transposed():
+@pytest.mark.parametrize("layout,bk", [("interleave", 32), ("swizzle128", 64)])
+def test_the_probe_index_arithmetic_computes_a_times_b_transposed(layout, bk):
     rng = np.random.default_rng(3)
-    m, n, k = 128, 16, 64
+    m, n, k = 128, 16, 128
     a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
     b = rng.uniform(-1, 1, (n, k)).astype(np.float16)
-    got = _emulate_probe(a, b, bm=128, bn=16, bk=32)
+    got = _emulate_probe(a, b, bm=128, bn=16, bk=bk, layout=layout)
     want = a.astype(np.float32) @ b.astype(np.float32).T
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -149,14 +168,20 @@ def test_probe_refuses_tiles_it_cannot_run():
     with pytest.raises(ValueError, match="inflight 2"):
         probe.gemm_source(128, 128, 64, 4, inflight=2)
     assert probe._tiles("128x256x64x4x1,64x64x32x2") == [(128, 256, 64, 4, 1), (64, 64, 32, 2, 0)]
+    with pytest.raises(ValueError, match="BK 32: the 128-byte swizzle"):
+        probe.gemm_source(128, 128, 32, 4, layout="swizzle128")
     assert probe.shared_bytes(128, 256, 64, 3) == 3 * 384 * 64 * 2
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
-@pytest.mark.parametrize("tile", [(128, 128, 64, 4, 0), (64, 256, 32, 3, 0), (128, 128, 64, 4, 1)])
-def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile):
+@pytest.mark.parametrize(
+    "tile,layout",
+    [((128, 128, 64, 4, 0), "interleave"), ((64, 256, 32, 3, 0), "interleave"),
+     ((128, 128, 64, 4, 1), "swizzle128")],
+)  # fmt: skip
+def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile, layout):
     cu = tmp_path / "probe.cu"
-    cu.write_text(probe.gemm_source(*tile))
+    cu.write_text(probe.gemm_source(*tile, layout=layout))
     ptx = tmp_path / "probe.ptx"
     run = [NVCC, "-arch=sm_90a", "-std=c++17"]
     subprocess.run([*run, "-ptx", "-o", str(ptx), str(cu)], check=True, capture_output=True)
