@@ -25,6 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from torch_timing import cuda_event_ms  # noqa: E402  (run from benchmarks/)
+
 from codegen.cuda_async import cp_async_prelude  # noqa: E402
 from codegen.cuda_wgmma import PRELUDE, mma_function, mma_function_name  # noqa: E402
 
@@ -182,22 +184,7 @@ def run(args) -> list[dict]:
     b = rng.uniform(-1, 1, (n, n)).astype("float16")
     want = a.astype("float32") @ b.astype("float32").T
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def time_ms(fn, number=50) -> float:
-        fn()
-        torch.cuda.synchronize()
-        best = float("inf")
-        for _ in range(5):
-            start.record()
-            for _ in range(number):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            best = min(best, start.elapsed_time(end) / number)
-        return best
-
-    cublas_ms = time_ms(lambda: torch.matmul(ta, tb.T))
+    cublas_ms = cuda_event_ms(lambda: torch.matmul(ta, tb.T))
     rows = []
     for (bm, bn, bk, stages, inflight), layout in args.runs:
         row = {"tile": f"{bm}x{bn}x{bk}", "stages": stages, "inflight": inflight,
@@ -220,7 +207,7 @@ def run(args) -> list[dict]:
             launch()
             torch.cuda.synchronize()
             err = float(np.abs(tc.float().cpu().numpy() - want).max())
-            ms = time_ms(launch)
+            ms = cuda_event_ms(launch)
             row.update(ms=ms, tflops=2 * n**3 / ms / 1e9, max_abs_err=err,
                        cublas_ms=cublas_ms, fraction_of_cublas=cublas_ms / ms)  # fmt: skip
         except Exception as e:  # a tile that fails to build or run: say so, go on

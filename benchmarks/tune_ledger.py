@@ -27,6 +27,8 @@ import os
 import time
 from pathlib import Path
 
+from autosched.measure.records import MARKER_KEY, read_record_lines
+
 
 class LedgerError(ValueError):
     """A ledger file that cannot be read as this module writes it."""
@@ -101,19 +103,25 @@ def tuned_seconds_at(timestamp: float, runs: list[dict]) -> float | None:
     return found
 
 
+def _record_stamp(text: str) -> float | None:
+    """A record line's measurement time (Unix seconds); None for a run marker."""
+    try:
+        obj = json.loads(text)
+        if MARKER_KEY in obj:
+            return None
+        return float(obj["r"][3])
+    except (TypeError, KeyError, IndexError, AttributeError) as e:
+        raise ValueError(f"no result timestamp ({e!r})") from None
+
+
 def records_within(log, runs: list[dict], seconds: float) -> list[str]:
-    """The lines of ``log`` whose records were measured within the first ``seconds`` of tuning
-    (markers and comments dropped; lines that are not records are kept out too)."""
+    """The record lines of ``log`` measured within the first ``seconds`` of tuning. Markers
+    are dropped; unreadable lines too, with the log reader's one warning naming them."""
     kept = []
-    for line in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-            stamp = float(rec["r"][3])
-        except (ValueError, TypeError, KeyError, IndexError):
-            continue
+    for _, text, stamp in read_record_lines(log, _record_stamp, stacklevel=2):
         at = tuned_seconds_at(stamp, runs)
         if at is not None and at <= seconds:
-            kept.append(line)
+            kept.append(text)
     return kept
 
 
