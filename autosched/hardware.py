@@ -12,6 +12,7 @@ win (:meth:`HardwareParams.for_target`).
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral
@@ -99,6 +100,30 @@ def cuda_arch(target) -> str:
         return arch
     props = device_properties("cuda")
     return props["arch"] if props else DEFAULT_ARCH
+
+
+def known_cuda_arch(target) -> str | None:
+    """``-arch`` of a CUDA target when it is known here: its own option, else the device's (a
+    CUDA device in this process), else None (no guess: the search then keeps to what every
+    architecture runs)."""
+    target = Target(target)
+    arch = target.get("arch")
+    if arch or target.kind != "cuda":
+        return arch or None
+    return _quiet_device_arch()
+
+
+@functools.cache
+def _quiet_device_arch() -> str | None:
+    """The arch of CUDA device 0, or None without one: no warning (the search asks on every
+    task; a missing device is reported where hardware parameters are read from it)."""
+    from runtime.device import query_properties
+
+    try:
+        return query_properties("cuda", 0)["arch"]
+    except Exception as err:  # no driver, no device, no pycuda: the arch is unknown
+        logging.getLogger(__name__).debug("no CUDA device arch for the search: %s", err)
+        return None
 
 
 def with_device_arch(target) -> Target:

@@ -163,7 +163,7 @@ def main():
     func = ansor.build(task.apply_best(args.log), target)
     src = func.get_source()
     if args.dtype == "float16" or args.tf32:
-        assert "wmma::mma_sync" in src
+        assert "wmma::mma_sync" in src or "wgmma.mma_async" in src  # sm_90: either sketch
     if args.tf32:
         assert "precision::tf32" in src
     rng = np.random.default_rng(0)
@@ -180,7 +180,8 @@ def main():
     flops = 2 * n**3
     res = {"n": n, "dtype": args.dtype, "tf32": args.tf32, "trials": len(records),
            "tune_s": round(tuned_s, 1), "ours_ms": round(ms_ours, 4),
-           "ours_tflops": round(flops / ms_ours / 1e9, 1), "max_abs_err": err}  # fmt: skip
+           "ours_tflops": round(flops / ms_ours / 1e9, 1), "max_abs_err": err,
+           "wgmma": "wgmma.mma_async" in src}  # fmt: skip
     # torch side by side: TF32 as asked (the compared figure), and TF32 off for scale.
     sides = [("torch", args.tf32)] + ([("torch_tf32_off", False)] if args.tf32 else [])
     for label, tf32 in sides:

@@ -29,6 +29,7 @@ from tensorir.loops import (
     Buffer,
     For,
     Program,
+    Store,
     walk_stmts,
 )
 from tensorir.passes.tensor_core import (
@@ -46,12 +47,14 @@ from .cuda_arch import (  # noqa: F401 - re-exported: codegen.cuda's public name
     WMMA_MIN_ARCH,
     cp_async_available,
     dp4a_available,
+    wgmma_available,
     wmma_available,
     wmma_unavailable_reason,
 )
 from .cuda_async import _CP_ASYNC_COMMIT, _CP_ASYNC_WAIT, _CP_ASYNC_WAIT_GROUP, AsyncCopies
 from .cuda_gather import VECTOR_GATHER, WordCopies, gather_copies, vector_copy  # noqa: F401
 from .cuda_shared import SharedArray, shared_declarations
+from .cuda_warpgroup import WarpgroupTiles
 from .cuda_wmma import _WMMA, WmmaFragments
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .source import Source
@@ -75,7 +78,7 @@ _DP4A_MIXED = (
 )
 
 
-class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
+class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRenderer):
     """``extern "C" __global__`` kernels with blockIdx/threadIdx and ``__shared__`` buffers."""
 
     lang = "cuda"
@@ -109,6 +112,8 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
         self._dp4a_loops: dict[int, ByteDot] = {}  # id(For) -> its dot product, this kernel
         self._aligned: set[int] = set()  # id(Buffer) of arrays read 4 bytes at a time
         self._plan: FragmentPlan | None = None  # this kernel's wmma fragment nests
+        self._wg_tiles: dict = {}  # id(mma loop) -> its WarpgroupTile (warpgroup plans)
+        self._wg_outer: dict = {}  # id(For) -> the WarpgroupTile whose k steps it runs
         self._vec_copies: dict = {}  # id(For) -> a vectorized copy run as one wide word
         self._gathers: dict = {}  # id(For) -> a GatherCopy (an im2col fetch) as one wide word
         self._aligned16: set[int] = set()
@@ -148,14 +153,21 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
         if plan is not None and wmma_unavailable_reason(self.arch, plan.dtype):
             log.debug("%s: %s", where, wmma_unavailable_reason(self.arch, plan.dtype))
         self._wmma = None if plan is None else wmma_available(self.arch, plan.dtype)
+        if plan is not None and plan.warpgroup:
+            self._wmma = wgmma_available(self.arch)
         self._plan = None if self._wmma is False else plan
+        if self._plan is not None and self._plan.warpgroup:
+            why = self._warpgroup_setup()
+            if why:  # the GPU check refuses these; rendered anyway, as the scalar loops
+                log.debug("%s: no wgmma: %s", where, why)
+                self._plan = None
         self._stage = None
         self._vec_copies = {}
         self._caches, self._caches_declared = {}, False
         if self._plan is not None:
             self._uses_wmma = True
             self._dtypes.add(self._plan.dtype)
-            self._caches = self._operand_caches()
+            self._caches = {} if self._plan.warpgroup else self._operand_caches()
             self._vec_copies = {
                 id(x): c
                 for x in walk_stmts(info.stmt)
@@ -192,7 +204,9 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
     def _alignment(self, buf) -> int:
         """The ``__align__`` bytes an array needs (0: its type's own)."""
         if self._plan is not None and id(buf) in self._plan.operands:
-            return 32  # load_matrix_sync needs 256-bit aligned rows
+            # wgmma's 128-byte swizzle works on address bits 4-9: 1024-byte aligned tiles;
+            # load_matrix_sync needs 256-bit aligned rows
+            return 1024 if self._plan.warpgroup else 32
         if id(buf) in self._aligned16:
             return 16
         return 4 if id(buf) in self._aligned else 0
@@ -206,6 +220,21 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
 
     def _stmt(self, s, guards: tuple = ()) -> None:
         plan = self._plan
+        if plan is not None and plan.warpgroup and isinstance(s, Allocate) \
+                and id(s.buffer) in plan.accumulators:  # fmt: skip
+            b = s.buffer
+            self._arch_split(partial(self._wg_declare_accumulator, b),
+                             lambda: self._line(f"{self.array_decl(b)};"))  # fmt: skip
+            self._stmt(s.body, guards)
+            return
+        if plan is not None and plan.warpgroup and isinstance(s, Store) and not guards \
+                and id(s.buffer) in plan.operands:  # fmt: skip
+            index = self._wg_operand_index(s.buffer, self.expr(s.index))
+            text = self.expr(s.value)
+            if s.value.dtype != s.buffer.dtype:
+                text = self.cast(s.buffer.dtype, s.value.dtype, text)
+            self._line(f"{self._name(s.buffer)}[{index}] = {text};")
+            return
         if plan is not None and isinstance(s, Allocate) and id(s.buffer) in plan.accumulators:
             b = s.buffer
             frag = (
@@ -230,6 +259,9 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
         elif self._cp_async and isinstance(s, Barrier):
             wait = _CP_ASYNC_WAIT.replace("{arch}", arch)
             self._line(f"{self.helper('cp_async_wait_all', wait)}();")
+        if plan is not None and plan.warpgroup and isinstance(s, Barrier):
+            self._wg_prelude()  # the copies, visible to the products (the async proxy)
+            self._wg_guarded("fence_async_shared();")
         super()._stmt(s, guards)
         if id(s) in self._commits:
             commit = _CP_ASYNC_COMMIT.replace("{arch}", arch)
@@ -237,9 +269,20 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
 
     def _for(self, s: For, guards: tuple) -> None:
         plan = self._plan
+        if plan is not None and plan.warpgroup and not guards and id(s) in self._wg_outer:
+            self._wg_outer_loop(s, guards, self._fragment_for)
+            return
+        self._fragment_for(s, guards)
+
+    def _fragment_for(self, s: For, guards: tuple) -> None:
+        plan = self._plan
         if plan is not None and not guards:
-            for group, emit in ((plan.mma, self._wmma_mma), (plan.fill, self._wmma_fill),
-                                (plan.store, self._wmma_store)):  # fmt: skip
+            emitters = ((plan.mma, self._wmma_mma), (plan.fill, self._wmma_fill),
+                        (plan.store, self._wmma_store))  # fmt: skip
+            if plan.warpgroup:
+                emitters = ((plan.mma, self._wg_mma), (plan.fill, self._wg_fill),
+                            (plan.store, self._wg_store))  # fmt: skip
+            for group, emit in emitters:
                 m = group.get(id(s))
                 if m is not None:
                     scalar = super()._for
@@ -254,7 +297,8 @@ class CUDARenderer(WmmaFragments, AsyncCopies, WordCopies, CRenderer):
             if copy is not None:
                 dst, src, dbase, sbase, word = copy
                 self._line(
-                    f"*({word}*)&{self._name(dst)}[{self.expr(dbase)}] = "
+                    f"*({word}*)&{self._name(dst)}"
+                    f"[{self._wg_operand_index(dst, self.expr(dbase))}] = "
                     f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}];"
                 )
                 return

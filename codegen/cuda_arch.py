@@ -13,10 +13,12 @@ __all__ = [
     "CP_ASYNC_MIN_ARCH",
     "DP4A_MIN_ARCH",
     "WMMA_MIN_ARCH",
+    "WGMMA_ARCH",
     "cp_async_available",
     "dp4a_available",
     "wmma_available",
     "wmma_unavailable_reason",
+    "wgmma_available",
 ]
 
 DP4A_MIN_ARCH = 61
@@ -29,6 +31,11 @@ CP_ASYNC_MIN_ARCH = 80
 """``cp.async`` (global to shared copies that bypass registers) needs sm_80 or newer. The
 switch for the asynchronous copies of double-buffered tensor-core kernels: a number above
 every real architecture (1000) makes them plain 16-byte loads and stores again."""
+
+
+WGMMA_ARCH = 90
+"""Hopper's warpgroup ``wgmma.mma_async``: sm_90 only, compiled as ``sm_90a`` (the
+architecture-specific features; later architectures do not have the instruction)."""
 
 
 def _arch_number(arch: str | None) -> int | None:
@@ -69,3 +76,10 @@ def wmma_unavailable_reason(arch: str | None, dtype: str) -> str:
         f"-arch={arch} has no {what}: they need sm_{need} or newer; the loops stay scalar "
         f"(compile for -arch=sm_{need} or newer to use them)"
     )
+
+
+def wgmma_available(arch: str | None) -> bool | None:
+    """Whether a GPU of ``-arch=arch`` runs ``wgmma`` (sm_90 / sm_90a: True; another known
+    architecture: False; None when the architecture is unknown here)."""
+    n = _arch_number(arch)
+    return None if n is None else n == WGMMA_ARCH

@@ -84,4 +84,5 @@ class WordCopies:
         load = f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}]"
         if cond is not None:
             load = f"(({self.expr(cond)}) ? {load} : {_ZERO_WORDS[nbytes]})"
-        self._line(f"*({word}*)&{self._name(dst)}[{self.expr(dbase)}] = {load};")
+        to = self._wg_operand_index(dst, self.expr(dbase))  # swizzled for wgmma operands
+        self._line(f"*({word}*)&{self._name(dst)}[{to}] = {load};")

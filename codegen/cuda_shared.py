@@ -54,6 +54,8 @@ class SharedArray:
 def _offsets(arrays) -> tuple[list[int], int]:
     offsets, end = [], 0
     for a in arrays:
+        align = max(_ALIGN, a.align)  # wgmma's swizzled operand tiles: 1024 bytes
+        end = -(-end // align) * align
         offsets.append(end)
         end += -(-a.nbytes // _ALIGN) * _ALIGN
     return offsets, end
@@ -73,7 +75,8 @@ def shared_declarations(arrays, kernel: str) -> tuple[list[str], list[str]]:
             body.append(f"__shared__ {align}{a.ctype} {a.name}[{a.size}];")
         return body, []
     offsets, total = _offsets(arrays)
-    body = [f"extern __shared__ __align__({_ALIGN}) unsigned char {_BUFFER}[];"]
+    align = max([_ALIGN, *(a.align for a in arrays)])
+    body = [f"extern __shared__ __align__({align}) unsigned char {_BUFFER}[];"]
     for a, off in zip(arrays, offsets):
         body.append(f"{a.ctype}* {a.name} = reinterpret_cast<{a.ctype}*>({_BUFFER} + {off});")
     before = [

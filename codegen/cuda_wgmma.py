@@ -1,8 +1,8 @@
 """Hopper's warpgroup matrix product (``wgmma.mma_async``, sm_90a) as CUDA source pieces.
 
-Not used by the tensor-core sketch yet: ``benchmarks/bench_wgmma_probe.py`` builds a GEMM from
-these pieces to check them on a GPU and to measure what the instruction gives before the
-sketch learns it (docs/gpu.md, "What limits the tensor-core kernels").
+The CUDA backend renders the warpgroup sketch's kernels with them (:mod:`codegen.cuda_warpgroup`,
+the 128-byte swizzle); ``benchmarks/bench_wgmma_probe.py`` builds a hand-written GEMM from them,
+in both layouts, to check them on a GPU and measure the instruction alone (docs/gpu.md).
 
 What a ``wgmma`` needs, and what each function here gives:
 

@@ -15,6 +15,7 @@ from tensorir.passes.tensor_core import FRAGMENT, LANES
 from tensorir.transform import rewrite, substitute
 
 from .cuda_arch import WMMA_MIN_ARCH
+from .cuda_warpgroup import SWIZZLE_GUARD
 from .wide_epilogue import WORD_BYTES, wide_store
 
 __all__ = ["WmmaFragments"]
@@ -32,7 +33,10 @@ class WmmaFragments:
         if self._wmma:
             wmma()
             return
-        self._k.lines.append(f"#if __CUDA_ARCH__ >= {WMMA_MIN_ARCH[self._plan.dtype]}0")
+        if self._plan.warpgroup:
+            self._k.lines.append(f"#if {SWIZZLE_GUARD}")
+        else:
+            self._k.lines.append(f"#if __CUDA_ARCH__ >= {WMMA_MIN_ARCH[self._plan.dtype]}0")
         wmma()
         self._k.lines.append("#else")
         scalar()

@@ -53,6 +53,14 @@ _CUBIN_CACHE_SIZE = 256
 _cache_lock = threading.Lock()
 
 
+def feature_arch(code: str, arch: str) -> str:
+    """``arch``, or its architecture-specific form (``sm_90a``) when ``code`` uses an
+    instruction only that form has: Hopper's ``wgmma.mma_async``, which no other GPU runs."""
+    if arch == "sm_90" and "wgmma.mma_async" in code:
+        return "sm_90a"
+    return arch
+
+
 def compile_cubin(
     code: str, arch: str = DEFAULT_ARCH, options=("-O3",), timeout=None, compiler: str = "auto"
 ) -> bytes:
@@ -93,6 +101,7 @@ def compile_cubin(
         raise CompileError("NVRTC: neither cuda-python (cuda.bindings.nvrtc) nor cupy imports; "
                            "pip install cuda-python, or use compiler='nvcc'")  # fmt: skip
     kind = nvrtc[0] if nvrtc else "nvcc"
+    arch = feature_arch(code, arch)
     key = hashlib.sha256(repr((kind, code, arch, tuple(options))).encode()).digest()
     with _cache_lock:
         cubin = _CUBIN_CACHE.get(key)

@@ -362,8 +362,13 @@ def store_tile_bytes(state) -> dict[str, int]:
     for the root stage that carries a ``tensor_core`` pragma (the store nest) over a stage
     with one and a reduction (the mma nest). The warps are the root stage's ``threadIdx.y``
     (and ``z``) loops, whose extents the state knows once its tile sizes are filled. Empty
-    for kernels without fragments."""
+    for kernels without fragments, and for warpgroup (wgmma) kernels."""
     from tensorir.passes.tensor_core import store_staging_bytes
+
+    from .sketch_rules_warpgroup import is_warpgroup_state
+
+    if is_warpgroup_state(state):  # wgmma tiles store from registers
+        return {}
 
     by_name = {s.name: s for s in state.stages}
     acc_dtype: dict[str, str] = {}  # root stage -> the dtype of its fragment accumulator

@@ -57,6 +57,7 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
     rules = default_rules(task.target) if rules is None else list(rules)
     hw = task.hardware_params
     if task.target.is_gpu:
+        from ..hardware import known_cuda_arch
         from .sketch_rules_gpu import GPUSketchContext
         from .sketch_rules_tensor_core import tensor_core_dtypes
 
@@ -67,6 +68,7 @@ def generate_sketches(task, rules=None, params: SearchParams | None = None) -> l
             max_threads_per_block=hw.gpu_value("max_threads_per_block"),
             tensor_core_dtypes=tensor_core_dtypes(task.target),
             arch=task.target.get("arch"),
+            device_arch=known_cuda_arch(task.target),
         )
     else:
         from .dot_product import dot_lanes

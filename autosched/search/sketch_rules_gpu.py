@@ -36,6 +36,7 @@ from .sketch_rules import (
     follow_tiling,
 )
 from .sketch_rules_tensor_core import MultiLevelTilingTensorCore
+from .sketch_rules_warpgroup import MultiLevelTilingWarpgroup
 
 __all__ = [
     "AddCacheRead",
@@ -62,6 +63,8 @@ class GPUSketchContext(SketchContext):
     max_threads_per_block: int = 1024
     tensor_core_dtypes: tuple[str, ...] = LOW_PRECISION
     arch: str | None = None  # the target's -arch when it names one (sm_80), else unknown
+    # ... or else the device's, when this process has one (hardware.known_cuda_arch)
+    device_arch: str | None = None
 
     @property
     def tiling_structure(self) -> str:
@@ -380,6 +383,7 @@ def gpu_rules() -> list[SketchRule]:
         AlwaysInlineGPU(),
         SimplifyComputeWithConstTensor(),
         CrossThreadReduction(),
+        MultiLevelTilingWarpgroup(),
         MultiLevelTilingTensorCore(),
         AddCacheWriteGPU(),
         MultiLevelTilingWithFusionGPU(),

@@ -229,6 +229,35 @@ class MultiLevelTilingTensorCore(SketchRule):
 
     name = "MultiLevelTilingTensorCore"
 
+    lanes = LANES
+    """``threadIdx.x`` lanes of a block: one warp (every lane runs the same fragment loops)."""
+
+    def _tile_gemm(self, s, g, gemm, shape):
+        """Split G's ``i``, ``j``, ``k``: ``({axis: [block, warps, fragments, 16]}, [k tile,
+        fragments per k tile, K], {axis: (step ids O follows, the warp split's last)})``."""
+        parts, split_ids = {}, {}
+        for ax, side in ((gemm.i, shape.m), (gemm.j, shape.n)):
+            outer, inner = s.split(g, ax, [side])
+            split_ids[ax] = (len(s.steps) - 1,)
+            p = s.split(g, outer.name, [None, None])
+            split_ids[ax] += (len(s.steps) - 1,)
+            parts[ax] = [p[0].name, p[1].name, p[2].name, inner.name]
+        ko, ki = s.split(g, gemm.k, [shape.k])
+        kp = s.split(g, ko.name, [None])
+        return parts, [kp[0].name, kp[1].name, ki.name], split_ids
+
+    def _follow_axis(self, s, o, name, split_ids) -> list[str]:
+        """O's loop ``name`` split as G's axis was: ``[block, warps, fragments, 16]``."""
+        o16 = s.follow_split(o, name, split_ids[0], 1)
+        op3 = s.follow_split(o, o16[0].name, split_ids[1], 2)
+        return [x.name for x in op3] + [o16[1].name]
+
+    def _shared_layout(self, s, shared: str, dtype: str) -> None:
+        """Rows padded by 16 bytes (8 halves, 4 floats): the 16 rows a fragment load reads
+        fall in different shared-memory banks (TVM's tensor-core schedules do the same)."""
+        pad = SHARED_ROW_PAD_BYTES // itemsize(dtype)
+        s.storage_align(shared, s[shared].iters[-2].name, SHARED_ROW_ALIGN, pad)
+
     def meet_condition(self, ctx, state, sid):
         stage = state.stages[sid]
         if stage.is_placeholder or stage.compute_at != "root" or su.is_tiled(stage):
@@ -269,27 +298,15 @@ class MultiLevelTilingTensorCore(SketchRule):
         o_names = [it.name for it in s[o].iters]
         o_batch, o_i, o_j = o_names[:-2], o_names[-2], o_names[-1]
         # G: fragments (16), then warps / fragments per warp (searched).
-        parts, split_ids = {}, {}
-        for ax, side in ((gemm.i, shape.m), (gemm.j, shape.n)):
-            outer, inner = s.split(g, ax, [side])
-            split_ids[ax] = (len(s.steps) - 1,)
-            p = s.split(g, outer.name, [None, None])
-            split_ids[ax] += (len(s.steps) - 1,)
-            parts[ax] = [p[0].name, p[1].name, p[2].name, inner.name]
-        ko, ki = s.split(g, gemm.k, [shape.k])
-        kp = s.split(g, ko.name, [None])
+        parts, kp, split_ids = self._tile_gemm(s, g, gemm, shape)
         pi, pj = parts[gemm.i], parts[gemm.j]
-        order = [*gemm.batch, pi[0], pj[0], pi[1], pj[1], kp[0].name, kp[1].name, pi[2], pj[2],
-                 pi[3], pj[3], ki.name]  # fmt: skip
+        order = [*gemm.batch, pi[0], pj[0], pi[1], pj[1], kp[0], kp[1], pi[2], pj[2],
+                 pi[3], pj[3], kp[2]]  # fmt: skip
         s.reorder(g, order)
         s.pragma(g, pi[3], "tensor_core")
         # O follows G's tiles; blocks and warps bound here (annotation leaves bound stages be).
-        oparts = {}
-        for ax, oax in ((gemm.i, o_i), (gemm.j, o_j)):
-            o16 = s.follow_split(o, oax, split_ids[ax][0], 1)
-            op3 = s.follow_split(o, o16[0].name, split_ids[ax][1], 2)
-            oparts[ax] = [x.name for x in op3] + [o16[1].name]
-        oi, oj = oparts[gemm.i], oparts[gemm.j]
+        oi = self._follow_axis(s, o, o_i, split_ids[gemm.i])
+        oj = self._follow_axis(s, o, o_j, split_ids[gemm.j])
         s.reorder(o, [*o_batch, oi[0], oj[0], oi[1], oj[1], oi[2], oj[2], oi[3], oj[3]])
         block = s.fuse(o, [*o_batch, oi[0], oj[0]])
         s.bind(o, block.name, "blockIdx.x")
@@ -297,20 +314,17 @@ class MultiLevelTilingTensorCore(SketchRule):
         s.bind(o, warps.name, "threadIdx.y")
         s.pragma(o, oi[3], "tensor_core")
         s.compute_at(g, o, warps.name)
-        warp_steps = [split_ids[gemm.i][1], split_ids[gemm.j][1]]
+        warp_steps = [split_ids[gemm.i][-1], split_ids[gemm.j][-1]]
         for rd in reads:
             shared = s.cache_read(rd, "shared", [g])
-            s.compute_at(shared.name, g, kp[0].name)
-            # Rows padded by 16 bytes (8 halves, 4 floats): the 16 rows a fragment load reads
-            # fall in different shared-memory banks (TVM's tensor-core schedules do the same).
-            pad = SHARED_ROW_PAD_BYTES // itemsize(dtype)
-            s.storage_align(shared.name, s[shared.name].iters[-2].name, SHARED_ROW_ALIGN, pad)
+            s.compute_at(shared.name, g, kp[0])
+            self._shared_layout(s, shared.name, dtype)
             # The vector is split off the row (contiguous in both copies) before the fuse, so
             # both indices stay linear in it (one 16-byte load and store, codegen.cuda).
             *outer, col = [it.name for it in s[shared.name].iters]
             col_o, vec = s.split(shared.name, col, [vector])
             fused = s.fuse(shared.name, [*outer, col_o.name])
-            rest, lanes = s.split(shared.name, fused.name, [LANES])
+            rest, lanes = s.split(shared.name, fused.name, [self.lanes])
             _, ty = s.follow_fused_split(shared.name, rest.name, warp_steps, 0, True)
             s.bind(shared.name, ty.name, "threadIdx.y")
             s.bind(shared.name, lanes.name, "threadIdx.x")
@@ -318,7 +332,7 @@ class MultiLevelTilingTensorCore(SketchRule):
         if pipeline_depth(ctx) >= 2:
             # Double buffered: tile k + 1 loads (cp.async on sm_80+) while tile k multiplies;
             # sampling may deepen the pipeline (init_pipeline_depth).
-            s.pragma(g, kp[0].name, "double_buffer")
+            s.pragma(g, kp[0], "double_buffer")
         return [(s, s.stage_id(g) - 1)]
 
 

@@ -11,6 +11,7 @@ from tensorir import steps as st
 from tensorir.dag import ComputeDAG
 from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, pipeline_pragma
 from tensorir.passes.tensor_core import FRAGMENT_DIMS
+from tensorir.passes.warpgroup import WARPGROUP_M
 from tensorir.stage import SplitRel
 
 __all__ = [
@@ -361,7 +362,9 @@ def has_tensor_core_pragma(stage) -> bool:
 def tensor_core_fixed_split(state, step_id: int) -> bool:
     """Whether SplitStep ``steps[step_id]`` is one whose length the tensor-core sketch fixed, so
     that mutation leaves it (any other value fails the fragment rules): a root axis of the
-    fragment stage split by a fragment side (16, or TF32's K: 8), or a split of a ``.shared``
+    fragment stage split by a fragment side (16, or TF32's K: 8) or by the warpgroup sketch's
+    64 (rows of a warpgroup, elements of a k tile; their 64-long parts split by 16), or a split
+    of a ``.shared``
     stage attached to it (the 16-byte vector, the 32 lanes). A searched split of the same stage
     with the very same extent and length would count too, which only narrows the mutation (see
     :mod:`autosched.search.sketch_rules_tensor_core`)."""
@@ -371,13 +374,16 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
     if stage.name.endswith(".shared") and stage.compute_at == "iter":
         return has_tensor_core_pragma(state[stage.attach[0]])
-    if not has_tensor_core_pragma(stage) or step.lengths[0] not in FRAGMENT_DIMS:
+    if not has_tensor_core_pragma(stage) or step.lengths[0] not in (*FRAGMENT_DIMS, WARPGROUP_M):
         return False
-    roots = {it.name: it.extent for it in stage.root_iters}
+    extents = {it.name: it.extent for it in stage.root_iters}
+    for rel in stage.relations:  # the warpgroup sketch's 64-long parts split again by 16
+        if isinstance(rel, SplitRel) and tuple(rel.lengths) == (WARPGROUP_M,):
+            extents.setdefault(rel.children[-1], WARPGROUP_M)
     return any(
         isinstance(rel, SplitRel)
         and tuple(rel.lengths) == tuple(step.lengths)
-        and roots.get(rel.parent) == step.extent
+        and extents.get(rel.parent) == step.extent
         for rel in stage.relations
     )
 

@@ -49,6 +49,7 @@ from ..loops import (
 )
 from ..transform import substitute
 from .double_buffer import shared_memory_limit
+from .warpgroup import WARPGROUP_LANES, is_warpgroup_kernel, warpgroup_tile
 
 __all__ = [
     "FRAGMENT",
@@ -165,7 +166,8 @@ class FragmentPlan:
     operands: dict = field(default_factory=dict)  # id(Buffer) -> Buffer read into fragments
     unroll: set = field(default_factory=set)  # id(For) of loops around nests (no barrier)
     chains: dict = field(default_factory=dict)  # id(mma loop) -> the unrolled loops around it
-    warps: int = 1
+    warps: int = 1  # warps, or warpgroups (threadIdx.y x threadIdx.z)
+    warpgroup: bool = False  # 128 threadIdx.x lanes: wgmma tiles (tensorir.passes.warpgroup)
 
     @property
     def dtype(self) -> str:
@@ -179,8 +181,9 @@ class FragmentPlan:
 
     @property
     def staging_bytes(self) -> int:
-        """Shared memory for the store nests: one 16x16 accumulator tile per warp."""
-        if not self.store:
+        """Shared memory for the store nests: one 16x16 accumulator tile per warp (none for
+        warpgroups, which store from their registers)."""
+        if not self.store or self.warpgroup:
             return 0
         acc = next(iter(self.accumulators.values()))
         return store_staging_bytes(self.warps, acc.dtype)
@@ -441,11 +444,12 @@ def fragment_plan(stmt: Stmt, extents: dict) -> tuple[FragmentPlan | None, str]:
             for x in walk_stmts(s):
                 if id(x) in plan.mma or id(x) in plan.store or id(x) in plan.fill:
                     return None, "a fragment nest is under a condition"
-    if extents.get("threadIdx.x", 1) != LANES:
+    if extents.get("threadIdx.x", 1) not in (LANES, WARPGROUP_LANES):
         return None, (
-            f"the block has {extents.get('threadIdx.x', 1)} threadIdx.x lanes, not {LANES}: "
-            "warps must be whole threadIdx.x rows"
+            f"the block has {extents.get('threadIdx.x', 1)} threadIdx.x lanes, not {LANES} "
+            f"(warps) or {WARPGROUP_LANES} (warpgroups): they must be whole threadIdx.x rows"
         )
+    plan.warpgroup = is_warpgroup_kernel(extents)
     inside_x = _thread_x_loops(stmt)
     if any(k in inside_x for group in (plan.mma, plan.fill, plan.store) for k in group):
         return None, "a fragment nest is inside a threadIdx.x loop (its lanes would differ)"
@@ -501,6 +505,11 @@ def tensor_core_errors(info, program_name: str, limits: dict) -> list[str]:
     if plan is None:
         return [f"{where}: tensor_core loops cannot use wmma fragments: {why}"] if why else []
     errors = []
+    if plan.warpgroup:
+        for k in plan.mma:
+            tile = warpgroup_tile(plan, k)
+            if isinstance(tile, str):
+                errors.append(f"{where}: tensor_core loops cannot run as a wgmma warpgroup: {tile}")
     cap, key = shared_memory_limit(info.stmt, limits)
     used = _shared_bytes(info.stmt) + plan.staging_bytes
     if cap is not None and used > cap:

@@ -157,9 +157,17 @@ def first_states(states, n, what="valid states") -> list:
     return out
 
 
+def wmma_sketches(task, params=None) -> list:
+    """The task's sketches without the warpgroup (wgmma) one, which only a GPU of sm_90 (the
+    target's ``-arch`` or the device's) adds: the wmma tests pin the wmma sketch."""
+    from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
+
+    return [s for s in generate_sketches(task, params=params) if not is_warpgroup_state(s)]
+
+
 def valid_states(task, n=3, seed=0, tries=200) -> list:
     """``n`` valid states sampled from the task's one sketch, a tensor-core one."""
-    (sketch,) = generate_sketches(task)
+    (sketch,) = wmma_sketches(task)
     assert has_tc(sketch), sketch
     return first_states(sampled_states(task, sketch, seed, tries), n)
 

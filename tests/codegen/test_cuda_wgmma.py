@@ -13,6 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from codegen.cuda_warpgroup import swizzled_index
 from codegen.cuda_wgmma import (
     CORE_MATRIX_BYTES,
     accumulator_position,
@@ -195,3 +196,41 @@ def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile, layout):
                            str(cu)], capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "0 bytes spill stores" in done.stderr
+
+
+def test_the_renderer_swizzle_is_the_layout_wgmma_reads():
+    """codegen.cuda_warpgroup.swizzled_index (C text, also valid Python) stores element (r, c)
+    of 64-element rows where swizzle128_offset says, and a descriptor starting at any 8-row,
+    16-column step of a 1024-aligned tile reads each element back from there."""
+    swz = eval(f"lambda i: {swizzled_index('i')}")  # noqa: S307 - our own C/Python text
+    assert sorted(swz(i) for i in range(64 * 64)) == list(range(64 * 64))
+    for r in range(64):
+        for c in range(64):
+            assert swz(r * 64 + c) == swizzle128_offset(r, c)
+    for r0 in range(0, 64, 8):
+        for k0 in range(0, 64, 16):
+            start = 2 * (r0 * 64 + k0)  # bytes: the descriptor's start address
+            for row in range(64 - r0):
+                for k in range(16):
+                    want = 2 * swz((r0 + row) * 64 + k0 + k)
+                    assert swizzle128_read_address(start, row, k) == want
+
+
+def test_cubins_that_use_wgmma_compile_for_sm_90a():
+    from runtime.cuda import feature_arch
+
+    assert feature_arch('asm("wgmma.mma_async.sync...")', "sm_90") == "sm_90a"
+    assert feature_arch("mma.sync", "sm_90") == "sm_90"
+    assert feature_arch("wgmma.mma_async", "sm_80") == "sm_80"  # (the code has a fallback)
+
+
+def test_dynamic_shared_arrays_keep_their_alignment():
+    from codegen.cuda_shared import SharedArray, shared_declarations
+
+    arrays = [SharedArray("s", "float", 3000, 4), SharedArray("a", "half", 16384, 2, 1024),
+              SharedArray("b", "half", 8192, 2, 1024)]  # fmt: skip
+    body, _ = shared_declarations(arrays, "k")
+    assert "__align__(1024)" in body[0]
+    offsets = [int(re.search(r"\+ (\d+)\)", line).group(1)) for line in body[1:]]
+    assert offsets[0] == 0 and offsets[1] % 1024 == 0 and offsets[2] % 1024 == 0
+    assert offsets[1] >= 12000 and offsets[2] >= offsets[1] + 32768

@@ -14,7 +14,6 @@ from autosched.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.measure.records import save_records
 from autosched.search.annotate_gpu import gpu_context, sample_state_gpu
 from autosched.search.params import SearchParams
-from autosched.search.sketch import generate_sketches
 from tensorir.dtype import tolerance
 from tensorir.graph import evaluate
 from tests.autosched.tensor_core_helpers import (
@@ -23,6 +22,7 @@ from tests.autosched.tensor_core_helpers import (
     conv_ref,
     has_tc,
     random_args,
+    wmma_sketches,
 )
 
 from .conftest import CUDA_REASON
@@ -62,7 +62,7 @@ def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
     layout, n, ci, h, co, k, s, p, epilogue, *split = CASES[name]
     dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, epilogue, split_k=split[0] if split else 1)
     task = ansor.SearchTask(dag, target="cuda")
-    (sketch,) = generate_sketches(task)
+    (sketch,) = wmma_sketches(task)
     assert has_tc(sketch)
     args = random_args(dag, seed=4)
     want = _conv_ref(args[0], args[1], args[2] if epilogue else None, s, p, layout)
@@ -86,7 +86,7 @@ def test_a_residual_epilogue_written_in_words_matches_numpy(cuda_backend, case, 
     layout, n, ci, h, co, k, s, p = case
     dag = conv_dag(layout, n, ci, h, co, k, s, p, 1, True, residual=True)
     task = ansor.SearchTask(dag, target="cuda")
-    (sketch,) = generate_sketches(task)
+    (sketch,) = wmma_sketches(task)
     args = random_args(dag, seed=7)
     want = _conv_ref(args[0], args[1], args[2], s, p, layout, residual=args[3])
     words = ("*(const uint4*)wmma_out;",)
@@ -109,7 +109,7 @@ def test_resnet18_fp16_with_wmma_convs_matches_fp32(cuda_backend, tmp_path):
     for task in tasks:
         if "conv2d_gemm" not in [op.name for op in task.compute_dag.ops]:
             continue
-        (sketch,) = generate_sketches(task)
+        (sketch,) = wmma_sketches(task)
         ctx = gpu_context(task, SearchParams())
         st = next(x for x in (sample_state_gpu(ctx, sketch, rng, task) for _ in range(200)) if x)
         inputs.append(MeasureInput(task, st))

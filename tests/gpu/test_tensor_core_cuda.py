@@ -6,7 +6,6 @@ import pytest
 
 import autosched as ansor
 from autosched.search.annotate_gpu import gpu_state_errors
-from autosched.search.sketch import generate_sketches
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import to_numpy
 from tests.autosched.tensor_core_helpers import (
@@ -15,6 +14,7 @@ from tests.autosched.tensor_core_helpers import (
     dense_tensors,
     gemm_reference,
     has_tc,
+    wmma_sketches,
 )
 
 CASES = {
@@ -28,7 +28,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_sampled_tensor_core_states_match_numpy(cuda_backend, name):
     task = ansor.SearchTask(ComputeDAG(CASES[name]()), target="cuda")
-    (sketch,) = generate_sketches(task)
+    (sketch,) = wmma_sketches(task)
     dag = task.compute_dag
     data = np.random.default_rng(5)
     if name == "dense_bf16":

@@ -10,7 +10,6 @@ import autosched as ansor
 from autosched.hardware import cuda_arch
 from autosched.search.annotate_gpu import gpu_state_errors
 from autosched.search.params import SearchParams
-from autosched.search.sketch import generate_sketches
 from autosched.search.state_utils import pipeline_stages, single_buffered, with_pipeline_stages
 from codegen.cuda import cp_async_available
 from tensorir.dag import ComputeDAG
@@ -23,6 +22,7 @@ from tests.autosched.tensor_core_helpers import (
     gemm_reference,
     nvcc_ptx,
     sampled_states,
+    wmma_sketches,
 )
 
 
@@ -38,7 +38,7 @@ def _pipelined(prog) -> bool:
 def tuned_style_state(task, tries=40, seed=11, stages=2):
     """Of ``tries`` sampled valid states with a pipelined k loop (up to ``stages`` stages), the
     one staging the most shared memory (the big block tiles tuning ends up with)."""
-    (sketch,) = generate_sketches(task)
+    (sketch,) = wmma_sketches(task)
     params = SearchParams(gpu_tensor_core_pipeline=stages)
     best, best_bytes, seen = None, -1, 0
     for s in sampled_states(task, sketch, seed, tries * 10, params):

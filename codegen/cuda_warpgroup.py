@@ -1,0 +1,165 @@
+"""Warpgroup tensor-core tiles in the CUDA backend: a kernel whose fragment nests
+:mod:`tensorir.passes.warpgroup` reads as warpgroup tiles runs them as Hopper's
+``wgmma.mma_async`` (:mod:`codegen.cuda_wgmma`'s pieces). A mixin of
+:class:`codegen.cuda.CUDARenderer`, beside the wmma one (:mod:`codegen.cuda_wmma`).
+
+What changes against the loops as written (every lane of a warpgroup computing the whole
+tile):
+
+- the accumulator is ``m_tiles * N / 2`` float registers a thread, the tile spread over the
+  128 lanes as ``wgmma`` leaves it (:func:`codegen.cuda_wgmma.accumulator_position`); the fill
+  sets a fragment's 8 registers, the store nest writes the 8 elements each lane holds of the
+  16 x 16 fragment of its own warp, straight from the registers;
+- the mma nest at the first fragment of each 64-row, N-column tile is one ``m64nNk16`` product
+  of two shared-memory descriptors; the other fragments' nests emit nothing;
+- the operand tiles are stored with the 128-byte swizzle (16-byte chunk ``c`` of row ``r`` at
+  chunk ``c ^ (r % 8)``, rows of 64 elements, arrays 1024-byte aligned), by rewriting the
+  index of every store into them;
+- ``fence.proxy.async`` before each barrier (the copies become visible to the products),
+  ``wgmma.fence`` before the k steps of a shared tile, and commit / wait after them, so the
+  next copy into a stage finds its products done.
+
+Code that uses ``wgmma`` must be compiled for ``sm_90a`` (:mod:`runtime.cuda` does when the
+source has it); where the architecture is unknown when rendering, the kernel carries the
+scalar loops too, under ``#if defined(__CUDA_ARCH_FEAT_SM90_ALL)``.
+"""
+
+from __future__ import annotations
+
+from tensorir.expr import Var
+from tensorir.loops import If, Load, Store
+from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, warpgroup_tile
+from tensorir.transform import rewrite
+
+from .cuda_wgmma import PRELUDE, mma_function, mma_function_name
+
+__all__ = ["SWIZZLE_GUARD", "WarpgroupTiles", "swizzled_index"]
+
+SWIZZLE_GUARD = "defined(__CUDA_ARCH_FEAT_SM90_ALL)"
+"""The preprocessor test of code compiled for sm_90a (where ``wgmma`` exists)."""
+_FRAG = 16
+_REGS_PER_FRAGMENT = _FRAG * _FRAG // 32  # a warp's 16 x 16 fragment over its 32 lanes
+
+
+assert SWIZZLE_ROW == 64  # swizzled_index's shifts: 64-element rows of 2-byte elements
+
+
+def swizzled_index(index: str) -> str:
+    """C text of the element where a 16-bit operand tile of 64-element rows keeps element
+    ``index`` (its row-major offset) under the 128-byte swizzle: bits 3-5 (the 16-byte chunk)
+    XORed with bits 6-8 (the row mod 8)."""
+    return f"(({index}) ^ (((({index}) >> 6) & 7) << 3))"
+
+
+_SWIZZLE_MACRO = f"""#if {SWIZZLE_GUARD}
+#define SWIZZLE_OR_PLAIN(i) {swizzled_index("i")}
+#else
+#define SWIZZLE_OR_PLAIN(i) (i)
+#endif
+"""
+"""Where the arch is unknown when rendering, stores into operand tiles swizzle only in code
+for sm_90a (the scalar loops of other architectures read them row-major)."""
+
+
+class WarpgroupTiles:
+    """The wgmma part of the CUDA renderer; ``_plan.warpgroup`` kernels only. ``_wg_tiles``
+    (id(mma loop) -> WarpgroupTile) and ``_wg_outer`` (id(outer loop) -> tile) are set up in
+    its ``_kernel`` (:meth:`_warpgroup_setup`)."""
+
+    def _warpgroup_setup(self) -> str:
+        """Read the tiles of this kernel's plan; "" or why they cannot run as wgmma."""
+        self._wg_tiles, self._wg_outer = {}, {}
+        for key in self._plan.mma:
+            tile = warpgroup_tile(self._plan, key)
+            if isinstance(tile, str):
+                return tile
+            self._wg_tiles[key] = tile
+            self._wg_outer[id(tile.outer)] = tile
+        return ""
+
+    def _wg_guarded(self, line: str) -> None:
+        """A line only code for sm_90a runs (all of it when the arch is known to be sm_90)."""
+        if self._wmma:
+            self._line(line)
+            return
+        self._k.lines.append(f"#if {SWIZZLE_GUARD}")
+        self._line(line)
+        self._k.lines.append("#endif")
+
+    def _wg_prelude(self) -> None:
+        self.helper("wgmma_prelude", PRELUDE)
+
+    def _wg_declare_accumulator(self, buf) -> None:
+        self._line(f"float {self._name(buf)}[{buf.size // WARPGROUP_LANES}];")
+
+    def _wg_register(self, base: str, ldm: int) -> str:
+        """The first of the 8 registers of the fragment at accumulator offset ``base`` (a
+        row-major tile ``ldm`` wide): its 64-row tile's ``ldm / 2``, then 8 a 16-column step."""
+        return f"(({base}) / {64 * ldm}) * {ldm // 2} + ((({base}) % {ldm}) / {_FRAG}) * 8"
+
+    def _wg_mma(self, m) -> None:
+        tile = self._wg_tiles[id(m.loop)]
+        dtype = self._plan.dtype
+        self._wg_prelude()
+        name = self.helper(mma_function_name(tile.n, dtype), mma_function(tile.n, dtype))
+        acc = self.expr(m.acc_base)
+        ldm = m.acc_ldm
+        first = f"((({acc}) / {_FRAG * ldm}) & 3) == 0 && (({acc}) % {ldm}) == 0"
+        descs = [
+            f"wgmma_desc(&{self._name(op.buffer)}[{self.expr(op.base)}], 16, 1024, 1)"
+            for op in (m.a, m.b)
+        ]
+        regs = f"&{self._name(m.acc)}[(({acc}) / {64 * ldm}) * {ldm // 2}]"
+        self._open(f"if ({first})")
+        self._line(f"{name}({regs}, {descs[0]}, {descs[1]}, 1);")
+        self._close()
+
+    def _wg_fill(self, m) -> None:
+        reg = self._wg_register(self.expr(m.acc_base), m.acc_ldm)
+        value = self.expr(m.value)
+        self._line("#pragma unroll")
+        self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
+        self._line(f"{self._name(m.acc)}[{reg} + wg_q] = {value};")
+        self._close()
+
+    def _wg_store(self, m) -> None:
+        """The lane's 8 elements of the fragment, when the fragment's rows are its warp's:
+        row ``lane / 4`` (+ 8), columns ``2 (lane % 4)`` (+ 1, + 8)."""
+        base, ldm = self.expr(m.acc_base), m.acc_ldm
+        own = f"((({base}) / {_FRAG * ldm}) & 3) == (threadIdx.x >> 5)"
+        r = Var("wg_r", "int32")
+        self._open(f"if ({own})")
+        self._line("#pragma unroll")
+        self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
+        iv, jv = self._name(m.i), self._name(m.j)
+        self._line(f"int {iv} = ((threadIdx.x & 31) >> 2) + ((wg_q & 2) << 2);")
+        self._line(f"int {jv} = ((wg_q & 4) << 1) + ((threadIdx.x & 3) << 1) + (wg_q & 1);")
+        self._line(f"int {self._name(r)} = {self._wg_register(base, ldm)} + wg_q;")
+        reg = Load(m.acc, r, m.acc.dtype)
+
+        def swap(n):
+            return reg if isinstance(n, Load) and n.buffer is m.acc else None
+
+        st = m.store
+        out = Store(st.buffer, rewrite(st.index, swap), rewrite(st.value, swap))
+        guard = m.guard
+        super()._stmt(out if guard is None else If(guard, out), ())
+        self._close()
+        self._close()
+
+    def _wg_outer_loop(self, s, guards, emit) -> None:
+        """The k steps of one shared tile: fenced before, committed and waited for after."""
+        self._wg_prelude()
+        self._wg_guarded("wgmma_fence();")
+        emit(s, guards)
+        self._wg_guarded("wgmma_commit();")
+        self._wg_guarded("wgmma_wait<0>();")
+
+    def _wg_operand_index(self, buf, index: str) -> str:
+        """``index`` into shared array ``buf``, swizzled when ``buf`` is a wgmma operand."""
+        if self._plan is not None and self._plan.warpgroup and id(buf) in self._plan.operands:
+            if self._wmma:
+                return swizzled_index(index)
+            self.helper("swizzle_or_plain", _SWIZZLE_MACRO)
+            return f"SWIZZLE_OR_PLAIN({index})"
+        return index

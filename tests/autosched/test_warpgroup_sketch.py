@@ -1,0 +1,122 @@
+"""The warpgroup (wgmma) tensor-core sketch without a GPU: when it fires, what its states
+lower to (warpgroup tiles the CUDA backend reads), that they compute the GEMM when read as
+plain loops, which lengths mutation must keep, and the CUDA it renders (wgmma products of
+swizzled shared tiles) compiling for sm_90a. tests/gpu/test_warpgroup_cuda.py runs them."""
+
+import re
+
+import numpy as np
+import pytest
+
+from autosched.search.annotate_gpu import gpu_state_errors
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
+from autosched.search.state_utils import tensor_core_fixed_split
+from codegen.cuda import build_cuda
+from tensorir.loop_interp import run_program
+from tensorir.lower import lower
+from tensorir.passes.warpgroup import WARPGROUP_LANES, warpgroup_tile
+from tensorir.steps import SplitStep
+from tests.autosched.tensor_core_helpers import (
+    bmm_tensors,
+    dense_tensors,
+    first_states,
+    fragment_plans,
+    gpu_task,
+    needs_nvcc,
+    nvcc_ptx,
+    sampled_states,
+)
+
+SM90 = "cuda -arch=sm_90"
+
+
+def warpgroup_sketches(task) -> list:
+    return [s for s in generate_sketches(task) if is_warpgroup_state(s)]
+
+
+def warpgroup_states(task, n, seed=0) -> list:
+    (sketch,) = warpgroup_sketches(task)
+    return first_states(sampled_states(task, sketch, seed), n)
+
+
+@pytest.mark.parametrize(
+    "target, tensors, fires",
+    [
+        (SM90, lambda: dense_tensors(128, 64, 128), True),
+        (SM90, lambda: dense_tensors(128, 64, 128, "bfloat16"), True),
+        (SM90, lambda: bmm_tensors(2, 64, 32, 64), True),
+        ("cuda -arch=sm_80", lambda: dense_tensors(128, 64, 128), False),
+        ("cuda -arch=sm_100", lambda: dense_tensors(128, 64, 128), False),
+        (SM90, lambda: bmm_tensors(2, 64, 32, 64, transpose_b=False), False),  # B not K-major
+        (SM90, lambda: dense_tensors(48, 64, 128), False),  # rows not a multiple of 64
+        (SM90, lambda: dense_tensors(128, 64, 96), False),  # k not a multiple of 64
+        (SM90, lambda: dense_tensors(128, 64, 128, out_dtype="float16"), False),  # fp16 acc
+    ],
+)
+def test_the_rule_fires_on_sm_90_k_major_gemms_beside_the_wmma_sketch(target, tensors, fires):
+    sketches = generate_sketches(gpu_task(tensors(), target=target))
+    assert sum(map(is_warpgroup_state, sketches)) == int(fires)
+    assert sum(not is_warpgroup_state(s) for s in sketches) == 1  # the wmma (or SIMT) one
+
+
+def test_sampled_states_lower_to_warpgroup_tiles_the_gpu_check_accepts():
+    task = gpu_task(dense_tensors(256, 256, 128), target=SM90)
+    for state in warpgroup_states(task, 5):
+        assert gpu_state_errors(task, state) == []
+        ((plan, why),) = fragment_plans(lower(state))
+        assert why == "" and plan.warpgroup and plan.staging_bytes == 0
+        for key in plan.mma:
+            tile = warpgroup_tile(plan, key)
+            assert not isinstance(tile, str), tile
+            assert tile.n % 16 == 0 and 16 <= tile.n <= 256 and tile.m_tiles == 1
+
+
+def test_the_loops_as_written_compute_the_gemm():
+    task = gpu_task(dense_tensors(128, 32, 128), target=SM90)
+    rng = np.random.default_rng(4)
+    a = rng.uniform(-1, 1, (128, 128)).astype(np.float16)
+    b = rng.uniform(-1, 1, (32, 128)).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32).T
+    for state in warpgroup_states(task, 2, seed=3):
+        out = np.full((128, 32), np.nan, np.float32)
+        run_program(lower(state), [a, b, out], simt=True)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_mutation_keeps_the_lengths_the_sketch_fixed():
+    task = gpu_task(dense_tensors(256, 256, 128), target=SM90)
+    (state,) = warpgroup_states(task, 1)
+    fixed = [(k, s.lengths) for k, s in enumerate(state.steps)
+             if isinstance(s, SplitStep) and tensor_core_fixed_split(state, k)]  # fmt: skip
+    lengths = sorted(ls for _, ls in fixed)
+    # i by 64 then 16, j by 16, k by 64 then 16; each shared copy by 8 halves and 128 lanes
+    assert lengths.count((64,)) == 2 and lengths.count((16,)) == 3
+    assert lengths.count((WARPGROUP_LANES,)) == 2 and lengths.count((8,)) == 2
+
+
+def test_the_rendered_kernel_multiplies_swizzled_tiles_with_wgmma():
+    task = gpu_task(dense_tensors(128, 64, 128, cast="float16"), target=SM90)
+    (state,) = warpgroup_states(task, 1)
+    code = build_cuda(lower(state), arch="sm_90").code
+    assert "wgmma.mma_async.sync.aligned.m64n" in code and "wmma::" not in code
+    assert code.count("__align__(1024)") == 2  # A's and B's tiles: 1024-byte swizzle atoms
+    assert re.search(r"cp_async16\(&A_shared\[\(+.*\^", code)  # stores swizzled
+    assert "fence_async_shared();" in code and "wgmma_wait<0>();" in code
+    assert "__CUDA_ARCH_FEAT_SM90_ALL" not in code  # the arch is known: no scalar copy
+    unknown = build_cuda(lower(state)).code  # arch decided by nvcc: both forms
+    assert "__CUDA_ARCH_FEAT_SM90_ALL" in unknown and "SWIZZLE_OR_PLAIN(" in unknown
+    # Another architecture cannot run wgmma: the loops stay scalar (128 lanes each).
+    assert "wgmma.mma_async" not in build_cuda(lower(state), arch="sm_80").code
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_kernel_for_sm_90a(tmp_path):
+    task = gpu_task(dense_tensors(256, 128, 128, cast="float16"), target=SM90)
+    (state,) = warpgroup_states(task, 1, seed=2)
+    ptx = nvcc_ptx(build_cuda(lower(state), arch="sm_90").code, "sm_90a", tmp_path)
+    assert "wgmma.mma_async.sync.aligned" in ptx and "fence.proxy.async" in ptx
+    # Unknown arch: compiles for sm_90a with wgmma, and for sm_80 without it.
+    code = build_cuda(lower(state)).code
+    assert "wgmma.mma_async" in nvcc_ptx(code, "sm_90a", tmp_path, "a")
+    assert "wgmma.mma_async" not in nvcc_ptx(code, "sm_80", tmp_path, "b")

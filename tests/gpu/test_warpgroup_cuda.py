@@ -1,0 +1,50 @@
+"""Warpgroup (wgmma) tensor-core kernels on an sm_90 GPU: states sampled from the warpgroup
+sketch build to ``wgmma.mma_async`` kernels whose outputs equal a float32 numpy reference
+within fp16 / bf16 tolerance (skipped on other GPUs)."""
+
+from itertools import islice
+
+import numpy as np
+import pytest
+
+import autosched as ansor
+from autosched.hardware import known_cuda_arch
+from autosched.search.sketch import generate_sketches
+from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
+from tensorir.dag import ComputeDAG
+from tensorir.dtype import to_numpy
+from tests.autosched.tensor_core_helpers import dense_tensors, gemm_reference, sampled_states
+
+CASES = {
+    "dense_f16_out": lambda: dense_tensors(256, 256, 256, cast="float16"),
+    "dense_f32_out": lambda: dense_tensors(128, 192, 128),
+    "dense_n16": lambda: dense_tensors(64, 16, 64),
+    "dense_bf16": lambda: dense_tensors(128, 128, 192, "bfloat16"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_sampled_warpgroup_states_match_numpy(cuda_backend, name):
+    from runtime import device
+
+    if known_cuda_arch("cuda") not in ("sm_90", "sm_90a"):
+        pytest.skip("wgmma needs an sm_90 GPU")
+    if name == "dense_bf16":
+        pytest.importorskip("ml_dtypes", reason="bfloat16 host arrays need ml_dtypes")
+    task = ansor.SearchTask(ComputeDAG(CASES[name]()), target="cuda")
+    (sketch,) = [s for s in generate_sketches(task) if is_warpgroup_state(s)]
+    dag = task.compute_dag
+    data = np.random.default_rng(3)
+    args = [data.uniform(-1, 1, t.shape).astype(to_numpy(t.dtype)) for t in dag.input_tensors]
+    want = gemm_reference(args)
+    out_t = dag.output_tensors[0]
+    checked = 0
+    for s in islice(sampled_states(task, sketch, seed=11), 4):
+        func = ansor.build(s, "cuda", device=device("cuda"))
+        assert "wgmma.mma_async" in func.get_source()
+        out = np.full(out_t.shape, np.nan, to_numpy(out_t.dtype))
+        func(*args, out)
+        np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=2e-2,
+                                   err_msg=str(s))  # fmt: skip
+        checked += 1
+    assert checked == 4
