@@ -152,8 +152,6 @@ def test_the_shared_memory_estimate_decides_as_the_verifier(case):
     store_tile_bytes: the store nests' per-warp tiles) refuses exactly the tilings the
     verifier refuses (single-buffered): those are redrawn before lowering, not lost after
     it."""
-    from autosched.search import annotate_gpu as ag
-    from autosched.search import state_utils as su
 
     if case == "conv":
         task = gpu_task(conv_dag(*CONVS["resnet-18 b16 conv4 s2 (P 784)"], dtype="float32"), TF32)
