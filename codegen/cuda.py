@@ -114,6 +114,7 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
         self._plan: FragmentPlan | None = None  # this kernel's wmma fragment nests
         self._wg_tiles: dict = {}  # id(mma loop) -> its WarpgroupTile (warpgroup plans)
         self._wg_outer: dict = {}  # id(For) -> the WarpgroupTile whose k steps it runs
+        self._wg_lag = 0  # tiles of products a warpgroup pipeline leaves running (0 or 1)
         self._vec_copies: dict = {}  # id(For) -> a vectorized copy run as one wide word
         self._gathers: dict = {}  # id(For) -> a GatherCopy (an im2col fetch) as one wide word
         self._aligned16: set[int] = set()
@@ -157,7 +158,7 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
             self._wmma = wgmma_available(self.arch)
         self._plan = None if self._wmma is False else plan
         if self._plan is not None and self._plan.warpgroup:
-            why = self._warpgroup_setup()
+            why = self._warpgroup_setup(info.stmt)
             if why:  # the GPU check refuses these; rendered anyway, as the scalar loops
                 log.debug("%s: no wgmma: %s", where, why)
                 self._plan = None

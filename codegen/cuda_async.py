@@ -7,7 +7,12 @@ device helpers that issue, commit and wait for them. A mixin of
 from __future__ import annotations
 
 from tensorir.loops import For, If, Seq, Stmt, walk_stmts
-from tensorir.passes.double_buffer import PIPELINE_PROLOGUE, is_double_buffered, pipeline_stages
+from tensorir.passes.double_buffer import (
+    PIPELINE_PROLOGUE,
+    is_double_buffered,
+    lag_of,
+    pipeline_stages,
+)
 
 from . import cuda_arch
 from .cuda_arch import cp_async_available
@@ -121,7 +126,8 @@ class AsyncCopies:
     def _async_groups(stmt: Stmt | None) -> tuple[set[int], int]:
         """Where an N >= 3 stage pipeline commits its ``cp.async`` groups (after the body of
         its prologue loop and after the guarded copies that start each iteration) and how many
-        groups each barrier leaves in flight (N - 2): see the race argument of
+        groups each barrier leaves in flight (N - 2, N - 3 for a pipeline that lags a tile):
+        see the race argument of
         :mod:`tensorir.passes.double_buffer`. ``(set(), 0)`` (``wait_all`` before every barrier,
         no groups) for two stages, or where the loops are not of the pass's shape."""
         if stmt is None:
@@ -129,7 +135,7 @@ class AsyncCopies:
         loops = [x for x in walk_stmts(stmt) if pipeline_stages(x) >= 3]
         prologues = [x for x in walk_stmts(stmt) if isinstance(x, For)
                      and any(a[0] == PIPELINE_PROLOGUE for a in x.annotations)]  # fmt: skip
-        stages = {pipeline_stages(x) for x in loops}
+        stages = {pipeline_stages(x) - lag_of(x) for x in loops}  # lagging: a tile fewer ahead
         firsts = [x.body.stmts[0] for x in loops if isinstance(x.body, Seq)]
         if (len(stages) != 1 or len(prologues) != len(loops) or len(firsts) != len(loops)
                 or not all(isinstance(f, If) for f in firsts)):  # fmt: skip

@@ -27,7 +27,8 @@ scalar loops too, under ``#if defined(__CUDA_ARCH_FEAT_SM90_ALL)``.
 from __future__ import annotations
 
 from tensorir.expr import Var
-from tensorir.loops import If, Load, Store
+from tensorir.loops import If, Load, Store, walk_stmts
+from tensorir.passes.double_buffer import lag_of
 from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, warpgroup_tile
 from tensorir.transform import rewrite
 
@@ -66,9 +67,10 @@ class WarpgroupTiles:
     (id(mma loop) -> WarpgroupTile) and ``_wg_outer`` (id(outer loop) -> tile) are set up in
     its ``_kernel`` (:meth:`_warpgroup_setup`)."""
 
-    def _warpgroup_setup(self) -> str:
-        """Read the tiles of this kernel's plan; "" or why they cannot run as wgmma."""
+    def _warpgroup_setup(self, stmt) -> str:
+        """Read the tiles of kernel ``stmt``'s plan; "" or why they cannot run as wgmma."""
         self._wg_tiles, self._wg_outer = {}, {}
+        self._wg_lag = max((lag_of(x) for x in walk_stmts(stmt)), default=0)
         for key in self._plan.mma:
             tile = warpgroup_tile(self._plan, key)
             if isinstance(tile, str):
@@ -128,6 +130,8 @@ class WarpgroupTiles:
         base, ldm = self.expr(m.acc_base), m.acc_ldm
         own = f"((({base}) / {_FRAG * ldm}) & 3) == (threadIdx.x >> 5)"
         r = Var("wg_r", "int32")
+        if self._wg_lag:
+            self._line("wgmma_wait<0>();")  # the last tile's products, still running
         self._open(f"if ({own})")
         self._line("#pragma unroll")
         self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
@@ -153,7 +157,9 @@ class WarpgroupTiles:
         self._wg_guarded("wgmma_fence();")
         emit(s, guards)
         self._wg_guarded("wgmma_commit();")
-        self._wg_guarded("wgmma_wait<0>();")
+        # A lagging pipeline (tensorir.passes.double_buffer) leaves this tile's products
+        # running past the barrier; the store nests wait for them.
+        self._wg_guarded(f"wgmma_wait<{self._wg_lag}>();")
 
     def _wg_operand_index(self, buf, index: str) -> str:
         """``index`` into shared array ``buf``, swizzled when ``buf`` is a wgmma operand."""

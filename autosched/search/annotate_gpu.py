@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from tensorir import steps as st
 from tensorir.bounds import LowerError
 from tensorir.dtype import itemsize
-from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, pipelined_shared_limit
+from tensorir.passes.double_buffer import MAX_STAGES, PIPELINE_PRAGMAS, pipelined_shared_limit
 from tensorir.steps import ScheduleError
 
 from . import state_utils as su
 from .sketch_rules_tensor_core import pipeline_depth
+from .sketch_rules_warpgroup import is_warpgroup_state
 from .tiling import AnnotateContext, factorization_schemes
 
 __all__ = [
@@ -365,8 +366,6 @@ def store_tile_bytes(state) -> dict[str, int]:
     for kernels without fragments, and for warpgroup (wgmma) kernels."""
     from tensorir.passes.tensor_core import store_staging_bytes
 
-    from .sketch_rules_warpgroup import is_warpgroup_state
-
     if is_warpgroup_state(state):  # wgmma tiles store from registers
         return {}
 
@@ -451,12 +450,18 @@ def pipeline_depth_choices(ctx, state, shared: int | None = None) -> list[int]:
     opt-in pays for the deeper pipeline), and at most the k tiles of the pipelined loop (a
     deeper pipeline loads them all in its prologue: the same code, in more shared memory). 2
     is always offered (the verifier judges it, and :func:`sample_state_gpu` falls back to
-    single buffering). Empty without such a pragma."""
+    single buffering); a warpgroup (wgmma) state may have one stage more, up to
+    :data:`~tensorir.passes.double_buffer.MAX_STAGES`, when 3 or more are allowed (the stage
+    its lagging pipeline spends on the products in flight). Empty without such a pragma."""
     ids = su.pipeline_steps(state.steps)
     if not ids:
         return []
     hw = ctx.hw
     top = pipeline_depth(ctx)
+    if top >= 3 and is_warpgroup_state(state):
+        # A warpgroup pipeline of 3+ stages lags a tile (tensorir.passes.double_buffer): its
+        # last buffer holds the products in flight, so it may have one more.
+        top = min(top + 1, MAX_STAGES)
     limit = pipelined_shared_limit(
         hw.max_shared_memory_per_block, hw.max_shared_memory_per_block_optin
     )

@@ -52,6 +52,15 @@ in buffer ``t % N`` and, with ``cp.async``, is the ``t``-th committed group of e
   previous pass, as the per-iteration leading barrier did before (the groups still pending
   then are empty: the guards issue no tile past ``K - 1``).
 
+A warpgroup (``wgmma``) pipeline of N >= 3 stages *lags* by one tile (:func:`pipeline_lag`):
+the copies of tile ``k + N - 2`` are issued in iteration ``k`` (the prologue stages N - 2 tiles),
+into buffer ``(k - 2) % N``, so that the products of tile ``k - 1``, issued asynchronously, may
+still read buffer ``(k - 1) % N`` after the barrier that ends iteration ``k - 1``; the backend
+waits for all but the newest group of products before that barrier (``wgmma.wait_group 1``),
+so every warp's products of tile ``k - 2`` are done when iteration ``k`` overwrites their
+buffer. Then ``wait_group N-3`` leaves N - 3 tiles of copies in flight. The loop carries
+``(PIPELINE_LAG, 1)``. Read as plain loops it computes the same values.
+
 A loop whose body has another shape (a copy that reads a shared buffer, a store to a staged
 buffer outside the copies, no barrier pair), or that is not sequential, is left as it was,
 with a debug log line; a loop of extent 1 has nothing to overlap. Both lose the annotation, so
@@ -65,14 +74,18 @@ import logging
 from ..expr import Const, Expr, Var, floormod, walk
 from ..loops import Allocate, Barrier, Buffer, For, If, Load, Seq, Stmt, Store, seq, walk_stmts
 from ..transform import rewrite, substitute
+from .warpgroup import WARPGROUP_LANES
 
 __all__ = [
     "DOUBLE_BUFFER",
     "MAX_STAGES",
     "PIPELINE_PRAGMAS",
+    "PIPELINE_LAG",
     "PIPELINE_PROLOGUE",
     "double_buffer_loop",
     "is_double_buffered",
+    "lag_of",
+    "pipeline_lag",
     "pipeline_pragma",
     "pipeline_stages",
     "pipelined_shared_limit",
@@ -90,6 +103,11 @@ MAX_STAGES = 4
 PIPELINE_PRAGMAS = {"double_buffer": 2, **{f"software_pipeline_{n}": n for n in (3, 4)}}
 """Loop pragma -> pipeline stages N (the annotations this pass acts on, kept on the loops it
 pipelined); ``double_buffer`` keeps its name so that records of two-stage states replay."""
+
+PIPELINE_LAG = "pipeline_lag"
+"""Annotation key of a pipelined loop whose copies run one tile later (value: 1), so that one
+tile of asynchronous products may still read its buffer after the barrier
+(:func:`pipeline_lag`)."""
 
 PIPELINE_PROLOGUE = "pipeline_prologue"
 """Annotation key of the prologue loop of an N >= 3 stage pipeline (value: N), for backends."""
@@ -217,6 +235,26 @@ def _retarget(s: Stmt, fix, stores: dict) -> Stmt:
     return s
 
 
+def pipeline_lag(stages: int, copies, rest) -> int:
+    """Tiles of computation a pipeline lets run past its barrier: 1 for a warpgroup (wgmma)
+    pipeline of three or more stages (its copies run on 128 ``threadIdx.x`` lanes and its
+    computation holds ``tensor_core`` nests, :mod:`tensorir.passes.warpgroup`), else 0."""
+    if stages < 3:
+        return 0
+    lanes = any(isinstance(x, For) and x.thread_tag == "threadIdx.x"
+                and x.extent == WARPGROUP_LANES for c in copies for x in walk_stmts(c))  # fmt: skip
+    marked = any(isinstance(x, For) and ("pragma", "tensor_core") in x.annotations
+                 for r in rest for x in walk_stmts(r))  # fmt: skip
+    return 1 if lanes and marked else 0
+
+
+def lag_of(s: Stmt) -> int:
+    """The lag (:func:`pipeline_lag`) this pass gave loop ``s``; 0 for any other statement."""
+    if not isinstance(s, For):
+        return 0
+    return next((v for key, v in s.annotations if key == PIPELINE_LAG), 0)
+
+
 def double_buffer_loop(loop: For) -> Stmt:
     """The pipelined form of the annotated ``loop`` (module docstring; its pragma gives the
     stages), or ``loop`` without its annotation when it cannot or need not be pipelined."""
@@ -247,17 +285,20 @@ def double_buffer_loop(loop: For) -> Stmt:
         return seq(*(_retarget(c, lambda e: substitute(e, {k: tile}), part(slot))
                      for c in copies))  # fmt: skip
 
-    zero, ahead_by, extent = Const(0, "int32"), Const(n - 1, "int32"), Const(loop.extent, "int32")
+    lag = pipeline_lag(n, copies, rest)
+    zero, extent = Const(0, "int32"), Const(loop.extent, "int32")
+    ahead_by = Const(n - 1 - lag, "int32")
     if n == 2:
         prologue = copies_of(zero, zero)
-    else:  # tiles 0 .. N-2, one per iteration (a cp.async group each, codegen.cuda)
+    else:  # tiles 0 .. N-2-lag, one per iteration (a cp.async group each, codegen.cuda)
         p = Var(f"{k.name}_pre", "int32")
         fill = If(p < extent, copies_of(p, p))
-        prologue = For(p, n - 1, fill, "serial", None, ((PIPELINE_PROLOGUE, n),))
+        prologue = For(p, n - 1 - lag, fill, "serial", None, ((PIPELINE_PROLOGUE, n),))
     ahead = If(k + ahead_by < extent, copies_of(k + ahead_by, floormod(k + ahead_by, n)))
     compute = [_retarget(r, reads(floormod(k, n)), {}) for r in rest]
     body = seq(ahead, *compute, Barrier())
-    pipelined = For(k, loop.extent, body, loop.kind, loop.thread_tag, loop.annotations)
+    notes = loop.annotations + (((PIPELINE_LAG, lag),) if lag else ())
+    pipelined = For(k, loop.extent, body, loop.kind, loop.thread_tag, notes)
     out = seq(Barrier(), prologue, Barrier(), pipelined)
     for b in reversed(allocs):
         out = Allocate(many[id(b)], out)

@@ -120,3 +120,32 @@ def test_nvcc_compiles_the_kernel_for_sm_90a(tmp_path):
     code = build_cuda(lower(state)).code
     assert "wgmma.mma_async" in nvcc_ptx(code, "sm_90a", tmp_path, "a")
     assert "wgmma.mma_async" not in nvcc_ptx(code, "sm_80", tmp_path, "b")
+
+
+def test_three_stage_pipelines_lag_a_tile_for_the_products_in_flight():
+    """With 3 stages a warpgroup pipeline copies one tile ahead, not two (its products of the
+    last tile may still read their buffer after the barrier): the loops still compute the
+    GEMM, and the kernel waits for all but the newest group of products at each tile and for
+    all of them before the epilogue."""
+    from autosched.search.state_utils import with_pipeline_stages
+    from tensorir.loops import For, walk_stmts
+    from tensorir.passes.double_buffer import lag_of
+
+    task = gpu_task(dense_tensors(128, 32, 256, cast="float16"), target=SM90)
+    (state,) = warpgroup_states(task, 1, seed=2)
+    rng = np.random.default_rng(6)
+    a = rng.uniform(-1, 1, (128, 256)).astype(np.float16)
+    b = rng.uniform(-1, 1, (32, 256)).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32).T
+    for stages, lag in ((2, 0), (3, 1)):
+        prog = lower(with_pipeline_stages(state, stages))
+        lags = [lag_of(x) for x in walk_stmts(prog.body) if isinstance(x, For)]
+        assert max(lags) == lag
+        out = np.full((128, 32), np.nan, np.float16)
+        run_program(prog, [a, b, out], simt=True)
+        np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=2e-2)
+        code = build_cuda(prog, arch="sm_90").code
+        assert f"wgmma_wait<{lag}>();" in code and ("wgmma_wait<1>();" in code) == bool(lag)
+        assert "wgmma_wait<0>();" in code.split("wgmma_commit();")[-1]  # before the epilogue
+        if lag:  # tile k + 1 is copied in iteration k, into buffer (k + 1) % 3
+            assert "((k_0 + 1) % 3)" in code and "(k_0 + 2)" not in code

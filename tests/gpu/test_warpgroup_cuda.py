@@ -48,3 +48,26 @@ def test_sampled_warpgroup_states_match_numpy(cuda_backend, name):
                                    err_msg=str(s))  # fmt: skip
         checked += 1
     assert checked == 4
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_lagging_pipelines_match_numpy(cuda_backend, stages):
+    """3 and 4 stages leave one tile of products running past each barrier (the pipeline
+    copies a tile later, tensorir.passes.double_buffer): the results must not change."""
+    from autosched.search.state_utils import with_pipeline_stages
+    from runtime import device
+
+    if known_cuda_arch("cuda") not in ("sm_90", "sm_90a"):
+        pytest.skip("wgmma needs an sm_90 GPU")
+    task = ansor.SearchTask(
+        ComputeDAG(dense_tensors(256, 128, 1024, cast="float16")), target="cuda"
+    )
+    (sketch,) = [s for s in generate_sketches(task) if is_warpgroup_state(s)]
+    args = [np.random.default_rng(9).uniform(-1, 1, t.shape).astype(np.float16)
+            for t in task.compute_dag.input_tensors]  # fmt: skip
+    want = gemm_reference(args)
+    for s in islice(sampled_states(task, sketch, seed=5), 3):
+        func = ansor.build(with_pipeline_stages(s, stages), "cuda", device=device("cuda"))
+        out = np.full((256, 128), np.nan, np.float16)
+        func(*args, out)
+        np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=3e-2)
