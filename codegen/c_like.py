@@ -150,6 +150,11 @@ class CRenderer:
         """The lines that declare a kernel's shared (OpenCL: local) arrays."""
         return [f"{self.shared_qualifier} {self.array_decl(b)};" for b in buffers]
 
+    def store_index(self, buf: Buffer, index: Expr) -> str:
+        """C text of the element a store at ``index`` of ``buf`` writes (a backend may keep
+        an array in another layout: the CUDA backend swizzles wgmma operand tiles)."""
+        return self.expr(index)
+
     def array_decl(self, buf: Buffer) -> str:
         """The declaration of a kernel-local (shared or local) array, without the scope."""
         return f"{self.storage_type(buf.dtype)} {self._name(buf)}[{buf.size}]"
@@ -363,7 +368,7 @@ class CRenderer:
                 text = self.cast(dtype, value.dtype, text)
             if dtype == "bool":
                 text = f"(({self.storage_type(dtype)}){text})"
-            self._line(f"{self._name(s.buffer)}[{self.expr(s.index)}] = {text};")
+            self._line(f"{self._name(s.buffer)}[{self.store_index(s.buffer, s.index)}] = {text};")
         elif isinstance(s, If):
             self._open(f"if ({self.expr(s.cond)})")
             self._stmt(s.then, guards)

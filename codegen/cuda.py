@@ -29,9 +29,9 @@ from tensorir.loops import (
     Buffer,
     For,
     Program,
-    Store,
     walk_stmts,
 )
+from tensorir.passes.double_buffer import lag_of
 from tensorir.passes.tensor_core import (
     FRAGMENT,
     TF32_TENSOR_CORES,
@@ -228,14 +228,6 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
                              lambda: self._line(f"{self.array_decl(b)};"))  # fmt: skip
             self._stmt(s.body, guards)
             return
-        if plan is not None and plan.warpgroup and isinstance(s, Store) and not guards \
-                and id(s.buffer) in plan.operands:  # fmt: skip
-            index = self._wg_operand_index(s.buffer, self.expr(s.index))
-            text = self.expr(s.value)
-            if s.value.dtype != s.buffer.dtype:
-                text = self.cast(s.buffer.dtype, s.value.dtype, text)
-            self._line(f"{self._name(s.buffer)}[{index}] = {text};")
-            return
         if plan is not None and isinstance(s, Allocate) and id(s.buffer) in plan.accumulators:
             b = s.buffer
             frag = (
@@ -274,6 +266,9 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
             self._wg_outer_loop(s, guards, self._fragment_for)
             return
         self._fragment_for(s, guards)
+        if plan is not None and plan.warpgroup and lag_of(s):
+            # The main loop left the last tile's products running: the epilogue reads them.
+            self._wg_guarded("wgmma_wait<0>();")
 
     def _fragment_for(self, s: For, guards: tuple) -> None:
         plan = self._plan
@@ -298,8 +293,7 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
             if copy is not None:
                 dst, src, dbase, sbase, word = copy
                 self._line(
-                    f"*({word}*)&{self._name(dst)}"
-                    f"[{self._wg_operand_index(dst, self.expr(dbase))}] = "
+                    f"*({word}*)&{self._name(dst)}[{self.store_index(dst, dbase)}] = "
                     f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}];"
                 )
                 return

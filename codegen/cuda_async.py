@@ -152,7 +152,7 @@ class AsyncCopies:
 
     def _copy_refs(self, dst, src, dbase, sbase) -> tuple[str, str]:
         """The C elements a word copy writes and reads: ``dst[dbase]``, ``src[sbase]``."""
-        to = self._wg_operand_index(dst, self.expr(dbase))  # swizzled for wgmma operands
+        to = self.store_index(dst, dbase)  # swizzled for wgmma operands
         return f"{self._name(dst)}[{to}]", f"{self._name(src)}[{self.expr(sbase)}]"
 
     def _cp_async_gather(self, gather) -> None:

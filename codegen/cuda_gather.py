@@ -84,5 +84,5 @@ class WordCopies:
         load = f"*(const {word}*)&{self._name(src)}[{self.expr(sbase)}]"
         if cond is not None:
             load = f"(({self.expr(cond)}) ? {load} : {_ZERO_WORDS[nbytes]})"
-        to = self._wg_operand_index(dst, self.expr(dbase))  # swizzled for wgmma operands
+        to = self.store_index(dst, dbase)  # swizzled for wgmma operands
         self._line(f"*({word}*)&{self._name(dst)}[{to}] = {load};")

@@ -130,8 +130,6 @@ class WarpgroupTiles:
         base, ldm = self.expr(m.acc_base), m.acc_ldm
         own = f"((({base}) / {_FRAG * ldm}) & 3) == (threadIdx.x >> 5)"
         r = Var("wg_r", "int32")
-        if self._wg_lag:
-            self._line("wgmma_wait<0>();")  # the last tile's products, still running
         self._open(f"if ({own})")
         self._line("#pragma unroll")
         self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
@@ -161,11 +159,13 @@ class WarpgroupTiles:
         # running past the barrier; the store nests wait for them.
         self._wg_guarded(f"wgmma_wait<{self._wg_lag}>();")
 
-    def _wg_operand_index(self, buf, index: str) -> str:
-        """``index`` into shared array ``buf``, swizzled when ``buf`` is a wgmma operand."""
+    def store_index(self, buf, index) -> str:
+        """``index`` into ``buf``, swizzled when ``buf`` is a wgmma operand tile (every store
+        into one: copies, gathers, plain stores)."""
+        text = self.expr(index)
         if self._plan is not None and self._plan.warpgroup and id(buf) in self._plan.operands:
             if self._wmma:
-                return swizzled_index(index)
+                return swizzled_index(text)
             self.helper("swizzle_or_plain", _SWIZZLE_MACRO)
-            return f"SWIZZLE_OR_PLAIN({index})"
-        return index
+            return f"SWIZZLE_OR_PLAIN({text})"
+        return text

@@ -25,8 +25,9 @@ from __future__ import annotations
 from codegen.cuda_arch import wgmma_available
 from tensorir.expr import Cast
 from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, WARPGROUP_M
-from tensorir.steps import SplitStep
+from tensorir.stage import SplitRel
 
+from . import state_utils as su
 from .sketch_rules import APPLY, SKIP
 from .sketch_rules_tensor_core import MultiLevelTilingTensorCore, tensor_core_gemm
 
@@ -53,10 +54,20 @@ def warpgroup_gemm(op):
 
 
 def is_warpgroup_state(state) -> bool:
-    """Whether ``state`` (a sketch or a state of one) comes from the warpgroup sketch: its
-    shared copies are split by the 128 lanes of a warpgroup."""
-    return any(isinstance(x, SplitStep) and tuple(x.lengths) == (WARPGROUP_LANES,)
-               for x in state.steps)  # fmt: skip
+    """Whether ``state`` (a sketch or a state of one) comes from the warpgroup sketch: the
+    shared copies of a tensor-core stage run on the 128 lanes of a warpgroup (the wmma
+    sketch's run on one warp's 32)."""
+    for stage in state.stages:
+        if not (stage.name.endswith(".shared") and stage.compute_at == "iter"):
+            continue
+        if not su.has_tensor_core_pragma(state[stage.attach[0]]):
+            continue
+        lanes = {it.name for it in stage.iters if it.annotation == "threadIdx.x"}
+        for rel in stage.relations:
+            if isinstance(rel, SplitRel) and rel.children[-1] in lanes \
+                    and tuple(rel.lengths) == (WARPGROUP_LANES,):  # fmt: skip
+                return True
+    return False
 
 
 class MultiLevelTilingWarpgroup(MultiLevelTilingTensorCore):

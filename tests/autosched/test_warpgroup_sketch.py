@@ -62,8 +62,10 @@ def test_the_rule_fires_on_sm_90_k_major_gemms_beside_the_wmma_sketch(target, te
 
 def test_sampled_states_lower_to_warpgroup_tiles_the_gpu_check_accepts():
     task = gpu_task(dense_tensors(256, 256, 128), target=SM90)
+    (wmma,) = [s for s in generate_sketches(task) if not is_warpgroup_state(s)]
+    assert not any(map(is_warpgroup_state, first_states(sampled_states(task, wmma), 5)))
     for state in warpgroup_states(task, 5):
-        assert gpu_state_errors(task, state) == []
+        assert is_warpgroup_state(state) and gpu_state_errors(task, state) == []
         ((plan, why),) = fragment_plans(lower(state))
         assert why == "" and plan.warpgroup and plan.staging_bytes == 0
         for key in plan.mma:
