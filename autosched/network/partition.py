@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from codegen.cuda_arch import wgmma_available
 from codegen.target import Target
 from runtime.environment import env
 from tensorir.dag import ComputeDAG
@@ -23,7 +24,7 @@ from tensorir.ops import NameScope, compute_op, op_attrs
 from tensorir.ops.conv2d_gemm import implicit_gemm_conv2d_op
 
 from ..display.tasks import TaskList
-from ..hardware import HardwareParams
+from ..hardware import HardwareParams, known_cuda_arch
 from ..task import SearchTask
 
 IMPLICIT_GEMM = True
@@ -86,11 +87,17 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
     # Where float32 convs run on TF32 tensor cores as implicit GEMMs, winograd (scalar
     # float32 sketches) would take their 3x3 ones first: off unless the caller asks for it.
     igemm = implicit_gemm_dtypes(target)
+    # sm_90: conv GEMM rows padded to whole 64-row warpgroup tiles where that wastes little.
+    warpgroup = bool(igemm) and bool(wgmma_available(known_cuda_arch(target)))
     winograd = "float32" not in igemm if use_winograd is None else bool(use_winograd)
     on_host = Target(target).backend.on_host
     kind = "cpu" if on_host else "gpu"
     network = gir.main_function(mod, "partition")
     func = _passes().optimize(network, params or {}, use_winograd=winograd, device_kind=kind)
+    if igemm:
+        # Constant weights of tensor-core convs stored K-major (OHWI): the warpgroup sketch
+        # reads both GEMM operands so (tensorir/graph/passes/implicit_gemm_layout.py).
+        func = _passes().alter_op_layout_implicit_gemm(func, igemm)
     if not on_host:
         # Fewer, larger kernels for transformers (tensorir/graph/passes/transformer.py): one
         # dense for the query/key/value projections, the head split/merge read inside the
@@ -111,9 +118,7 @@ def partition(mod, params=None, target="llvm", use_winograd=None):
         groups = _passes().fuse_layout_producers(func, groups)
     # On the CPU, constant weights are stored in each kernel's loop order at build time
     # (TVM's layout rewrite for CPU targets); GPU kernels read them as they are.
-    return func, [
-        _group_dag(g, i, layout_rewrite=on_host, implicit_gemm=igemm) for i, g in enumerate(groups)
-    ]
+    return func, [_group_dag(g, i, on_host, igemm, warpgroup) for i, g in enumerate(groups)]
 
 
 def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
@@ -129,23 +134,29 @@ def _layout_free(dag: ComputeDAG, inputs) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _call_compute(call, args, scope: NameScope, implicit_gemm: tuple[str, ...]):
+def _call_compute(
+    call, args, scope: NameScope, implicit_gemm: tuple[str, ...], warpgroup: bool = False
+):
     """The te compute of one graph call: the op table's, except a conv2d that runs as an
     implicit GEMM on tensor cores (the op strategy: which compute a target gets), for
-    operands of the ``implicit_gemm`` dtypes."""
+    operands of the ``implicit_gemm`` dtypes (rows padded for sm_90's ``warpgroup`` tiles)."""
     if implicit_gemm and call.op == "nn.conv2d":
         with scope:
             attrs = op_attrs(call.op, dict(call.attrs))
             # Split-K for GEMMs of few output tiles (conv2d_gemm.split_k_slices), unless off.
             split_k = None if env("AUTOSCHED_CONV_SPLIT_K") else 1
-            out = implicit_gemm_conv2d_op(*args, attrs, implicit_gemm, split_k)
+            out = implicit_gemm_conv2d_op(*args, attrs, implicit_gemm, split_k, warpgroup)
         if out is not None:
             return out
     return compute_op(call.op, args, dict(call.attrs), name_scope=scope)
 
 
 def _group_dag(
-    group, index: int, layout_rewrite: bool = False, implicit_gemm: tuple[str, ...] = ()
+    group,
+    index: int,
+    layout_rewrite: bool = False,
+    implicit_gemm: tuple[str, ...] = (),
+    warpgroup: bool = False,
 ) -> GroupDAG:
     scope = NameScope()
     tensor_of = {}
@@ -157,7 +168,7 @@ def _group_dag(
     for call in group.calls:
         args = [tensor_of[a] for a in call.args]
         try:
-            tensor_of[call] = _call_compute(call, args, scope, implicit_gemm)
+            tensor_of[call] = _call_compute(call, args, scope, implicit_gemm, warpgroup)
         except Exception as e:
             raise type(e)(
                 f"building the te compute of {call.op} in fused group {index}: {e}"

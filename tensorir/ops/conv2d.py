@@ -1,4 +1,4 @@
-"""2-D convolution in NCHW (kernel OIHW) and NHWC (kernel HWIO; depthwise HWOI), as topi."""
+"""2-D convolution in NCHW (kernel OIHW) and NHWC (kernel HWIO or OHWI; depthwise HWOI), as topi."""
 
 from __future__ import annotations
 
@@ -32,14 +32,15 @@ def conv2d(
     data : Tensor
         NCHW ``(N, CI, H, W)`` or NHWC ``(N, H, W, CI)``.
     weight : Tensor
-        OIHW ``(CO, CI/groups, KH, KW)`` for NCHW; HWIO ``(KH, KW, CI/groups, CO)`` for NHWC,
+        OIHW ``(CO, CI/groups, KH, KW)`` for NCHW; HWIO ``(KH, KW, CI/groups, CO)`` or OHWI
+        ``(CO, KH, KW, CI/groups)`` (the tensor-core implicit GEMM's K-major form) for NHWC,
         or HWOI ``(KH, KW, CI, multiplier)`` for a depthwise NHWC conv (groups == CI).
     strides, padding, dilation : int or tuple of int
         Padding is (top, left, bottom, right), or one / two values.
     groups : int
         Channel groups; ``groups == CI`` with one input channel per group is depthwise.
     data_layout, kernel_layout : str
-        "NCHW"/"OIHW" or "NHWC"/"HWIO" (or "HWOI" for depthwise NHWC). An empty kernel
+        "NCHW"/"OIHW" or "NHWC"/"HWIO" or "OHWI" (or "HWOI" for depthwise NHWC). An empty kernel
         layout means the default of the data layout.
     out_dtype : str
         Accumulation and output dtype; empty means the input dtype. Operands are cast to it
@@ -58,10 +59,10 @@ def conv2d(
             )
         return conv2d_nchw(data, weight, strides, padding, dilation, groups, out_dtype)
     if data_layout == "NHWC":
-        if kernel_layout not in ("", "HWIO", "HWOI"):
+        if kernel_layout not in ("", "HWIO", "HWOI", "OHWI"):
             raise TensorError(
                 f"nn.conv2d: kernel_layout {kernel_layout!r} with data_layout "
-                "'NHWC' is not supported; use 'HWIO' or 'HWOI'"
+                "'NHWC' is not supported; use 'HWIO', 'OHWI' or 'HWOI'"
             )
         return conv2d_nhwc(
             data, weight, strides, padding, dilation, groups, out_dtype, kernel_layout or "HWIO"
@@ -161,7 +162,7 @@ def conv2d_nhwc(
     out_dtype: str = "",
     kernel_layout: str = "HWIO",
 ) -> Tensor:
-    """NHWC conv2d: ``Conv2dOutput`` (HWIO), ``group_conv2d_nhwc`` or ``DepthwiseConv2d``
+    """NHWC conv2d: ``Conv2dOutput`` (HWIO or OHWI), ``group_conv2d_nhwc`` or ``DepthwiseConv2d``
     (HWOI weight ``(KH, KW, CI, multiplier)``) reading ``PaddedInput``. See :func:`conv2d`."""
     (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
     N, H, W, CI = data.shape
@@ -205,12 +206,16 @@ def conv2d_nhwc(
             ["b", "i", "j", "c"],
             tag="depthwise_conv2d_nhwc",
         )
-    if kernel_layout != "HWIO":
+    if kernel_layout not in ("HWIO", "OHWI"):
         raise TensorError(
             f"nn.conv2d: kernel_layout {kernel_layout!r} is not supported for "
-            "NHWC; use 'HWIO' or 'HWOI'"
+            "NHWC; use 'HWIO', 'OHWI' or 'HWOI'"
         )
-    KH, KW, WCI, CO = weight.shape
+    ohwi = kernel_layout == "OHWI"
+    if ohwi:
+        CO, KH, KW, WCI = weight.shape
+    else:
+        KH, KW, WCI, CO = weight.shape
     _check_groups(CI, CO, WCI, groups, "NHWC")
     OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])
     OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
@@ -226,7 +231,7 @@ def conv2d_nhwc(
         (N, OH, OW, CO),
         lambda nn, yy, xx, ff: te.sum(
             rd(padded, (nn, tap(yy, ry, sh, dh), tap(xx, rx, sw, dw), chan(ff)))
-            * rd(weight, (ry, rx, rc, ff)),
+            * rd(weight, (ff, ry, rx, rc) if ohwi else (ry, rx, rc, ff)),
             axis=[ry, rx, rc],
         ),
         "Conv2dOutput" if groups == 1 else "group_conv2d_nhwc",

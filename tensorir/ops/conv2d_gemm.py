@@ -9,6 +9,8 @@ so that the weight is a plain reshape of the stored kernel::
                    (0 off the image)
     NHWC (HWIO):  r = (ry*KW + rx)*CI + rc,  W2[r, co] = weight[ry, rx, rc, co]
                   conv2d_gemm[p, co] = sum_r col[p, r] * W2[r, co]      (X[i, k] * Y[k, j])
+    NHWC (OHWI):  r = (ry*KW + rx)*CI + rc,  W2[co, r] = weight[co, ry, rx, rc]
+                  conv2d_gemm[p, co] = sum_r col[p, r] * W2[co, r]      (X[i, k] * Y[j, k])
     NCHW (OIHW):  r = (rc*KH + ry)*KW + rx,  W2[co, r] = weight[co, rc, ry, rx]
                   conv2d_gemm[co, p] = sum_r W2[co, r] * col[p, r]      (X[i, k] * Y[j, k])
 
@@ -21,7 +23,8 @@ the GEMM like any injective stage.
 
 The GEMM extents are padded to whole fragments (:data:`GEMM_ALIGN` for ``P`` and ``CO``, the
 operand dtype's fragment K for ``K``: 16 for float16 / bfloat16, 8 for float32 run as TF32,
-:func:`gemm_k_align`): ``col`` and ``W2`` are zero past the real ``P = N*OH*OW``,
+:func:`gemm_k_align`; ``P`` to a whole warpgroup tile of 64 rows where the caller asks and that
+wastes little, :func:`gemm_row_align`): ``col`` and ``W2`` are zero past the real ``P = N*OH*OW``,
 ``K = CI*KH*KW`` and ``CO`` (a condition in their bodies), and the output reads only the real
 rows. :func:`use_implicit_gemm` says when
 that pays (see its rule).
@@ -59,6 +62,7 @@ __all__ = [
     "conv2d_gemm_shape",
     "conv2d_implicit_gemm",
     "gemm_k_align",
+    "gemm_row_align",
     "implicit_gemm_conv2d_op",
     "split_k_slices",
     "use_implicit_gemm",
@@ -79,11 +83,20 @@ bound: a warp's chain of tile loads and ``mma`` waits on itself, so the SM needs
 independent warps. With 512 (about four a SM, until 2026-11-28) resnet-18's 3x3 convs took 12
 to 18 us each in TF32 on an H200 whatever their map size; with 2048, 11 to 12 us, and the
 network 0.288 -> 0.236 ms after the same tuning time (benchmarks/RESULTS.md, session 20)."""
+WARPGROUP_ROWS = 64
+"""The rows of one Hopper warpgroup tile (``wgmma`` m64): :func:`gemm_row_align`."""
+WARPGROUP_ROW_WASTE = 0.125
+"""The most padding :func:`gemm_row_align` adds to give ``P`` whole warpgroup tiles:
+resnet-50's 7x7 maps at batch 16 (``P = 784`` -> 832, 6%) qualify; 14x14 at batch 1
+(``P = 196`` -> 256, 23%) keep 16-row fragments (208)."""
 SPLIT_K_MIN_DEPTH = 256
 """Each slice keeps at least this much of K (16 fragment steps of 16): below it the slice's
 shared-memory pipeline barely fills and the partial sums cost more than they save."""
 
-_LAYOUTS = {"NHWC": "HWIO", "NCHW": "OIHW"}
+_LAYOUTS = {"NHWC": ("HWIO", "OHWI"), "NCHW": ("OIHW",)}
+"""The kernel layouts each data layout's GEMM reads (the first is the default). OHWI gives the
+NHWC GEMM a K-major weight, as the warpgroup sketch needs
+(``tensorir.graph.passes.alter_op_layout_implicit_gemm`` stores constant weights so)."""
 
 
 def _ceil(x: int, m: int) -> int:
@@ -108,15 +121,31 @@ class ConvGemmShape:
     k: int
     co: int
     k_align: int = GEMM_ALIGN
+    p_align: int = GEMM_ALIGN
 
     @property
     def padded(self) -> tuple[int, int, int]:
-        return (_ceil(self.p, GEMM_ALIGN), _ceil(self.k, self.k_align), _ceil(self.co, GEMM_ALIGN))
+        return (
+            _ceil(self.p, self.p_align),
+            _ceil(self.k, self.k_align),
+            _ceil(self.co, GEMM_ALIGN),
+        )
 
     @property
     def waste(self) -> float:
         """The largest fraction of padding along one GEMM axis (0: no padding)."""
         return max((q - x) / q for x, q in zip((self.p, self.k, self.co), self.padded))
+
+
+def gemm_row_align(p: int, warpgroup: bool) -> int:
+    """The multiple the GEMM's ``p`` rows are padded to: :data:`WARPGROUP_ROWS` for a
+    ``warpgroup`` target (sm_90, whose warpgroup sketch tiles 64 rows at a time) where that
+    wastes at most :data:`WARPGROUP_ROW_WASTE` of the rows, else :data:`GEMM_ALIGN`."""
+    if warpgroup and (_ceil(p, WARPGROUP_ROWS) - p) <= WARPGROUP_ROW_WASTE * _ceil(
+        p, WARPGROUP_ROWS
+    ):
+        return WARPGROUP_ROWS
+    return GEMM_ALIGN
 
 
 def split_k_slices(shape: ConvGemmShape) -> int:
@@ -146,25 +175,39 @@ def _params(strides, padding, dilation):
     return s, d, before, after
 
 
-def _dims(data_shape, weight_shape, layout: str):
-    """``(N, H, W, CI), (KH, KW, WCI, CO)`` from either layout."""
+def _dims(data_shape, weight_shape, layout: str, kernel_layout: str = ""):
+    """``(N, H, W, CI), (KH, KW, WCI, CO)`` from any of the layouts :data:`_LAYOUTS` lists."""
     if layout == "NHWC":
-        (n, h, w, ci), (kh, kw, wci, co) = data_shape, weight_shape
+        (n, h, w, ci) = data_shape
+        if kernel_layout == "OHWI":
+            (co, kh, kw, wci) = weight_shape
+        else:
+            (kh, kw, wci, co) = weight_shape
     else:
         (n, ci, h, w), (co, wci, kh, kw) = data_shape, weight_shape
     return (n, h, w, ci), (kh, kw, wci, co)
 
 
 def conv2d_gemm_shape(
-    data_shape, weight_shape, strides, padding, dilation, data_layout: str, dtype: str = "float16"
+    data_shape,
+    weight_shape,
+    strides,
+    padding,
+    dilation,
+    data_layout: str,
+    dtype: str = "float16",
+    kernel_layout: str = "",
+    warpgroup: bool = False,
 ) -> ConvGemmShape:
-    """The GEMM extents of a ``groups == 1`` conv2d in ``data_layout`` (NHWC/HWIO, NCHW/OIHW)
-    with operands of ``dtype`` (which sets K's padding)."""
+    """The GEMM extents of a ``groups == 1`` conv2d in ``data_layout`` (NHWC with an HWIO or
+    OHWI kernel, NCHW/OIHW) with operands of ``dtype`` (which sets K's padding), its rows
+    padded for ``warpgroup`` tiles where that pays (:func:`gemm_row_align`)."""
     (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
-    (n, h, w, ci), (kh, kw, _, co) = _dims(data_shape, weight_shape, data_layout)
+    (n, h, w, ci), (kh, kw, _, co) = _dims(data_shape, weight_shape, data_layout, kernel_layout)
     oh = conv_out_size(h, kh, sh, dh, before[0] + after[0])
     ow = conv_out_size(w, kw, sw, dw, before[1] + after[1])
-    return ConvGemmShape(n * oh * ow, ci * kh * kw, co, gemm_k_align(dtype))
+    p = n * oh * ow
+    return ConvGemmShape(p, ci * kh * kw, co, gemm_k_align(dtype), gemm_row_align(p, warpgroup))
 
 
 def use_implicit_gemm(
@@ -182,7 +225,8 @@ def use_implicit_gemm(
     """Whether a conv2d runs as :func:`conv2d_implicit_gemm` on tensor cores.
 
     The rule: operands of one of ``dtypes`` (the 16-bit floats; the network partition adds
-    float32 for a target that allows TF32), ``groups == 1``, NHWC/HWIO or NCHW/OIHW, and
+    float32 for a target that allows TF32), ``groups == 1``, NHWC/HWIO, NHWC/OHWI or
+    NCHW/OIHW, and
     padding the GEMM to whole fragments wastes at most :data:`IGEMM_MAX_PAD` of any axis
     (resnet's 7x7 maps at batch 1 have ``P = 49``, padded to 64: 23%). The others keep the
     direct conv2d and the scalar sketches.
@@ -194,13 +238,14 @@ def use_implicit_gemm(
     """
     if dtype not in dtypes or dtype not in FRAGMENT_SHAPES or groups != 1:
         return False
-    if _LAYOUTS.get(data_layout) != (kernel_layout or _LAYOUTS.get(data_layout)):
+    kernels = _LAYOUTS.get(data_layout, ())
+    if not kernels or (kernel_layout or kernels[0]) not in kernels:
         return False
-    (_, _, _, ci), (_, _, wci, _) = _dims(data_shape, weight_shape, data_layout)
+    (_, _, _, ci), (_, _, wci, _) = _dims(data_shape, weight_shape, data_layout, kernel_layout)
     if ci != wci:
         return False
     shape = conv2d_gemm_shape(
-        data_shape, weight_shape, strides, padding, dilation, data_layout, dtype
+        data_shape, weight_shape, strides, padding, dilation, data_layout, dtype, kernel_layout
     )
     return shape.waste <= IGEMM_MAX_PAD
 
@@ -214,13 +259,15 @@ def conv2d_implicit_gemm(
     data_layout: str = "NHWC",
     out_dtype: str = "",
     split_k: int = 1,
+    kernel_layout: str = "",
+    warpgroup: bool = False,
 ) -> Tensor:
     """A ``groups == 1`` conv2d computed as the GEMM of the module docstring.
 
     Parameters
     ----------
     data, weight : Tensor
-        NHWC data with an HWIO kernel, or NCHW data with an OIHW kernel.
+        NHWC data with an HWIO or OHWI kernel, or NCHW data with an OIHW kernel.
     strides, padding, dilation : int or tuple of int
         As :func:`tensorir.ops.conv2d`.
     data_layout : "NHWC" or "NCHW"
@@ -230,6 +277,12 @@ def conv2d_implicit_gemm(
         Compute the GEMM in this many slices of K, added by the output stage (module
         docstring); it must divide the padded K into whole fragment steps. 1: not split;
         :func:`split_k_slices` gives the rule's choice.
+    kernel_layout : str
+        The weight's layout (empty: the data layout's default, HWIO or OIHW). An OHWI weight
+        makes the NHWC GEMM's second operand K-major (module docstring).
+    warpgroup : bool
+        Pad the GEMM's rows for 64-row warpgroup tiles (sm_90) where that wastes little
+        (:func:`gemm_row_align`).
 
     Returns
     -------
@@ -240,8 +293,14 @@ def conv2d_implicit_gemm(
         raise TensorError(
             f"conv2d_gemm: data_layout {data_layout!r} is not supported; use 'NHWC' or 'NCHW'"
         )
+    kernel_layout = kernel_layout or _LAYOUTS[data_layout][0]
+    if kernel_layout not in _LAYOUTS[data_layout]:
+        raise TensorError(
+            f"conv2d_gemm: kernel_layout {kernel_layout!r} does not go with data_layout "
+            f"{data_layout!r}; use one of {list(_LAYOUTS[data_layout])}"
+        )
     (sh, sw), (dh, dw), before, after = _params(strides, padding, dilation)
-    (N, H, W, CI), (KH, KW, WCI, CO) = _dims(data.shape, weight.shape, data_layout)
+    (N, H, W, CI), (KH, KW, WCI, CO) = _dims(data.shape, weight.shape, data_layout, kernel_layout)
     if WCI != CI:
         raise TensorError(
             f"conv2d_gemm: the weight has {WCI} input channels and the data {CI}; the "
@@ -251,9 +310,13 @@ def conv2d_implicit_gemm(
     OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])
     OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
     OHW = OH * OW
-    shape = ConvGemmShape(N * OHW, CI * KH * KW, CO, gemm_k_align(data.dtype))
+    P = N * OHW
+    shape = ConvGemmShape(
+        P, CI * KH * KW, CO, gemm_k_align(data.dtype), gemm_row_align(P, warpgroup)
+    )
     PP, KP, COP = shape.padded
     nhwc = data_layout == "NHWC"
+    k_major = kernel_layout != "HWIO"  # W2[co, r]: the weight's taps contiguous per channel
     zero = te.const(0.0, data.dtype)
 
     def taps(r):  # (rc, ry, rx) of tap r: the stored kernel's order
@@ -278,7 +341,8 @@ def conv2d_implicit_gemm(
 
     def fw2(co, r):
         rc, ry, rx = taps(r)
-        value = weight[(ry, rx, rc, co) if nhwc else (co, rc, ry, rx)]
+        index = {"HWIO": (ry, rx, rc, co), "OHWI": (co, ry, rx, rc), "OIHW": (co, rc, ry, rx)}
+        value = weight[index[kernel_layout]]
         conds = [co < CO] if COP != CO else []
         conds += [r < shape.k] if shape.k != KP else []
         return te.if_then_else(te.all(*conds), value, zero) if conds else value
@@ -316,12 +380,20 @@ def conv2d_implicit_gemm(
     col = compute((*lead, PP, KS), lambda *a: fcol(a[-2], tap_of(a[:-2], a[-1])),
                   "data_im2col", [*lead_names, "p", "r"], tag="injective,im2col")  # fmt: skip
     rk = te.reduce_axis((0, KS), name="rk")
-    if nhwc:
+    if k_major:
+        w2 = compute((*lead, COP, KS), lambda *a: fw2(a[-2], tap_of(a[:-2], a[-1])),
+                     "kernel_gemm", [*lead_names, "co", "r"], tag="injective")  # fmt: skip
+    else:
         w2 = compute((*lead, KS, COP), lambda *a: fw2(a[-1], tap_of(a[:-2], a[-2])),
                      "kernel_gemm", [*lead_names, "r", "co"], tag="injective")  # fmt: skip
+
+    def w2_at(lead_idx, co):
+        return (*lead_idx, co, rk) if k_major else (*lead_idx, rk, co)
+
+    if nhwc:
         gemm = compute(
             (*lead, PP, COP),
-            lambda *a: te.sum(rd(col, (*a[:-2], a[-2], rk)) * rd(w2, (*a[:-2], rk, a[-1])), [rk]),
+            lambda *a: te.sum(rd(col, (*a[:-2], a[-2], rk)) * rd(w2, w2_at(a[:-2], a[-1])), [rk]),
             "conv2d_gemm",
             [*lead_names, "p", "co"],
             tag=GEMM_TAG,
@@ -333,8 +405,6 @@ def conv2d_implicit_gemm(
             ["nn", "yy", "xx", "ff"],
             tag="conv2d_nhwc,conv2d_gemm",
         )
-    w2 = compute((*lead, COP, KS), lambda *a: fw2(a[-2], tap_of(a[:-2], a[-1])),
-                 "kernel_gemm", [*lead_names, "co", "r"], tag="injective")  # fmt: skip
     gemm = compute(
         (*lead, COP, PP),
         lambda *a: te.sum(rd(w2, (*a[:-2], a[-2], rk)) * rd(col, (*a[:-2], a[-1], rk)), [rk]),
@@ -352,14 +422,20 @@ def conv2d_implicit_gemm(
 
 
 def implicit_gemm_conv2d_op(
-    data: Tensor, weight: Tensor, attrs, dtypes=LOW_PRECISION, split_k: int | None = None
+    data: Tensor,
+    weight: Tensor,
+    attrs,
+    dtypes=LOW_PRECISION,
+    split_k: int | None = None,
+    warpgroup: bool = False,
 ) -> Tensor | None:
     """The implicit-GEMM compute of Relay's ``nn.conv2d`` with ``attrs`` (as
     ``tensorir.ops.op_attrs`` fills them) when :func:`use_implicit_gemm` accepts it for operand
     ``dtypes``, else None (the caller builds the direct conv2d). The operand dtype decides:
     ``to_mixed_precision`` gives a float16 conv ``out_dtype="float32"``, which the GEMM
     accumulates in; a float32 conv (``dtypes`` with float32: TF32) accumulates in float32.
-    ``split_k`` slices of K (None: :func:`split_k_slices`' choice)."""
+    ``split_k`` slices of K (None: :func:`split_k_slices`' choice); ``warpgroup``: rows padded
+    for sm_90's 64-row tiles (:func:`gemm_row_align`)."""
     a = attrs
     if not use_implicit_gemm(
         data.shape, weight.shape, a["strides"], a["padding"], a["dilation"], a["groups"],
@@ -371,7 +447,7 @@ def implicit_gemm_conv2d_op(
     if split_k is None:
         split_k = split_k_slices(conv2d_gemm_shape(
             data.shape, weight.shape, a["strides"], a["padding"], a["dilation"],
-            a["data_layout"], data.dtype,
+            a["data_layout"], data.dtype, a["kernel_layout"], warpgroup,
         ))  # fmt: skip
     return conv2d_implicit_gemm(
         data,
@@ -382,4 +458,6 @@ def implicit_gemm_conv2d_op(
         a["data_layout"],
         a["out_dtype"],
         split_k,
+        a["kernel_layout"],
+        warpgroup,
     )

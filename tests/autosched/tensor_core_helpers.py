@@ -76,31 +76,44 @@ def bmm_tensors(batch, m, n, k, dtype="float16", out_dtype="float32", transpose_
     return [x, y, batch_matmul(x, y, out_dtype=out_dtype, transpose_b=transpose_b)]
 
 
+def layouts(layout):
+    """``(data_layout, kernel_layout)`` of a test's layout: "NHWC" (HWIO), "NCHW" (OIHW) or
+    "NHWC:OHWI" (the K-major weight the graph stores for tensor cores)."""
+    data, _, kernel = layout.partition(":")
+    return data, kernel or {"NHWC": "HWIO", "NCHW": "OIHW"}[data]
+
+
 def conv_shapes(layout, n, ci, h, co, k):
-    """The data and weight shapes of a square conv2d: NHWC / HWIO or NCHW / OIHW."""
-    if layout == "NHWC":
-        return (n, h, h, ci), (k, k, ci, co)
-    return (n, ci, h, h), (co, ci, k, k)
+    """The data and weight shapes of a square conv2d: NHWC / HWIO, NHWC:OHWI or NCHW / OIHW."""
+    data, kernel = layouts(layout)
+    xs = (n, h, h, ci) if data == "NHWC" else (n, ci, h, h)
+    dims = {"O": co, "I": ci, "H": k, "W": k}
+    return xs, tuple(dims[c] for c in kernel)
 
 
 def conv_dag(layout, n, ci, h, co, k, stride, pad, dilation=1, epilogue=False, dtype="float16",
-             split_k=1, residual=False):  # fmt: skip
+             split_k=1, residual=False, warpgroup=False):  # fmt: skip
     """The implicit-GEMM conv2d (``dtype`` operands, fp32 accumulation; its GEMM in
-    ``split_k`` slices of K), maybe with the epilogue of a to_mixed_precision network: cast to
-    ``dtype``, bias, with ``residual`` the add of a tensor of the output's shape (the last
-    input), relu (float32: no cast)."""
+    ``split_k`` slices of K, its rows padded for sm_90 with ``warpgroup``), maybe with the
+    epilogue of a to_mixed_precision network: cast to ``dtype``, bias, with ``residual`` the
+    add of a tensor of the output's shape (the last input), relu (float32: no cast)."""
     scope = NameScope()
     xs, ws = conv_shapes(layout, n, ci, h, co, k)
     x, w = scope.placeholder(xs, dtype), scope.placeholder(ws, dtype)
     with scope:
-        out = conv2d_implicit_gemm(x, w, stride, pad, dilation, layout, "float32", split_k)
+        data_layout, kernel_layout = layouts(layout)
+        out = conv2d_implicit_gemm(
+            x, w, stride, pad, dilation, data_layout, "float32", split_k, kernel_layout, warpgroup
+        )
     ins = [x, w]
     if epilogue:
         b = scope.placeholder((co,), dtype)
         ins.append(b)
         if dtype != "float32":
             out = compute_op("cast", [out], {"dtype": dtype}, name_scope=scope)
-        out = compute_op("nn.bias_add", [out, b], {"axis": layout.index("C")}, name_scope=scope)
+        out = compute_op(
+            "nn.bias_add", [out, b], {"axis": data_layout.index("C")}, name_scope=scope
+        )
         if residual:
             r = scope.placeholder(tuple(out.shape), dtype)
             ins.append(r)
@@ -252,9 +265,12 @@ def gemm_reference(args, transpose_b=True):
 
 
 def conv_ref(x, w, stride, pad, dilation, layout):
-    """float64 conv2d from its definition: x NCHW / NHWC, w OIHW / HWIO."""
-    if layout == "NHWC":
-        x, w = x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1)
+    """float64 conv2d from its definition: x NCHW / NHWC, w OIHW / HWIO / OHWI (``layout`` as
+    :func:`layouts` reads it)."""
+    data_layout, kernel_layout = layouts(layout)
+    w = w.transpose([kernel_layout.index(c) for c in "OIHW"])
+    if data_layout == "NHWC":
+        x = x.transpose(0, 3, 1, 2)
     x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     w = w.astype(np.float64)
     co, _, kh, kw = w.shape
@@ -265,7 +281,7 @@ def conv_ref(x, w, stride, pad, dilation, layout):
         for b in range(kw):
             win = x[:, :, a * dilation :: stride, b * dilation :: stride][:, :, :oh, :ow]
             out += np.einsum("nchw,oc->nohw", win, w[:, :, a, b])
-    return out.transpose(0, 2, 3, 1) if layout == "NHWC" else out
+    return out.transpose(0, 2, 3, 1) if data_layout == "NHWC" else out
 
 
 def nvcc_ptx(code: str, arch: str, tmp_path, name="k") -> str:

@@ -15,6 +15,7 @@ from autosched.search.sketch import generate_sketches
 from codegen.cuda import build_cuda
 from tensorir.dag import ComputeDAG
 from tensorir.dtype import tolerance
+from tensorir.graph import ir as gir
 from tensorir.interp import eval_dag
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
@@ -44,7 +45,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW", "NHWC:OHWI"])
 @pytest.mark.parametrize("case", CASES)
 def test_implicit_gemm_equals_conv2d_built_for_llvm(layout, case):
     n, ci, h, co, k, s, p, d = case
@@ -84,6 +85,7 @@ TC_CASES = [
     # under a guard on the real rows / columns.
     ("NHWC", 1, 16, 8, 16, 3, 1, 1, True, 1),
     ("NCHW", 1, 16, 8, 16, 3, 1, 1, True, 1),
+    ("NHWC:OHWI", 1, 16, 8, 16, 3, 1, 1, True, 1),  # the weight K-major, as networks store it
     ("NHWC", 2, 16, 8, 16, 1, 1, 0, True, 1),
     ("NHWC", 1, 16, 12, 16, 3, 2, 1, False, 1),
     ("NHWC", 1, 16, 7, 16, 3, 1, 1, True, 1),
@@ -91,6 +93,7 @@ TC_CASES = [
     ("NHWC", 1, 16, 4, 24, 3, 1, 1, True, 1),
     # RGB stems: 3 channels, K = 147 padded to 160 (7x7, stride 2) and 27 to 32 (3x3)
     ("NHWC", 1, 3, 16, 16, 7, 2, 3, True, 1),
+    ("NHWC:OHWI", 1, 3, 16, 24, 7, 2, 3, True, 1),
     ("NCHW", 1, 3, 8, 16, 3, 1, 1, True, 1),
 ]
 
@@ -329,3 +332,74 @@ def test_bad_input_names_the_op_and_what_to_do():
         conv2d_implicit_gemm(x, scope.placeholder((3, 3, 16, 16), "float16"), data_layout="NCDHW")
     with pytest.raises(TensorError, match=r"conv2d_gemm: the weight has 8 input channels.*16"):
         conv2d_implicit_gemm(x, scope.placeholder((3, 3, 8, 16), "float16"))
+
+
+def _calls(func):
+    from tensorir.graph.ir import Call, post_order
+
+    return [n for n in post_order(func.body) if isinstance(n, Call)]
+
+
+def _conv_calls(func):
+    return [n for n in _calls(func) if n.op == "nn.conv2d"]
+
+
+def test_the_network_stores_tensor_core_conv_weights_k_major():
+    """On CUDA the constant HWIO weights of 16-bit convs become OHWI (folded: no transpose
+    left in the graph); float32 convs on plain CUDA, and convs whose weight is an input, keep
+    HWIO."""
+    rng = np.random.default_rng(3)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    func, _ = partition(mixed, None, "cuda")
+    convs = _conv_calls(func)
+    assert [c.attrs["kernel_layout"] for c in convs] == ["OHWI", "OHWI"]
+    w1 = convs[0].args[1]
+    assert isinstance(w1, gir.Constant) and w1.shape == (32, 3, 3, 16)
+    np.testing.assert_array_equal(
+        np.asarray(w1.value), params["w1"].astype(np.float16).transpose(3, 0, 1, 2)
+    )
+    assert "transpose" not in {n.op for n in _calls(func)}
+    f32, _ = partition(mod, params, "cuda")
+    assert {c.attrs["kernel_layout"] for c in _conv_calls(f32)} == {"HWIO"}
+    unbound = ansor.to_mixed_precision(mod, "float16")  # weights stay function inputs
+    f16, _ = partition(unbound, None, "cuda")
+    assert {c.attrs["kernel_layout"] for c in _conv_calls(f16)} == {"HWIO"}
+
+
+def test_gemm_rows_pad_to_warpgroup_tiles_where_that_wastes_little():
+    from tensorir.ops.conv2d_gemm import gemm_row_align
+
+    assert gemm_row_align(784, True) == 64  # resnet-50 7x7 at batch 16: 832 rows, 6% padding
+    assert gemm_row_align(196, True) == 16  # 14x14 at batch 1: 256 would pad 23%
+    assert gemm_row_align(3136, True) == 64 and gemm_row_align(784, False) == 16
+
+
+def test_an_sm_90_network_pads_its_conv_rows_and_matches_the_reference():
+    """For sm_90 the 3x3 conv's 64 rows stay 64 and the 1x1 s2 conv's 16 stay 16 (64 would
+    pad 75%); a 7x7 map at batch 16 pads 784 rows to 832; the untuned build equals the
+    graph reference."""
+    from autosched.network.default_schedules import default_gpu_state
+    from tensorir.graph.reference import evaluate
+
+    rng = np.random.default_rng(4)
+    mod, params = small_resnet_block(rng)
+    mixed = ansor.to_mixed_precision(mod, "float16", params)
+    func, groups = partition(mixed, None, "cuda -arch=sm_90")
+    gemms = [op for gd in _igemm_groups(groups) for op in gd.dag.ops if op.name == "conv2d_gemm"]
+    assert [op.shape[0] for op in gemms] == [64, 16]
+    x = rng.normal(0, 1, (1, 8, 8, 16)).astype("float32")
+    got = helpers.run_groups_as_scalar_loops(
+        func, groups, x, lambda gd: default_gpu_state(gd.dag, 256, 32, lambda s: None)
+    ).astype(np.float32)
+    want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
+    np.testing.assert_allclose(got, want, *tolerance("float16"))
+    scope = NameScope()
+    x7, w7 = (
+        scope.placeholder((16, 7, 7, 64), "float16"),
+        scope.placeholder((64, 3, 3, 64), "float16"),
+    )
+    with scope:
+        out = conv2d_implicit_gemm(x7, w7, 1, 1, 1, "NHWC", "float32", 1, "OHWI", True)
+    (gemm,) = [t for t in ComputeDAG([x7, w7, out]).ops if t.name == "conv2d_gemm"]
+    assert gemm.shape == (832, 64)

@@ -151,3 +151,31 @@ def test_three_stage_pipelines_lag_a_tile_for_the_products_in_flight():
         assert "wgmma_wait<0>();" in code.split("wgmma_commit();")[-1]  # before the epilogue
         if lag:  # tile k + 1 is copied in iteration k, into buffer (k + 1) % 3
             assert "((k_0 + 1) % 3)" in code and "(k_0 + 2)" not in code
+
+
+@pytest.mark.parametrize(
+    "layout, fires",
+    [("NHWC:OHWI", True), ("NCHW", False), ("NHWC", False)],  # NCHW: P = 64 is j; HWIO: Y[k, j]
+)
+def test_an_nhwc_conv_with_a_k_major_weight_runs_on_warpgroups(layout, fires, tmp_path):
+    """An NHWC conv's implicit GEMM with an OHWI weight (as the network stores constant
+    weights for tensor cores) gets the warpgroup sketch; its states compute the conv and its
+    epilogue when read as plain loops, and render wgmma products."""
+    from tensorir.dtype import tolerance
+    from tensorir.interp import eval_dag
+    from tests.autosched.tensor_core_helpers import conv_dag, random_args
+
+    dag = conv_dag(layout, 1, 64, 8, 16, 3, 1, 1, 1, epilogue=True)  # P = 64, K = 576
+    task = gpu_task(dag, target=SM90)
+    assert len(warpgroup_sketches(task)) == int(fires)
+    if not fires:
+        return
+    args = random_args(dag, seed=5)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    for state in warpgroup_states(task, 1, seed=1):
+        assert gpu_state_errors(task, state) == []
+        prog = lower(state)
+        out = np.zeros(dag.output_tensors[0].shape, dag.output_tensors[0].dtype)
+        run_program(prog, [*args, out], simt=True)
+        np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
+        assert "wgmma.mma_async.sync.aligned.m64n" in build_cuda(prog, arch="sm_90").code

@@ -45,6 +45,8 @@ CASES = {
     # resnet-like shapes: whole fragments (epilogue in the fragment store), strided, 1x1,
     # and 14x14 / 7x7 maps whose GEMM rows are padded (196 -> 208, 49 -> 64).
     "nhwc_3x3_s1_relu": ("NHWC", 1, 64, 16, 64, 3, 1, 1, True),
+    "nhwc_ohwi_3x3_s1_relu": ("NHWC:OHWI", 1, 64, 16, 64, 3, 1, 1, True),  # K-major weight
+    "nhwc_ohwi_7x7_split_k_4": ("NHWC:OHWI", 1, 256, 7, 64, 3, 1, 1, True, 4),
     "nchw_3x3_s1_relu": ("NCHW", 1, 32, 16, 64, 3, 1, 1, True),
     "nhwc_3x3_s2_batch2": ("NHWC", 2, 32, 16, 64, 3, 2, 1, False),
     "nhwc_1x1_s2": ("NHWC", 1, 64, 16, 128, 1, 2, 0, True),
@@ -74,6 +76,7 @@ def test_implicit_gemm_conv_states_match_numpy(cuda_backend, name):
 @pytest.mark.parametrize("case", [
     ("NHWC", 2, 64, 14, 128, 1, 1, 0),  # a bottleneck's last 1x1 conv: words in, words out
     ("NHWC", 1, 64, 14, 64, 3, 1, 1),  # 196 rows padded to 208: a row guard around the words
+    ("NHWC:OHWI", 1, 64, 14, 64, 3, 1, 1),  # the same with the K-major weight networks store
     ("NCHW", 1, 32, 16, 64, 3, 1, 1),  # a column is a pixel: words along the map
 ])  # fmt: skip
 def test_a_residual_epilogue_written_in_words_matches_numpy(cuda_backend, case, monkeypatch):

@@ -28,6 +28,7 @@ CASES = [
     ("NHWC", 2, 32, 16, 64, 3, 2, 1),
     ("NCHW", 1, 64, 8, 32, 1, 1, 0),
     ("NHWC", 2, 32, 14, 64, 3, 2, 1),
+    ("NHWC:OHWI", 1, 64, 7, 64, 3, 1, 1),  # the K-major weight networks store
 ]
 
 

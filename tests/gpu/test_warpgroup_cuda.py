@@ -71,3 +71,35 @@ def test_lagging_pipelines_match_numpy(cuda_backend, stages):
         out = np.full((256, 128), np.nan, np.float16)
         func(*args, out)
         np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=3e-2)
+
+
+CONV_CASES = {
+    # NHWC with the K-major OHWI weight networks store: 3x3 with its bias + relu epilogue,
+    # and resnet-50's 7x7 maps at batch 16 (784 rows padded to 832 for 64-row tiles).
+    "nhwc_3x3_relu": ("NHWC:OHWI", 4, 64, 8, 128, 3, 1, 1, 1, True),
+    "nhwc_7x7_batch16_padded_rows": ("NHWC:OHWI", 16, 64, 7, 64, 3, 1, 1, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV_CASES))
+def test_sampled_warpgroup_convs_match_numpy(cuda_backend, name):
+    from runtime import device
+    from tensorir.dtype import tolerance
+    from tensorir.interp import eval_dag
+    from tests.autosched.tensor_core_helpers import conv_dag, random_args
+
+    if known_cuda_arch("cuda") not in ("sm_90", "sm_90a"):
+        pytest.skip("wgmma needs an sm_90 GPU")
+    dag = conv_dag(*CONV_CASES[name], warpgroup=True)
+    task = ansor.SearchTask(dag, target="cuda")
+    (sketch,) = [s for s in generate_sketches(task) if is_warpgroup_state(s)]
+    args = random_args(dag, seed=7)
+    want = eval_dag(dag, args)[0].astype(np.float32)
+    out_t = dag.output_tensors[0]
+    for s in islice(sampled_states(task, sketch, seed=2), 3):
+        func = ansor.build(s, "cuda", device=device("cuda"))
+        assert "wgmma.mma_async" in func.get_source()
+        out = np.full(out_t.shape, np.nan, to_numpy(out_t.dtype))
+        func(*args, out)
+        np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"),
+                                   err_msg=str(s))  # fmt: skip

@@ -16,6 +16,7 @@ from .fuse import (
     op_pattern,
     print_groups,
 )
+from .implicit_gemm_layout import alter_op_layout_implicit_gemm
 from .layout import convert_layout
 from .mixed_precision import to_mixed_precision
 from .pipeline import optimize
@@ -30,7 +31,8 @@ from .transformer import (
 from .winograd import alter_op_layout_winograd
 
 __all__ = [
-    "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_winograd", "canonicalize_ops",
+    "MAX_FUSED_OPS", "FusedGroup", "alter_op_layout_implicit_gemm", "alter_op_layout_winograd",
+    "canonicalize_ops",
     "combine_parallel_dense", "convert_layout", "count_by_signature", "fold_constant",
     "fold_scale_axis", "fuse_layout_producers", "fuse_normalization_epilogues",
     "fuse_normalization_prologues", "fuse_ops",
