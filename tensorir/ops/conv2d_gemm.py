@@ -141,11 +141,8 @@ def gemm_row_align(p: int, warpgroup: bool) -> int:
     """The multiple the GEMM's ``p`` rows are padded to: :data:`WARPGROUP_ROWS` for a
     ``warpgroup`` target (sm_90, whose warpgroup sketch tiles 64 rows at a time) where that
     wastes at most :data:`WARPGROUP_ROW_WASTE` of the rows, else :data:`GEMM_ALIGN`."""
-    if warpgroup and (_ceil(p, WARPGROUP_ROWS) - p) <= WARPGROUP_ROW_WASTE * _ceil(
-        p, WARPGROUP_ROWS
-    ):
-        return WARPGROUP_ROWS
-    return GEMM_ALIGN
+    whole = _ceil(p, WARPGROUP_ROWS)
+    return WARPGROUP_ROWS if warpgroup and whole - p <= WARPGROUP_ROW_WASTE * whole else GEMM_ALIGN
 
 
 def split_k_slices(shape: ConvGemmShape) -> int:
@@ -207,7 +204,8 @@ def conv2d_gemm_shape(
     oh = conv_out_size(h, kh, sh, dh, before[0] + after[0])
     ow = conv_out_size(w, kw, sw, dw, before[1] + after[1])
     p = n * oh * ow
-    return ConvGemmShape(p, ci * kh * kw, co, gemm_k_align(dtype), gemm_row_align(p, warpgroup))
+    rows = gemm_row_align(p, warpgroup and data_layout == "NHWC")  # NCHW: P is the GEMM's j
+    return ConvGemmShape(p, ci * kh * kw, co, gemm_k_align(dtype), rows)
 
 
 def use_implicit_gemm(
@@ -282,7 +280,7 @@ def conv2d_implicit_gemm(
         makes the NHWC GEMM's second operand K-major (module docstring).
     warpgroup : bool
         Pad the GEMM's rows for 64-row warpgroup tiles (sm_90) where that wastes little
-        (:func:`gemm_row_align`).
+        (:func:`gemm_row_align`); NHWC only, as an NCHW GEMM's pixels are its columns.
 
     Returns
     -------
@@ -311,11 +309,10 @@ def conv2d_implicit_gemm(
     OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
     OHW = OH * OW
     P = N * OHW
-    shape = ConvGemmShape(
-        P, CI * KH * KW, CO, gemm_k_align(data.dtype), gemm_row_align(P, warpgroup)
-    )
-    PP, KP, COP = shape.padded
     nhwc = data_layout == "NHWC"
+    rows = gemm_row_align(P, warpgroup and nhwc)  # NCHW: P is the GEMM's j (16s suffice)
+    shape = ConvGemmShape(P, CI * KH * KW, CO, gemm_k_align(data.dtype), rows)
+    PP, KP, COP = shape.padded
     k_major = kernel_layout != "HWIO"  # W2[co, r]: the weight's taps contiguous per channel
     zero = te.const(0.0, data.dtype)
 

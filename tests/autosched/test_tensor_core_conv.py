@@ -373,6 +373,16 @@ def test_gemm_rows_pad_to_warpgroup_tiles_where_that_wastes_little():
     assert gemm_row_align(784, True) == 64  # resnet-50 7x7 at batch 16: 832 rows, 6% padding
     assert gemm_row_align(196, True) == 16  # 14x14 at batch 1: 256 would pad 23%
     assert gemm_row_align(3136, True) == 64 and gemm_row_align(784, False) == 16
+    # NCHW: the pixels are the GEMM's columns, 16s suffice.
+    scope = NameScope()
+    x, w = (
+        scope.placeholder((16, 64, 7, 7), "float16"),
+        scope.placeholder((64, 64, 3, 3), "float16"),
+    )
+    with scope:
+        out = conv2d_implicit_gemm(x, w, 1, 1, 1, "NCHW", "float32", 1, "", True)
+    (gemm,) = [t for t in ComputeDAG([x, w, out]).ops if t.name == "conv2d_gemm"]
+    assert gemm.shape == (64, 784)
 
 
 def test_an_sm_90_network_pads_its_conv_rows_and_matches_the_reference():
