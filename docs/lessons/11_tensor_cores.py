@@ -22,8 +22,10 @@ compiles it when present).
 
 Convolutions reach the same rule as an *implicit GEMM* (the last part of the lesson). A conv2d
 is a GEMM over an im2col matrix ``col[p, r]`` (``p`` an output pixel, ``r`` a kernel tap) and
-the kernel reshaped to ``W2[r, co]``: ``tensorir.ops.conv2d_gemm`` writes it that way, with
-``col`` and ``W2`` as compute stages and the output read back in NHWC. The sketch copies the
+the kernel reshaped to ``W2[r, co]`` (an HWIO kernel; a network stores its constant kernels
+OHWI, which gives ``W2[co, r]``, K-major, as Hopper's warpgroup sketch needs):
+``tensorir.ops.conv2d_gemm`` writes it that way, with ``col`` and ``W2`` as compute stages and
+the output read back in NHWC. The sketch copies the
 GEMM's operands to shared memory as for dense, and inlines ``col`` and ``W2`` into the copies:
 each copy gathers straight from the image and the kernel, and no im2col matrix ever exists in
 memory. The output stage (with the bias and relu of its fused group) gets its pixel loops
