@@ -50,12 +50,13 @@ def cnn_log_parser(doc: str) -> argparse.ArgumentParser:
     return p
 
 
-def cnn_network(args) -> dict:
+def cnn_network(args, arch: str | None = None) -> dict:
     """``--network`` (NHWC, ``--batch``) in ``--precision``, as ``bench_gpu.py`` tunes it:
-    ``mod``, ``params``, the input ``shape``, ``target``, ``tasks`` and their ``weights``."""
+    ``mod``, ``params``, the input ``shape``, ``target``, ``tasks`` and their ``weights``
+    (for a GPU of ``-arch=arch`` when given, else this machine's)."""
     mod32, params32, shape, _ = get_network(args.network, batch_size=args.batch, layout="NHWC")
     mod, params = our_module(mod32, params32, args.precision)
-    target = target_for(args.precision)
+    target = target_for(args.precision) + (f" -arch={arch}" if arch else "")
     tasks, weights = ansor.extract_tasks(mod, params, target)
     return {"mod": mod, "params": params, "shape": shape, "target": target, "tasks": tasks,
             "weights": weights}  # fmt: skip
