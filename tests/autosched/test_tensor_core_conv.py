@@ -367,28 +367,31 @@ def test_the_network_stores_tensor_core_conv_weights_k_major():
     assert {c.attrs["kernel_layout"] for c in _conv_calls(f16)} == {"HWIO"}
 
 
+def _warpgroup_gemm_shape(data_shape, weight_shape, data_layout, kernel_layout=""):
+    """The GEMM stage's shape of a 3x3 float16 conv built for warpgroups (rows in 64s)."""
+    scope = NameScope()
+    x, w = scope.placeholder(data_shape, "float16"), scope.placeholder(weight_shape, "float16")
+    with scope:
+        out = conv2d_implicit_gemm(x, w, 1, 1, 1, data_layout, "float32", 1, kernel_layout, True)
+    (gemm,) = [t for t in ComputeDAG([x, w, out]).ops if t.name == "conv2d_gemm"]
+    return gemm.shape
+
+
 def test_gemm_rows_pad_to_warpgroup_tiles_where_that_wastes_little():
     from tensorir.ops.conv2d_gemm import gemm_row_align
 
     assert gemm_row_align(784, True) == 64  # resnet-50 7x7 at batch 16: 832 rows, 6% padding
     assert gemm_row_align(196, True) == 16  # 14x14 at batch 1: 256 would pad 23%
     assert gemm_row_align(3136, True) == 64 and gemm_row_align(784, False) == 16
+    nhwc = _warpgroup_gemm_shape((16, 7, 7, 64), (64, 3, 3, 64), "NHWC", "OHWI")
+    assert nhwc == (832, 64)
     # NCHW: the pixels are the GEMM's columns, 16s suffice.
-    scope = NameScope()
-    x, w = (
-        scope.placeholder((16, 64, 7, 7), "float16"),
-        scope.placeholder((64, 64, 3, 3), "float16"),
-    )
-    with scope:
-        out = conv2d_implicit_gemm(x, w, 1, 1, 1, "NCHW", "float32", 1, "", True)
-    (gemm,) = [t for t in ComputeDAG([x, w, out]).ops if t.name == "conv2d_gemm"]
-    assert gemm.shape == (64, 784)
+    assert _warpgroup_gemm_shape((16, 64, 7, 7), (64, 64, 3, 3), "NCHW") == (64, 784)
 
 
 def test_an_sm_90_network_pads_its_conv_rows_and_matches_the_reference():
     """For sm_90 the 3x3 conv's 64 rows stay 64 and the 1x1 s2 conv's 16 stay 16 (64 would
-    pad 75%); a 7x7 map at batch 16 pads 784 rows to 832; the untuned build equals the
-    graph reference."""
+    pad 75%); the untuned build equals the graph reference."""
     from autosched.network.default_schedules import default_gpu_state
     from tensorir.graph.reference import evaluate
 
@@ -404,12 +407,3 @@ def test_an_sm_90_network_pads_its_conv_rows_and_matches_the_reference():
     ).astype(np.float32)
     want = np.asarray(evaluate(mixed["main"], {"data": x})).astype(np.float32)
     np.testing.assert_allclose(got, want, *tolerance("float16"))
-    scope = NameScope()
-    x7, w7 = (
-        scope.placeholder((16, 7, 7, 64), "float16"),
-        scope.placeholder((64, 3, 3, 64), "float16"),
-    )
-    with scope:
-        out = conv2d_implicit_gemm(x7, w7, 1, 1, 1, "NHWC", "float32", 1, "OHWI", True)
-    (gemm,) = [t for t in ComputeDAG([x7, w7, out]).ops if t.name == "conv2d_gemm"]
-    assert gemm.shape == (832, 64)
