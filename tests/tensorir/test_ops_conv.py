@@ -32,8 +32,9 @@ def test_conv2d_nchw(case):
     assert "pad_temp" in names and ("conv2d_nchw" in names or "group_conv2d_nchw" in names)
 
 
+@pytest.mark.parametrize("kernel_layout", ["HWIO", "OHWI"])  # OHWI: tensor-core networks' form
 @pytest.mark.parametrize("case", CONV2D_CASES)
-def test_conv2d_nhwc(case):
+def test_conv2d_nhwc(case, kernel_layout):
     n, ci, h, w, co, kh, kw, s, p, d, g = case
     rng = np.random.default_rng(2)
     x, k = rand((n, h, w, ci), rng=rng), rand((kh, kw, ci // g, co), rng=rng)
@@ -43,9 +44,10 @@ def test_conv2d_nhwc(case):
         "dilation": d,
         "groups": g,
         "data_layout": "NHWC",
-        "kernel_layout": "HWIO",
+        "kernel_layout": kernel_layout,
     }
-    out, dag = run_op("nn.conv2d", [x, k], attrs)
+    stored = k if kernel_layout == "HWIO" else np.ascontiguousarray(k.transpose(3, 0, 1, 2))
+    out, dag = run_op("nn.conv2d", [x, stored], attrs)
     ref = conv_nd_ncx(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), s, p[:2], p[2:], d, g)
     np.testing.assert_allclose(out, ref.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
     assert "PaddedInput" in [op.name for op in dag.ops]
