@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from log_states import cnn_log_parser, cnn_network, records_by_key, write_json  # benchmarks/
+from log_states import (  # benchmarks/
+    best_states,
+    cnn_log_parser,
+    cnn_network,
+    records_by_key,
+    write_json,
+)
 
 from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
 from autosched.search.state_utils import has_tensor_core_pragma
@@ -33,13 +39,9 @@ def best_rows(tasks, weights, by_key) -> list[dict]:
     kind; ``None`` cost and kind for a task without a good record."""
     rows = []
     for task, weight in zip(tasks, weights, strict=True):
-        good = [(min(r.costs), i) for i, r in by_key.get(task.workload_key, ())
-                if r.error_no == 0 and r.costs]  # fmt: skip
         row = {"task": task.desc, "weight": weight, "best_us": None, "kind": None}
-        if good:
-            cost, inp = min(good, key=lambda c: c[0])
-            row["best_us"] = cost * 1e6
-            row["kind"] = sketch_kind(inp.state.to_state(task.compute_dag))
+        for cost, state in best_states(task, by_key.get(task.workload_key, ()), 1):
+            row["best_us"], row["kind"] = cost * 1e6, sketch_kind(state)
         rows.append(row)
     return rows
 

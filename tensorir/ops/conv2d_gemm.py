@@ -173,16 +173,11 @@ def _params(strides, padding, dilation):
 
 
 def _dims(data_shape, weight_shape, layout: str, kernel_layout: str = ""):
-    """``(N, H, W, CI), (KH, KW, WCI, CO)`` from any of the layouts :data:`_LAYOUTS` lists."""
-    if layout == "NHWC":
-        (n, h, w, ci) = data_shape
-        if kernel_layout == "OHWI":
-            (co, kh, kw, wci) = weight_shape
-        else:
-            (kh, kw, wci, co) = weight_shape
-    else:
-        (n, ci, h, w), (co, wci, kh, kw) = data_shape, weight_shape
-    return (n, h, w, ci), (kh, kw, wci, co)
+    """``(N, H, W, CI), (KH, KW, WCI, CO)`` from any of the layouts :data:`_LAYOUTS` lists
+    (an empty ``kernel_layout``: the data layout's default)."""
+    d = dict(zip(layout, data_shape))
+    w = dict(zip(kernel_layout or _LAYOUTS[layout][0], weight_shape))
+    return (d["N"], d["H"], d["W"], d["C"]), (w["H"], w["W"], w["I"], w["O"])
 
 
 def conv2d_gemm_shape(
@@ -338,8 +333,8 @@ def conv2d_implicit_gemm(
 
     def fw2(co, r):
         rc, ry, rx = taps(r)
-        index = {"HWIO": (ry, rx, rc, co), "OHWI": (co, ry, rx, rc), "OIHW": (co, rc, ry, rx)}
-        value = weight[index[kernel_layout]]
+        axis = {"O": co, "I": rc, "H": ry, "W": rx}
+        value = weight[tuple(axis[c] for c in kernel_layout)]
         conds = [co < CO] if COP != CO else []
         conds += [r < shape.k] if shape.k != KP else []
         return te.if_then_else(te.all(*conds), value, zero) if conds else value

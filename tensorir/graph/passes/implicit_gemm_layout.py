@@ -5,17 +5,17 @@ An NHWC conv's implicit GEMM (``tensorir.ops.conv2d_gemm``) multiplies ``col[p, 
 weight reshaped to ``(K, CO)``; with an HWIO kernel that operand is N-major (``Y[k, j]``). The
 Hopper warpgroup sketch reads both operands K-major from shared memory (``wgmma`` takes 16-bit
 operands only so), and an OHWI kernel is exactly ``W2[co, r]``: each output channel's taps in
-one contiguous row, which its shared-memory copy reads in 16-byte words. The transposes are of
-constants, so ``fold_constant`` does them once at build time, as TVM's AlterOpLayout does for
-its own kernel layouts.
+one contiguous row, which its shared-memory copy reads in 16-byte words. The weights are
+constants, so the pass transposes them once, at build time, as TVM's AlterOpLayout does for its
+own kernel layouts.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ops.conv2d_gemm import use_implicit_gemm
-from .. import op
 from ..ir import Call, Constant, Function, make_call, rewrite
-from .fold import fold_constant
 
 __all__ = ["alter_op_layout_implicit_gemm"]
 
@@ -41,7 +41,7 @@ def alter_op_layout_implicit_gemm(func: Function, dtypes: tuple[str, ...]) -> Fu
             "NHWC", "HWIO", data.dtype, dtypes,
         ):  # fmt: skip
             return None
-        ohwi = op.transpose(weight, _HWIO_TO_OHWI)
+        ohwi = Constant(np.ascontiguousarray(weight.value.transpose(_HWIO_TO_OHWI)), weight.name)
         return make_call("nn.conv2d", (data, ohwi), {**dict(a), "kernel_layout": "OHWI"})
 
-    return fold_constant(rewrite(func, visit))
+    return rewrite(func, visit)
