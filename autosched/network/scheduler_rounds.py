@@ -25,8 +25,10 @@ __all__ = [
     "adapted_round_size",
     "cost_prior",
     "overlapped_round",
+    "builder_count",
     "plan_line",
     "release_prepared",
+    "resumed_round_size",
     "take_prepared",
     "warm_up_round_size",
 ]
@@ -55,8 +57,35 @@ def adapted_round_size(
     new = measures_per_round(n_tasks, trial_limit, budget, round_cost)
     # Never smaller than the builders: a smaller round leaves builders idle while its
     # search costs as much (issue 29: rounds of 2 on a 16-core GPU host).
-    builders = int(getattr(getattr(measurer, "builder", None), "n_parallel", 1) or 1)
-    return round_cost, max(new, min(builders, TVM_MEASURES_PER_ROUND))
+    return round_cost, max(new, min(builder_count(measurer), TVM_MEASURES_PER_ROUND))
+
+
+def builder_count(measurer) -> int:
+    """How many candidates ``measurer`` builds at once (1 when its runner builds them)."""
+    return int(getattr(getattr(measurer, "builder", None), "n_parallel", 1) or 1)
+
+
+def resumed_round_size(
+    per_round: int, n_tasks: int, trial_limit: int | None, measurer
+) -> tuple[int, str | None]:
+    """``(size, why)``: the round size of a resumed run in which every task already has
+    records, and why it differs from ``per_round`` (None when it does not).
+
+    The automatic size sizes a first pass over all tasks to fit a quarter of *this run's*
+    budget. A run resumed with what is left of a longer budget has no first pass, and that
+    small remainder gave rounds of 2 on a 16-core GPU host: half the trials a minute of the
+    same tune's earlier runs, most builders idle, a population of 64 (benchmarks/RESULTS.md,
+    session 24). Such a run starts where the warm-up of a fresh run would have left it, with
+    rounds at least as large as the builders (:func:`adapted_round_size`), and no larger than
+    a trial budget gives each task.
+    """
+    floor = min(builder_count(measurer), TVM_MEASURES_PER_ROUND)
+    if trial_limit:
+        floor = min(floor, trial_limit // max(1, n_tasks))
+    if floor <= per_round:
+        return per_round, None
+    why = f"automatic: every task has records in the log, one candidate per builder ({floor})"
+    return floor, why
 
 
 def warm_up_round_size(full_round: int, trials: int | None, untuned: int) -> int:
@@ -98,18 +127,20 @@ def adapt_round_size(ts, mean_round_s: float, measured: int) -> None:
 
 def plan_line(
     options, n_tasks: int, round_size: int, trial_limit: int | None, search_policy, params,
-    shares_cores: bool = False,
+    shares_cores: bool = False, why: str | None = None,
 ) -> str:  # fmt: skip
     """One line: the round size and search effort of this run, and whether they are
     automatic (so a user knows what to set to change them); ``shares_cores``: the search
-    takes the measurement's cores (:meth:`SearchParams.for_round`)."""
+    takes the measurement's cores (:meth:`SearchParams.for_round`); ``why``: the reason for an
+    automatic round size other than the budget's."""
     budget = [f"{options.num_measure_trials} trials"] if trial_limit else []
     if options.max_tuning_seconds is not None:
         budget.append(f"{options.max_tuning_seconds:g} s")
     auto = options.num_measures_per_round is None
     line = (
         f"Budget: {' and '.join(budget)} for {n_tasks} tasks: "
-        f"{round_size} candidates per round" + (" (automatic, from the budget)" if auto else "")
+        f"{round_size} candidates per round"
+        + (f" ({why or 'automatic, from the budget'})" if auto else "")
     )
     if isinstance(search_policy, str):
         from ..search.params import SearchParams

@@ -62,6 +62,7 @@ from .scheduler_rounds import (
     overlapped_round,
     plan_line,
     release_prepared,
+    resumed_round_size,
     warm_up_round_size,
 )
 from .task_choice import (
@@ -305,16 +306,18 @@ class TaskScheduler:
             resumed = self._restore_status(self.load_log_file)
         untuned = sum(1 for c in self.task_cts if not c) if resumed is not None else n
         per_round = warm_up_round_size(full_round, trials, untuned)
+        # Made before the round size: a resumed run sizes its rounds from the builders.
+        self.measurer = options.make_measurer()
+        why = None
+        if resumed is not None and not untuned and options.num_measures_per_round is None:
+            per_round, why = resumed_round_size(per_round, n, trials, self.measurer)
         self.num_measures_per_round = per_round
         from ..measure.overlap import overlap_mode, search_shares_cores
 
         self.overlap = overlap_mode([task.target for task in self.tasks], options.runner)
         shares_cores = search_shares_cores(self.overlap)
-        self._say(
-            plan_line(
-                options, n, per_round, trials, search_policy, search_policy_params, shares_cores
-            )
-        )
+        effort = (search_policy, search_policy_params, shares_cores)
+        self._say(plan_line(options, n, per_round, trials, *effort, why=why))
         early_stopping = options.early_stopping
         if early_stopping is None or early_stopping < 0:
             early_stopping = None
@@ -328,7 +331,6 @@ class TaskScheduler:
                 policy.ledger = self.ledger  # one ledger for the whole run
             if hasattr(policy, "search_shares_cores"):
                 policy.search_shares_cores = shares_cores
-        self.measurer = options.make_measurer()
         self.speculation = {"hits": 0, "misses": 0}
         self.overlap_events = []
         self._prepared = None

@@ -19,6 +19,10 @@ latency stays unknown. The rule here (issue 16, section 3):
   beside the default schedule that the first round of every task measures; a budget below
   ``2 * n_tasks`` trials gets what fits (the task scheduler caps a round at
   ``trials // n_tasks``). The ceiling is TVM's 64.
+* **Resumed runs**: a run resumed from a log in which every task has records has no first
+  pass, so the rule above, applied to what is left of a longer budget, sizes rounds for a
+  pass that never comes; the task scheduler starts it with one candidate per builder
+  (``network.scheduler_rounds.resumed_round_size``), as a fresh run has after its first pass.
 * **Short budgets**: when even rounds of 2 would not fit the first pass in its quarter
   (:func:`first_pass_is_short`), the task scheduler's first pass measures only the default
   schedules, all tasks in builder-sized batches without search (issue 29).

@@ -536,3 +536,39 @@ def test_resume_reads_the_feature_store_instead_of_lowering(tuned, tmp_path, mon
     assert len(lowered) == len(model.features) and lowered_again.feature_store.hits == 0
     assert [f.tobytes() for f in model.features] == [f.tobytes() for f in lowered_again.features]
     assert store_path(bare).exists()  # written for the next resume
+
+
+def test_a_resumed_run_with_every_task_tuned_fills_the_builders(tuned, tmp_path):
+    """Session 24: the last 204 s of a 20-minute GPU tune, resumed from its log, got rounds of
+    2 from that remainder (sized for a first pass it no longer has) and measured half the
+    trials a minute of the earlier runs. Resumed with every task tuned, rounds start at one
+    candidate per builder."""
+    first_log, first, _ = tuned
+    log = tmp_path / "log.json"
+    shutil.copy(first_log, log)
+    options = ansor.TuningOptions(
+        max_tuning_seconds=1, verbose=1, builder=ansor.LocalBuilder(n_parallel=3),
+        runner=ansor.LocalRunner(number=1, repeat=1, min_repeat_ms=0, timeout=10),
+        measure_callbacks=[ansor.RecordToFile(log)],
+    )  # fmt: skip
+    ts = ansor.TaskScheduler(_tasks(), WEIGHTS, load_log_file=str(log), retime_top=0)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ts.tune(options, search_policy_params=SMALL)
+    assert "3 candidates per round (automatic: every task has records in the log" in out.getvalue()
+    assert ts.num_measures_per_round == 3
+    added = [a - b for a, b in zip(ts.task_trials, first.task_trials)]
+    assert sum(added) >= 3 and all(k % 3 == 0 for k in added), added
+
+
+def test_resumed_round_size_rule():
+    from autosched.network.scheduler_rounds import resumed_round_size
+
+    def measurer(builders):
+        return SimpleNamespace(builder=SimpleNamespace(n_parallel=builders))
+
+    assert resumed_round_size(2, 24, None, measurer(16))[0] == 16
+    assert resumed_round_size(2, 24, None, measurer(200))[0] == 64  # TVM's ceiling
+    assert resumed_round_size(2, 3, 24, measurer(16))[0] == 8  # the trials give each task 8
+    assert resumed_round_size(20, 24, None, measurer(16)) == (20, None)  # already larger
+    assert resumed_round_size(2, 24, None, SimpleNamespace(builder=None)) == (2, None)  # RPC
