@@ -48,6 +48,7 @@ dispatch context ``ApplyHistoryBest`` is :mod:`autosched.measure.dispatch`; the 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -304,6 +305,23 @@ def _marker_line(kind: str, **fields) -> str:
     return json.dumps({MARKER_KEY: kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields})
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip_file(path) -> bool:
+    """Whether ``path`` starts with gzip's magic bytes (however it is named)."""
+    with open(path, "rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def open_log_text(path):
+    """``path`` opened for reading text lines; a gzip-compressed log (one shared or kept
+    compressed, as in ``benchmarks/logs``) is decompressed as it is read."""
+    if is_gzip_file(path):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
 def read_record_lines(
     path,
     parse: Callable[[str], object],
@@ -347,7 +365,7 @@ def read_record_lines(
     if not path.is_file():
         raise FileNotFoundError(f"record file {str(path)!r} does not exist")
     bad: list[tuple[int, str]] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_log_text(path) as f:
         for lineno, line in enumerate(f, 1):
             text = line.strip()
             if not text or text.startswith("#"):
@@ -446,6 +464,12 @@ class RecordToFile:
 
     def __init__(self, path):
         self.path = Path(path)
+        if self.path.is_file() and is_gzip_file(self.path):
+            raise ValueError(
+                f"RecordToFile({str(self.path)!r}): the file is gzip-compressed and records are "
+                "appended as text; write to a plain .json log (read the compressed one with "
+                "load_records, ApplyHistoryBest or load_log_file)"
+            )
         self.written = 0
         self._started = False
 
@@ -482,7 +506,7 @@ def log_ended_cleanly(path) -> bool:
     """Whether the last non-blank line of ``path`` is RecordToFile's run-end marker (or the
     ``# end of run`` comment of an older log)."""
     last = ""
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_log_text(path) as f:
         for line in f:
             if line.strip():
                 last = line.strip()

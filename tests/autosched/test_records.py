@@ -148,6 +148,29 @@ def test_load_best_record_skips_errors(tmp_path, mm, mmr):
     assert load_best_record(log, "no such key") is None
 
 
+def test_a_gzip_compressed_log_reads_as_the_plain_one(tmp_path, mm, mmr):
+    """Logs kept or shared compressed (benchmarks/logs) load, rank and distill as they are;
+    appending to one would corrupt it, so RecordToFile refuses it by name."""
+    import gzip
+    import shutil
+
+    log, packed = tmp_path / "log.json", tmp_path / "log.json.gz"
+    _mixed_log(log, mm, mmr)
+    with open(log, "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+
+    def rows(path):
+        return [(i.task.workload_key, str(i.state.steps), r.costs) for i, r in load_records(path)]
+
+    assert len(rows(packed)) == 6 and rows(packed) == rows(log)
+    assert load_best_record(packed, mm.workload_key)[1].mean_cost == pytest.approx(1e-4)
+    assert distill(packed, tmp_path / "best.json") == 2
+    with ApplyHistoryBest(packed) as ctx:
+        assert ctx.query(mm.workload_key, "llvm") is not None
+    with pytest.raises(ValueError, match="log.json.gz.*gzip-compressed.*plain .json log"):
+        RecordToFile(packed)
+
+
 def test_distill_keeps_best_per_workload(tmp_path, mm, mmr):
     log, best = tmp_path / "log.json", tmp_path / "best.json"
     _mixed_log(log, mm, mmr)
