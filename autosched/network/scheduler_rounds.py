@@ -23,9 +23,9 @@ from ..search.budget import (
 __all__ = [
     "adapt_round_size",
     "adapted_round_size",
+    "builder_floor",
     "cost_prior",
     "overlapped_round",
-    "builder_count",
     "plan_line",
     "release_prepared",
     "resumed_round_size",
@@ -55,14 +55,16 @@ def adapted_round_size(
     times off)."""
     round_cost = observed_cost(round_cost, measured, mean_round_s)
     new = measures_per_round(n_tasks, trial_limit, budget, round_cost)
-    # Never smaller than the builders: a smaller round leaves builders idle while its
-    # search costs as much (issue 29: rounds of 2 on a 16-core GPU host).
-    return round_cost, max(new, min(builder_count(measurer), TVM_MEASURES_PER_ROUND))
+    return round_cost, max(new, builder_floor(measurer))
 
 
-def builder_count(measurer) -> int:
-    """How many candidates ``measurer`` builds at once (1 when its runner builds them)."""
-    return int(getattr(getattr(measurer, "builder", None), "n_parallel", 1) or 1)
+def builder_floor(measurer) -> int:
+    """The smallest automatic round after the first pass: one candidate per builder of
+    ``measurer`` (1 when its runner builds them), at most TVM's 64. A smaller round leaves
+    builders idle while its search costs as much (issue 29: rounds of 2 on a 16-core GPU
+    host)."""
+    builders = int(getattr(getattr(measurer, "builder", None), "n_parallel", 1) or 1)
+    return min(builders, TVM_MEASURES_PER_ROUND)
 
 
 def resumed_round_size(
@@ -76,10 +78,10 @@ def resumed_round_size(
     small remainder gave rounds of 2 on a 16-core GPU host: half the trials a minute of the
     same tune's earlier runs, most builders idle, a population of 64 (benchmarks/RESULTS.md,
     session 24). Such a run starts where the warm-up of a fresh run would have left it, with
-    rounds at least as large as the builders (:func:`adapted_round_size`), and no larger than
+    rounds of :func:`builder_floor` (as :func:`adapted_round_size`), and no larger than
     a trial budget gives each task.
     """
-    floor = min(builder_count(measurer), TVM_MEASURES_PER_ROUND)
+    floor = builder_floor(measurer)
     if trial_limit:
         floor = min(floor, trial_limit // max(1, n_tasks))
     if floor <= per_round:

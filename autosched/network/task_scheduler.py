@@ -316,8 +316,11 @@ class TaskScheduler:
 
         self.overlap = overlap_mode([task.target for task in self.tasks], options.runner)
         shares_cores = search_shares_cores(self.overlap)
-        effort = (search_policy, search_policy_params, shares_cores)
-        self._say(plan_line(options, n, per_round, trials, *effort, why=why))
+        plan = plan_line(
+            options, n, per_round, trials, search_policy, search_policy_params,
+            shares_cores=shares_cores, why=why,
+        )  # fmt: skip
+        self._say(plan)
         early_stopping = options.early_stopping
         if early_stopping is None or early_stopping < 0:
             early_stopping = None

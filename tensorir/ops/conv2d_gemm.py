@@ -303,10 +303,11 @@ def conv2d_implicit_gemm(
     OH = conv_out_size(H, KH, sh, dh, before[0] + after[0])
     OW = conv_out_size(W, KW, sw, dw, before[1] + after[1])
     OHW = OH * OW
-    P = N * OHW
     nhwc = data_layout == "NHWC"
-    rows = gemm_row_align(P, warpgroup and nhwc)  # NCHW: P is the GEMM's j (16s suffice)
-    shape = ConvGemmShape(P, CI * KH * KW, CO, gemm_k_align(data.dtype), rows)
+    shape = conv2d_gemm_shape(
+        data.shape, weight.shape, strides, padding, dilation, data_layout, data.dtype,
+        kernel_layout, warpgroup,
+    )  # fmt: skip
     PP, KP, COP = shape.padded
     k_major = kernel_layout != "HWIO"  # W2[co, r]: the weight's taps contiguous per channel
     zero = te.const(0.0, data.dtype)
