@@ -186,8 +186,33 @@ class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRend
             acc = next(iter(self._plan.accumulators.values()))
             arrays.insert(0, self._shared_array(self._stage, acc.dtype, 32))
         body, before = shared_declarations(arrays, launch.name)
-        lines[1:1] = [f"  {line}" for line in body]
+        lines[1:1] = [f"  {line}" for line in body] + self._grid_dependency_lines()
         return [*before, *lines], launch
+
+    def _grid_dependency_lines(self) -> list[str]:
+        """Programmatic dependent launch: wait on the grid dependency before the kernel's first
+        memory access (sm_90 on).
+
+        ``griddepcontrol.wait`` holds every thread until the kernels this launch depends on
+        have finished and their writes are visible; it returns at once when the launch has no
+        programmatic dependency, so the kernel is correct however it is launched. In a network's
+        CUDA graph the runtime then links the kernels by programmatic edges (only when every
+        kernel carries this line: ``runtime.cuda_graph``): each kernel is launched as the last
+        blocks of the one before it exit, not after that kernel has completed.
+
+        No ``griddepcontrol.launch_dependents``: triggering the next launch at the start of a
+        kernel made networks slower on an H200 (resnet-18 TF32 0.283 ms against 0.251 with
+        plain edges; waiting without the trigger: 0.247), as the next kernel's blocks take SM
+        slots early. The implicit trigger, each block's exit, is what we keep.
+        """
+        available = cuda_arch.grid_dependency_available(self.arch)
+        if available is False:
+            return []
+        lines = ['  asm volatile("griddepcontrol.wait;" ::: "memory");']
+        if available is None:
+            guard = f"#if __CUDA_ARCH__ >= {cuda_arch.GRID_DEPENDENCY_MIN_ARCH}0"
+            lines = [guard, *lines, "#endif"]
+        return lines
 
     def shared_declarations(self, buffers) -> list[str]:
         """None here: :meth:`_kernel` declares them once the store tiles are known too, static

@@ -14,6 +14,8 @@ __all__ = [
     "DP4A_MIN_ARCH",
     "WMMA_MIN_ARCH",
     "WGMMA_ARCH",
+    "GRID_DEPENDENCY_MIN_ARCH",
+    "grid_dependency_available",
     "cp_async_available",
     "dp4a_available",
     "wmma_available",
@@ -38,6 +40,12 @@ WGMMA_ARCH = 90
 architecture-specific features; later architectures do not have the instruction)."""
 
 
+GRID_DEPENDENCY_MIN_ARCH = 90
+"""Programmatic dependent launch (``griddepcontrol.wait`` / ``launch_dependents``): sm_90 or
+newer. A kernel that waits on its grid dependency before touching memory may be launched while
+the kernel before it is still finishing (the network's CUDA graph, :mod:`runtime.cuda_graph`)."""
+
+
 def _arch_number(arch: str | None) -> int | None:
     found = re.fullmatch(r"(?:sm|compute)_(\d+)[a-z]?", arch or "")
     return None if found is None else int(found.group(1))
@@ -55,6 +63,13 @@ def cp_async_available(arch: str | None) -> bool | None:
     (unknown architecture: the helpers choose by ``__CUDA_ARCH__`` when nvcc compiles)."""
     n = _arch_number(arch)
     return None if n is None else n >= CP_ASYNC_MIN_ARCH
+
+
+def grid_dependency_available(arch: str | None) -> bool | None:
+    """Whether code for ``-arch=arch`` may use ``griddepcontrol`` (sm_90 on): True, False, or
+    None (unknown architecture: the kernel guards it with ``__CUDA_ARCH__``)."""
+    n = _arch_number(arch)
+    return None if n is None else n >= GRID_DEPENDENCY_MIN_ARCH
 
 
 def wmma_available(arch: str | None, dtype: str) -> bool | None:

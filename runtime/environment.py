@@ -132,6 +132,14 @@ VARIABLES: dict[str, Variable] = {
             "graph replays",
         ),
         Variable(
+            "AUTOSCHED_PROGRAMMATIC_LAUNCH",
+            _flag,
+            "1/0, true/false, yes/no or on/off",
+            True,
+            "link a network's CUDA graph kernels by programmatic edges on sm_90 and newer (each "
+            "kernel launches while the one before it finishes)",
+        ),
+        Variable(
             "AUTOSCHED_MAX_KERNEL_SIZE",
             _positive_int,
             "a positive int",

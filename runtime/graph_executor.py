@@ -244,7 +244,16 @@ class GraphModule:
             except (AttributeError, KeyError) as err:  # a backend without pycuda functions
                 self._cuda_graph.reason = f"no pycuda kernel functions to capture: {err!r}"
                 launches = []
-            self._cuda_graph.set_launches(launches)
+            self._cuda_graph.set_launches(launches, programmatic=self._programmatic_launch())
+
+    def _programmatic_launch(self) -> bool:
+        """Whether every kernel may launch while the one before it finishes (sm_90 on)."""
+        from .cuda_graph import programmatic_launch_possible
+
+        arch = getattr(self._backend, "arch", "")
+        return programmatic_launch_possible(
+            arch, (self.modules[k].code for k, _ in self.plan.calls)
+        )
 
     def _cuda_launches(self) -> list:
         from .cuda_graph import cuda_launches

@@ -254,3 +254,25 @@ def test_verify_counts_local_memory_per_virtual_thread():
     assert gpu_program_errors(prog, {"max_local_memory_per_block": 64}) == []
     (err,) = gpu_program_errors(prog, {"max_local_memory_per_block": 63})
     assert "64 bytes of local memory" in err
+
+
+@pytest.mark.parametrize("arch", ["sm_90", None, "sm_80"])
+def test_every_kernel_waits_on_its_grid_dependency_first_from_sm90(arch):
+    """Programmatic dependent launch: each kernel's first lines wait for the kernels before it
+    (sm_90 on; guarded by __CUDA_ARCH__ for an unknown arch; absent below sm_90)."""
+    src = build_cuda(two_stage_case().program, arch=arch)
+    lines = src.code.splitlines()
+    kernels = [i for i, line in enumerate(lines) if "__global__" in line]
+    assert len(kernels) == 2
+    for start in kernels:
+        body = lines[start + 1 :]
+        first_access = next(i for i, line in enumerate(body) if re.search(r"\b[ABCT]\[", line))
+        head = body[:first_access]
+        waits = [line.strip() for line in head if "griddepcontrol" in line]
+        if arch == "sm_80":
+            assert waits == []
+            continue
+        assert waits == ['asm volatile("griddepcontrol.wait;" ::: "memory");']
+        guards = [line.strip() for line in head if line.startswith("#if")]
+        assert guards == ([] if arch else ["#if __CUDA_ARCH__ >= 900"])
+    assert ("griddepcontrol" in src.code) == (arch != "sm_80")

@@ -298,3 +298,162 @@ def test_driver_without_graph_symbols_gives_a_reason():
         _FakeBackend(_FakeCuda(with_graphs=False)), [], driver=lambda: DriverGraphs(OldDriver())
     )
     assert not runner.enabled and "cuStreamBeginCapture_v2" in runner.reason
+
+
+# ------------------------------------------------------------------ programmatic edges (sm_90)
+class _EdgeLib(_CheckedLib):
+    """A driver with CUDA 12.3's edge data: a captured graph is a chain of kernel nodes (one
+    per op) whose edges carry (from_port, to_port, type); ``memcpy_ops`` names ops captured as
+    copy nodes instead of kernels."""
+
+    def __init__(self, backend_ref, memcpy_ops=(), edge_fail=None, **kw):
+        super().__init__(backend_ref, **kw)
+        self.memcpy_ops = set(memcpy_ops)
+        self.edge_fail = dict(edge_fail or {})
+        self.edges = {}  # graph -> {(from node, to node): (from_port, to_port, type)}
+        self.node_kind = {}  # node -> CUgraphNodeType
+        self.exec_edges = {}  # exec -> the edges its graph had when instantiated
+
+    def cuStreamEndCapture(self, stream, out):
+        ops = list(self.capturing.get(stream, []))
+        code = super().cuStreamEndCapture(stream, out)
+        if code == 0:
+            nodes = [self._new() for _ in ops]
+            for node, op in zip(nodes, ops):
+                self.node_kind[node] = 1 if op[0] in self.memcpy_ops else 0
+            self.edges[out.contents.value] = {(a, b): (0, 0, 0) for a, b in zip(nodes, nodes[1:])}
+        return code
+
+    def cuGraphInstantiateWithFlags(self, out, graph, flags):
+        code = super().cuGraphInstantiateWithFlags(out, graph, flags)
+        if code == 0:
+            self.exec_edges[out.contents.value] = dict(self.edges[graph])
+        return code
+
+    def cuGraphNodeGetType(self, node, out):
+        out.contents.value = self.node_kind[node]
+        return self._result("node_type", node)
+
+    def cuGraphGetEdges_v2(self, graph, sources, targets, data, count):
+        edges = list(self.edges[graph].items())
+        if sources is not None:
+            assert len(sources) >= len(edges)
+            for i, ((a, b), (fp, tp, kind)) in enumerate(edges):
+                sources[i], targets[i] = a, b
+                data[i].from_port, data[i].to_port, data[i].type = fp, tp, kind
+        count.contents.value = len(edges)
+        return self._result("get_edges", graph)
+
+    def cuGraphRemoveDependencies_v2(self, graph, sources, targets, data, n):
+        for i in range(n):
+            key = (sources[i], targets[i])
+            assert self.edges[graph][key] == (data[i].from_port, data[i].to_port, data[i].type)
+            del self.edges[graph][key]
+        return self._result("remove_edges", graph, n)
+
+    def cuGraphAddDependencies_v2(self, graph, sources, targets, data, n):
+        code = self.edge_fail.get("add", 0)
+        if code == 0:
+            for i in range(n):
+                key = (sources[i], targets[i])
+                self.edges[graph][key] = (data[i].from_port, data[i].to_port, data[i].type)
+        self._result("add_edges", graph, n)
+        return code
+
+
+def _edge_runner(launches_of, programmatic=True, **lib_kw):
+    ref = []
+    lib = _EdgeLib(ref, **lib_kw)
+    cuda = _FakeCuda(with_graphs=False, driver=lib)
+    backend = _FakeBackend(cuda)
+    ref.append(backend)
+    runner = CUDAGraphRunner(
+        backend, launches_of(cuda), driver=lambda: DriverGraphs(lib), programmatic=programmatic
+    )
+    return runner, cuda, lib
+
+
+def _three_kernels(cuda):
+    return [(cuda.function(f"k{i}"), (1, 1, 1), (32, 1, 1), [f"x{i}", f"x{i + 1}"])
+            for i in range(3)]  # fmt: skip
+
+
+PROGRAMMATIC = (
+    cg.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+    0,
+    cg.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+)
+
+
+def test_programmatic_runner_turns_every_kernel_edge_programmatic_before_instantiating():
+    runner, cuda, lib = _edge_runner(_three_kernels)
+    assert runner.launch() and runner.launch()
+    assert runner.programmatic_edges == 2 and runner.programmatic_reason is None
+    (edges,) = lib.exec_edges.values()
+    assert sorted(edges.values()) == [PROGRAMMATIC, PROGRAMMATIC]
+    assert [c[0] for c in lib.calls if c[0] in ("add_edges", "instantiate")] == [
+        "add_edges",
+        "instantiate",
+    ]  # edited before instantiation, once per capture
+    assert lib.replayed == [(f"k{i}", (f"x{i}", f"x{i + 1}")) for i in range(3)] * 2
+    assert "2 programmatic edges" in repr(runner)
+
+
+def test_plain_runner_and_the_environment_switch_keep_full_dependencies(monkeypatch):
+    runner, cuda, lib = _edge_runner(_three_kernels, programmatic=False)
+    assert runner.launch() and runner.programmatic_edges == 0
+    assert set(next(iter(lib.exec_edges.values())).values()) == {(0, 0, 0)}
+    assert not any(c[0] == "get_edges" for c in lib.calls)
+    monkeypatch.setenv(cg.PROGRAMMATIC_ENV, "0")
+    runner, cuda, lib = _edge_runner(_three_kernels)
+    assert runner.launch() and runner.programmatic_edges == 0
+    assert cg.PROGRAMMATIC_ENV in runner.programmatic_reason
+    assert set(next(iter(lib.exec_edges.values())).values()) == {(0, 0, 0)}
+
+
+def test_only_kernel_to_kernel_edges_become_programmatic():
+    runner, cuda, lib = _edge_runner(_three_kernels, memcpy_ops={"k1"})
+    assert runner.launch() and runner.programmatic_edges == 0  # k0->copy, copy->k2
+    assert set(next(iter(lib.exec_edges.values())).values()) == {(0, 0, 0)}
+
+
+def test_a_driver_refusing_the_edges_recaptures_with_plain_ones():
+    runner, cuda, lib = _edge_runner(_three_kernels, edge_fail={"add": 1})
+    assert runner.launch() and runner.enabled and runner.captures == 1
+    assert "cuGraphAddDependencies_v2" in runner.programmatic_reason
+    assert runner.programmatic_edges == 0
+    (edges,) = lib.exec_edges.values()
+    assert set(edges.values()) == {(0, 0, 0)} and len(edges) == 2
+    assert len(lib.graphs) == 1  # the half-edited graph was freed
+    assert runner.launch() and [c[0] for c in lib.calls].count("get_edges") == 2  # not again
+    assert lib.replayed == [(f"k{i}", (f"x{i}", f"x{i + 1}")) for i in range(3)] * 2
+
+
+def test_a_driver_without_edge_data_keeps_plain_edges():
+    runner, cuda, lib = _driver_runner(_three_kernels)  # _FakeLib: no cuGraphGetEdges_v2
+    runner.set_launches(_three_kernels(cuda), programmatic=True)
+    assert runner.launch() and runner.enabled and runner.programmatic_edges == 0
+    assert "no cuGraphGetEdges_v2" in runner.programmatic_reason
+    assert lib.replayed == [(f"k{i}", (f"x{i}", f"x{i + 1}")) for i in range(3)]
+
+
+def test_pycuda_graph_api_says_why_it_has_no_programmatic_edges():
+    cuda = _FakeCuda()
+    runner = CUDAGraphRunner(_FakeBackend(cuda), _two_kernels(cuda), programmatic=True)
+    assert runner.launch() and runner.programmatic_edges == 0
+    assert "pycuda graph API" in runner.programmatic_reason
+
+
+@pytest.mark.parametrize(
+    "arch, codes, expected",
+    [
+        ("sm_90", ["a; griddepcontrol.wait; b", "griddepcontrol.wait;"], True),
+        ("sm_100", ["griddepcontrol.wait;"], True),
+        ("sm_90", ["griddepcontrol.wait;", "a kernel of an older build"], False),
+        ("sm_80", ["griddepcontrol.wait;"], False),
+        ("sm_90", [], False),
+        ("", ["griddepcontrol.wait;"], False),
+    ],
+)
+def test_programmatic_launch_needs_sm90_and_every_kernel_waiting(arch, codes, expected):
+    assert cg.programmatic_launch_possible(arch, codes) is expected
