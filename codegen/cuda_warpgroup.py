@@ -13,8 +13,8 @@ tile):
 - the mma nest at the first fragment of each 64-row, N-column tile is one ``m64nNk16`` product
   of two shared-memory descriptors; the other fragments' nests emit nothing;
 - the operand tiles are stored with the 128-byte swizzle (16-byte chunk ``c`` of row ``r`` at
-  chunk ``c ^ (r % 8)``, rows of 64 elements, arrays 1024-byte aligned), by rewriting the
-  index of every store into them;
+  chunk ``c ^ (r % 8)``, rows of 128 bytes: 64 halves or 32 floats, arrays 1024-byte
+  aligned), by rewriting the index of every store into them;
 - ``fence.proxy.async`` before each barrier (the copies become visible to the products),
   ``wgmma.fence`` before the k steps of a shared tile, and commit / wait after them, so the
   next copy into a stage finds its products done.
@@ -29,7 +29,7 @@ from __future__ import annotations
 from tensorir.expr import Var
 from tensorir.loops import If, Load, Store, walk_stmts
 from tensorir.passes.double_buffer import lag_of
-from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, warpgroup_tile
+from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, swizzle_row, warpgroup_tile
 from tensorir.transform import rewrite
 
 from .cuda_wgmma import PRELUDE, mma_function, mma_function_name
@@ -42,24 +42,25 @@ _FRAG = 16
 _REGS_PER_FRAGMENT = _FRAG * _FRAG // 32  # a warp's 16 x 16 fragment over its 32 lanes
 
 
-assert SWIZZLE_ROW == 64  # swizzled_index's shifts: 64-element rows of 2-byte elements
+def swizzled_index(index: str, row: int = SWIZZLE_ROW) -> str:
+    """C text of the element where an operand tile of ``row``-element rows (128 bytes: 64
+    halves, 32 floats) keeps element ``index`` (its row-major offset) under the 128-byte
+    swizzle: the 16-byte chunk's bits XORed with the row mod 8 (for halves bits 3-5 with bits
+    6-8, for floats bits 2-4 with bits 5-7)."""
+    if row not in (64, 32):
+        raise ValueError(f"swizzled_index: rows of {row} elements; 64 (16-bit) or 32 (32-bit)")
+    row_shift = row.bit_length() - 1
+    chunk_shift = row_shift - 3  # 8 chunks of 16 bytes a row
+    return f"(({index}) ^ (((({index}) >> {row_shift}) & 7) << {chunk_shift}))"
 
 
-def swizzled_index(index: str) -> str:
-    """C text of the element where a 16-bit operand tile of 64-element rows keeps element
-    ``index`` (its row-major offset) under the 128-byte swizzle: bits 3-5 (the 16-byte chunk)
-    XORed with bits 6-8 (the row mod 8)."""
-    return f"(({index}) ^ (((({index}) >> 6) & 7) << 3))"
-
-
-_SWIZZLE_MACRO = f"""#if {SWIZZLE_GUARD}
-#define SWIZZLE_OR_PLAIN(i) {swizzled_index("i")}
-#else
-#define SWIZZLE_OR_PLAIN(i) (i)
-#endif
-"""
-"""Where the arch is unknown when rendering, stores into operand tiles swizzle only in code
-for sm_90a (the scalar loops of other architectures read them row-major)."""
+def _swizzle_macro(row: int) -> str:
+    """Where the arch is unknown when rendering, stores into operand tiles swizzle only in code
+    for sm_90a (the scalar loops of other architectures read them row-major)."""
+    return (
+        f"#if {SWIZZLE_GUARD}\n#define SWIZZLE_OR_PLAIN_{row}(i) {swizzled_index('i', row)}\n"
+        f"#else\n#define SWIZZLE_OR_PLAIN_{row}(i) (i)\n#endif\n"
+    )
 
 
 class WarpgroupTiles:
@@ -164,8 +165,9 @@ class WarpgroupTiles:
         into one: copies, gathers, plain stores)."""
         text = self.expr(index)
         if self._plan is not None and self._plan.warpgroup and id(buf) in self._plan.operands:
+            row = swizzle_row(buf.dtype)
             if self._wmma:
-                return swizzled_index(text)
-            self.helper("swizzle_or_plain", _SWIZZLE_MACRO)
-            return f"SWIZZLE_OR_PLAIN({text})"
+                return swizzled_index(text, row)
+            self.helper(f"swizzle_or_plain_{row}", _swizzle_macro(row))
+            return f"SWIZZLE_OR_PLAIN_{row}({text})"
         return text

@@ -76,42 +76,53 @@ static __device__ __forceinline__ void fence_async_shared() {
 #endif
 """
 
-_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}
+# K of one product: 32 bytes of each operand row, 16 halves or 8 floats read as TF32.
+_K = {"float16": 16, "bfloat16": 16, "float32": 8}
 
 
 def mma_function_name(n: int, dtype: str = "float16") -> str:
     """The device function :func:`mma_function` defines."""
-    return f"wgmma_m64n{n}k16_f32_{_PTX_TYPES[dtype]}"
+    return f"wgmma_m64n{n}k{_K[dtype]}_f32_{_PTX_TYPES[dtype]}"
 
 
 def mma_function(n: int, dtype: str = "float16") -> str:
     """A device function ``void NAME(float* d, unsigned long long desc_a, unsigned long long
     desc_b, int accumulate)``: one ``wgmma.mma_async.m64n{n}k16`` of K-major 16-bit A and B
+    (``m64n{n}k8`` for float32, read as TF32: the hardware uses each float's top 19 bits)
     from shared memory into the thread's ``n / 2`` float32 accumulators ``d`` (``accumulate``
     0 overwrites them, as the first product of a tile does).
+
+    Both operands are K-major, the only layout TF32 ``wgmma`` takes; the 16-bit form's
+    transpose immediates are 0.
 
     Raises
     ------
     ValueError
-        ``n`` is not a wgmma N (:data:`WGMMA_N`) or ``dtype`` has no 16-bit wgmma here.
+        ``n`` is not a wgmma N (:data:`WGMMA_N`) or ``dtype`` has no wgmma here.
     """
     if n not in WGMMA_N:
-        raise ValueError(f"wgmma m64n{n}k16: N must be a multiple of 8 from 8 to 256")
+        raise ValueError(f"wgmma m64n{n}: N must be a multiple of 8 from 8 to 256")
     if dtype not in _PTX_TYPES:
-        raise ValueError(f"wgmma: operand dtype {dtype!r}; float16 and bfloat16 are supported")
+        raise ValueError(
+            f"wgmma: operand dtype {dtype!r}; float16, bfloat16 and float32 (as TF32) are supported"
+        )
     regs = n // 2
     ptx = _PTX_TYPES[dtype]
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     name = mma_function_name(n, dtype)
     guard = f"AUTOSCHED_{name.upper()}"
+    # scale-d (the predicate), then imm-scale-a / imm-scale-b = 1, then (16-bit only)
+    # imm-trans-a / imm-trans-b = 0: both K-major.
+    immediates = "p, 1, 1" if dtype == "float32" else "p, 1, 1, 0, 0"
     return (
         f"#ifndef {guard}\n#define {guard}\n"
         f"static __device__ __forceinline__ void {name}(float* d, unsigned long long desc_a,\n"
         f"    unsigned long long desc_b, int accumulate) {{\n"
         f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "\n'
-        f'      "{{{d_list}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k{_K[dtype]}.f32.{ptx}.{ptx} "\n'
+        f'      "{{{d_list}}}, %{regs}, %{regs + 1}, {immediates};\\n}}\\n"\n'
         f"      : {outs}\n"
         f'      : "l"(desc_a), "l"(desc_b), "r"(accumulate));\n'
         f"}}\n#endif\n"

@@ -1,12 +1,13 @@
 """The Hopper tensor-core sketch: GEMMs on warpgroup ``wgmma`` tiles (sm_90, fp16 / bf16 into
-float32).
+float32; float32 as TF32 on a ``-allow_tf32=1`` target).
 
 :class:`MultiLevelTilingWarpgroup` is the wmma sketch
 (:mod:`autosched.search.sketch_rules_tensor_core`) with warpgroups instead of warps: each
 ``threadIdx.y`` value is four warps (128 ``threadIdx.x`` lanes) that compute a 64 x N tile
 together, N = 16 x the searched fragments per warpgroup along ``j`` (the validity check keeps N
-<= 256), and the shared k tile is 64 elements, one 128-byte row of the swizzled layout the CUDA
-backend stores it in (:mod:`tensorir.passes.warpgroup`, :mod:`codegen.cuda_warpgroup`)::
+<= 256), and the shared k tile is one 128-byte row of the swizzled layout the CUDA backend
+stores it in (:mod:`tensorir.passes.warpgroup`, :mod:`codegen.cuda_warpgroup`): 64 halves in
+four k16 products, or 32 floats in four TF32 k8 ones (below, 16-bit)::
 
     G: b  i.0 j.0.0  i.1 j.0.1  k.0  k.1.0  i.2.0 j.0.2  i.2.1 j.1 k.1.1
        |  block      warpgroups k64  k16 x4 4 x 16 rows  16 16 16  <- pragma tensor_core
@@ -15,8 +16,10 @@ backend stores it in (:mod:`tensorir.passes.warpgroup`, :mod:`codegen.cuda_warpg
 It fires ahead of the wmma rule and lets it fire too (two sketches: the search's samples and
 its cost model choose between them), for a target whose ``-arch``, or whose device, is sm_90,
 on a GEMM whose operands are both K-major (``X[.., i, k] * Y[.., j, k]``, a dense layer) with
-``i`` and ``k`` multiples of 64 and ``j`` of 16. The lengths it fixes (64, 16, the 128 lanes,
-the 16-byte vector) stay fixed under mutation
+``i`` a multiple of 64, ``k`` of the row (64 or 32) and ``j`` of 16. Float32 GEMMs only reach
+it where the tensor-core rules take float32 at all (``-allow_tf32=1``,
+:func:`~autosched.search.sketch_rules_tensor_core.tensor_core_dtypes`). The lengths it fixes
+(64, the row, 16 or 8, the 128 lanes, the 16-byte vector) stay fixed under mutation
 (:func:`autosched.search.state_utils.tensor_core_fixed_split`).
 """
 
@@ -24,27 +27,26 @@ from __future__ import annotations
 
 from codegen.cuda_arch import wgmma_available
 from tensorir.expr import Cast
-from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, WARPGROUP_M
+from tensorir.passes.warpgroup import WARPGROUP_LANES, WARPGROUP_M, WGMMA_DTYPES, swizzle_row
 from tensorir.stage import SplitRel
 
 from . import state_utils as su
 from .sketch_rules import APPLY, SKIP
-from .sketch_rules_tensor_core import MultiLevelTilingTensorCore, tensor_core_gemm
+from .sketch_rules_tensor_core import MultiLevelTilingTensorCore, _dtypes, tensor_core_gemm
 
 __all__ = ["MultiLevelTilingWarpgroup", "is_warpgroup_state", "warpgroup_gemm"]
 
-WGMMA_DTYPES = ("float16", "bfloat16")
 
-
-def warpgroup_gemm(op):
+def warpgroup_gemm(op, dtypes=WGMMA_DTYPES):
     """The :class:`~autosched.search.sketch_rules_tensor_core.TensorCoreGemm` of ``op`` when
-    the warpgroup sketch can tile it (module docstring), else None."""
-    gemm = tensor_core_gemm(op, WGMMA_DTYPES)
+    the warpgroup sketch can tile it (module docstring), its operands of one of ``dtypes``
+    (the search's tensor-core dtypes: float32 only where TF32 is allowed), else None."""
+    gemm = tensor_core_gemm(op, tuple(d for d in dtypes if d in WGMMA_DTYPES))
     if gemm is None or op.body.dtype != "float32":
         return None
     *_, ax_i, ax_j = op.axes
     (k,) = op.body.axes
-    if ax_i.extent % WARPGROUP_M or k.extent % SWIZZLE_ROW or ax_j.extent % 16:
+    if ax_i.extent % WARPGROUP_M or k.extent % swizzle_row(gemm.dtype) or ax_j.extent % 16:
         return None
     y = op.body.source.b  # tensor_core_gemm's Y: a read, maybe cast up
     y = y.value if isinstance(y, Cast) else y
@@ -81,7 +83,7 @@ class MultiLevelTilingWarpgroup(MultiLevelTilingTensorCore):
             return SKIP
         if super().meet_condition(ctx, state, sid) == SKIP:
             return SKIP
-        return SKIP if warpgroup_gemm(state.stages[sid].op) is None else APPLY
+        return SKIP if warpgroup_gemm(state.stages[sid].op, _dtypes(ctx)) is None else APPLY
 
     def _tile_gemm(self, s, g, gemm, shape):
         parts, split_ids = {}, {}
@@ -99,9 +101,9 @@ class MultiLevelTilingWarpgroup(MultiLevelTilingTensorCore):
         p = s.split(g, outer.name, [None, None])
         ids += (len(s.steps) - 1,)
         parts[gemm.j], split_ids[gemm.j] = [p[0].name, p[1].name, p[2].name, inner.name], ids
-        # k: tiles of one 64-element swizzled row, four wgmma k16 steps each.
-        ko, k64 = s.split(g, gemm.k, [SWIZZLE_ROW])
-        k4, k16 = s.split(g, k64.name, [shape.k])
+        # k: tiles of one 128-byte swizzled row, four wgmma k steps each (k16, TF32 k8).
+        ko, k_row = s.split(g, gemm.k, [swizzle_row(gemm.dtype)])
+        k4, k16 = s.split(g, k_row.name, [shape.k])
         return parts, [ko.name, k4.name, k16.name], split_ids
 
     def _follow_axis(self, s, o, name, split_ids) -> list[str]:
@@ -113,5 +115,5 @@ class MultiLevelTilingWarpgroup(MultiLevelTilingTensorCore):
         return [blk.name, wg.name, warp_rows.name, frag_rows.name]
 
     def _shared_layout(self, s, shared: str, dtype: str) -> None:
-        """Rows of exactly 64 elements, unpadded: the CUDA backend swizzles their 16-byte
+        """Rows of exactly 128 bytes, unpadded: the CUDA backend swizzles their 16-byte
         chunks (the layout ``wgmma`` reads), which also spreads them over the banks."""

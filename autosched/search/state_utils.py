@@ -11,7 +11,7 @@ from tensorir import steps as st
 from tensorir.dag import ComputeDAG
 from tensorir.passes.double_buffer import PIPELINE_PRAGMAS, pipeline_pragma
 from tensorir.passes.tensor_core import FRAGMENT_DIMS
-from tensorir.passes.warpgroup import WARPGROUP_M
+from tensorir.passes.warpgroup import WARPGROUP_K_ROWS, WARPGROUP_M
 from tensorir.stage import SplitRel
 
 __all__ = [
@@ -363,9 +363,9 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
     """Whether SplitStep ``steps[step_id]`` is one whose length the tensor-core sketch fixed, so
     that mutation leaves it (any other value fails the fragment rules): a root axis of the
     fragment stage split by a fragment side (16, or TF32's K: 8) or by the warpgroup sketch's
-    64 (rows of a warpgroup, elements of a k tile; their 64-long parts split by 16), or a split
-    of a ``.shared``
-    stage attached to it (the 16-byte vector, the 32 lanes). A searched split of the same stage
+    64 (rows of a warpgroup) or k row (64 halves, 32 floats; these parts split again by a
+    fragment side), or a split of a ``.shared`` stage attached to it (the 16-byte vector, the
+    32 lanes). A searched split of the same stage
     with the very same extent and length would count too, which only narrows the mutation (see
     :mod:`autosched.search.sketch_rules_tensor_core`)."""
     step = state.steps[step_id]
@@ -374,12 +374,13 @@ def tensor_core_fixed_split(state, step_id: int) -> bool:
     stage = state.stages[target_stage_id_in_state(state.steps, step_id)]
     if stage.name.endswith(".shared") and stage.compute_at == "iter":
         return has_tensor_core_pragma(state[stage.attach[0]])
-    if not has_tensor_core_pragma(stage) or step.lengths[0] not in (*FRAGMENT_DIMS, WARPGROUP_M):
+    fixed = (WARPGROUP_M, *WARPGROUP_K_ROWS)
+    if not has_tensor_core_pragma(stage) or step.lengths[0] not in (*FRAGMENT_DIMS, *fixed):
         return False
     extents = {it.name: it.extent for it in stage.root_iters}
-    for rel in stage.relations:  # the warpgroup sketch's 64-long parts split again by 16
-        if isinstance(rel, SplitRel) and tuple(rel.lengths) == (WARPGROUP_M,):
-            extents.setdefault(rel.children[-1], WARPGROUP_M)
+    for rel in stage.relations:  # the warpgroup sketch's 64 / k-row parts split again
+        if isinstance(rel, SplitRel) and len(rel.lengths) == 1 and rel.lengths[0] in fixed:
+            extents.setdefault(rel.children[-1], rel.lengths[0])
     return any(
         isinstance(rel, SplitRel)
         and tuple(rel.lengths) == tuple(step.lengths)

@@ -11,8 +11,9 @@ and stores, warp-uniform. Two things make a kernel a *warpgroup* kernel:
   ``wgmma`` calls;
 - the unrolled loops around each mma nest walk a warpgroup tile: ``m_tiles`` x 64 rows (a loop
   over 16-row fragments whose extent is a multiple of 4) by ``N`` columns (a loop over 16-column
-  fragments, ``N`` up to 256), read from K-major shared tiles whose rows are 64 elements (128
-  bytes: the 128-byte swizzle's row, :func:`codegen.cuda_wgmma.swizzle128_offset`).
+  fragments, ``N`` up to 256), read from K-major shared tiles whose rows are 128 bytes (the
+  128-byte swizzle's row, :func:`codegen.cuda_wgmma.swizzle128_offset`): 64 elements of
+  float16 / bfloat16, 32 of float32 (which ``wgmma`` reads as TF32, ``k8`` a product).
 
 :func:`warpgroup_tile` reads that tile off a :class:`~tensorir.passes.tensor_core.FragmentPlan`
 or says, in one line, why the nest is no warpgroup tile; the GPU validity check reports that
@@ -24,15 +25,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arith import linear_form
+from ..dtype import itemsize
 from ..loops import For
 
 __all__ = [
     "SWIZZLE_ROW",
+    "SWIZZLE_ROW_BYTES",
+    "WGMMA_DTYPES",
     "WARPGROUP_LANES",
+    "WARPGROUP_K_ROWS",
     "WARPGROUP_M",
     "WARPGROUP_MAX_N",
     "WarpgroupTile",
     "is_warpgroup_kernel",
+    "swizzle_row",
     "warpgroup_tile",
 ]
 
@@ -42,10 +48,23 @@ WARPGROUP_M = 64
 """Rows of one ``wgmma`` (m64): four warps of 16 rows."""
 WARPGROUP_MAX_N = 256
 """The widest ``wgmma`` (n256)."""
+SWIZZLE_ROW_BYTES = 128
+"""Bytes of a shared operand row: the 128-byte swizzle's row."""
 SWIZZLE_ROW = 64
-"""Elements (16-bit) of a shared operand row: 128 bytes, the 128-byte swizzle's row."""
+"""Elements of a 16-bit operand's shared row (:func:`swizzle_row` of float16)."""
+WGMMA_DTYPES = ("float16", "bfloat16", "float32")
+"""Operand dtypes ``wgmma`` takes into float32 accumulators here: float32 runs as TF32 (only
+marked for a ``-allow_tf32=1`` target, as the wmma nests are)."""
 _FRAG = 16
-_WGMMA_DTYPES = ("float16", "bfloat16")
+
+
+def swizzle_row(dtype: str) -> int:
+    """Elements of ``dtype`` in one 128-byte swizzled operand row (64 halves, 32 floats)."""
+    return SWIZZLE_ROW_BYTES // itemsize(dtype)
+
+
+WARPGROUP_K_ROWS = tuple(sorted({swizzle_row(d) for d in WGMMA_DTYPES}))
+"""The k tile lengths of the warpgroup sketch, one swizzled row of each dtype: (32, 64)."""
 
 
 @dataclass(frozen=True)
@@ -74,16 +93,17 @@ def warpgroup_tile(plan, key) -> WarpgroupTile | str:
     """The warpgroup tile of the mma nest ``plan.mma[key]`` (module docstring), or why not."""
     m = plan.mma[key]
     chain = plan.chains.get(key, ())
-    if m.a.buffer.dtype not in _WGMMA_DTYPES or m.acc.dtype != "float32":
+    if m.a.buffer.dtype not in WGMMA_DTYPES or m.acc.dtype != "float32":
         return (
-            f"wgmma takes float16 / bfloat16 operands with float32 accumulators, not "
-            f"{m.a.buffer.dtype} into {m.acc.dtype}"
+            f"wgmma takes float16 / bfloat16 / float32 (TF32) operands with float32 "
+            f"accumulators, not {m.a.buffer.dtype} into {m.acc.dtype}"
         )
+    row = swizzle_row(m.a.buffer.dtype)
     for tag, op, layout in (("A", m.a, "row_major"), ("B", m.b, "col_major")):
-        if op.buffer.scope != "shared" or op.layout != layout or op.ldm != SWIZZLE_ROW:
+        if op.buffer.scope != "shared" or op.layout != layout or op.ldm != row:
             return (
                 f"operand {tag} ({op.buffer.name}) must be a K-major shared tile with rows of "
-                f"{SWIZZLE_ROW} elements ({op.layout}, {op.buffer.scope}, ldm {op.ldm})"
+                f"{row} elements ({op.layout}, {op.buffer.scope}, ldm {op.ldm})"
             )
     acc = _coefficients(m.acc_base, chain)
     if acc is None:
@@ -107,7 +127,7 @@ def warpgroup_tile(plan, key) -> WarpgroupTile | str:
         return f"the warpgroup tile has {row_loop.extent * _FRAG} rows, not a multiple of 64"
     a = _coefficients(m.a.base, chain)
     b = _coefficients(m.b.base, chain)
-    row_step = _FRAG * SWIZZLE_ROW
+    row_step = _FRAG * row
     if (
         a is None
         or b is None

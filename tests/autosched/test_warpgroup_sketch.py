@@ -29,6 +29,7 @@ from tests.autosched.tensor_core_helpers import (
 )
 
 SM90 = "cuda -arch=sm_90"
+SM90_TF32 = "cuda -arch=sm_90 -allow_tf32=1"
 
 
 def warpgroup_sketches(task) -> list:
@@ -52,6 +53,9 @@ def warpgroup_states(task, n, seed=0) -> list:
         (SM90, lambda: dense_tensors(48, 64, 128), False),  # rows not a multiple of 64
         (SM90, lambda: dense_tensors(128, 64, 96), False),  # k not a multiple of 64
         (SM90, lambda: dense_tensors(128, 64, 128, out_dtype="float16"), False),  # fp16 acc
+        (SM90_TF32, lambda: dense_tensors(128, 64, 96, "float32"), True),  # k: rows of 32
+        (SM90_TF32, lambda: dense_tensors(128, 64, 80, "float32"), False),  # k not 32s
+        (SM90, lambda: dense_tensors(128, 64, 96, "float32"), False),  # no -allow_tf32=1
     ],
 )
 def test_the_rule_fires_on_sm_90_k_major_gemms_beside_the_wmma_sketch(target, tensors, fires):
@@ -107,7 +111,7 @@ def test_the_rendered_kernel_multiplies_swizzled_tiles_with_wgmma():
     assert "fence_async_shared();" in code and "wgmma_wait<0>();" in code
     assert "__CUDA_ARCH_FEAT_SM90_ALL" not in code  # the arch is known: no scalar copy
     unknown = build_cuda(lower(state)).code  # arch decided by nvcc: both forms
-    assert "__CUDA_ARCH_FEAT_SM90_ALL" in unknown and "SWIZZLE_OR_PLAIN(" in unknown
+    assert "__CUDA_ARCH_FEAT_SM90_ALL" in unknown and "SWIZZLE_OR_PLAIN_64(" in unknown
     # Another architecture cannot run wgmma: the loops stay scalar (128 lanes each).
     assert "wgmma.mma_async" not in build_cuda(lower(state), arch="sm_80").code
 
@@ -179,3 +183,59 @@ def test_an_nhwc_conv_with_a_k_major_weight_runs_on_warpgroups(layout, fires, tm
         run_program(prog, [*args, out], simt=True)
         np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"))
         assert "wgmma.mma_async.sync.aligned.m64n" in build_cuda(prog, arch="sm_90").code
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """float32 with its low 13 mantissa bits cleared: what TF32 wgmma reads of each operand."""
+    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def test_float32_gemms_run_on_tf32_warpgroups_in_rows_of_32():
+    """On a -allow_tf32=1 target a float32 dense gets the warpgroup sketch with k tiles of 32
+    floats (one 128-byte row) in four k8 steps: its states pass the GPU check, compute the
+    GEMM read as loops, keep those lengths under mutation, and render TF32 wgmma products of
+    tiles swizzled for 4-byte elements."""
+    task = gpu_task(dense_tensors(128, 64, 96, "float32"), target=SM90_TF32)
+    rng = np.random.default_rng(8)
+    a = rng.uniform(-1, 1, (128, 96)).astype(np.float32)
+    b = rng.uniform(-1, 1, (64, 96)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    states = warpgroup_states(task, 2, seed=1)
+    assert states
+    for state in states:
+        assert gpu_state_errors(task, state) == []
+        prog = lower(state)
+        ((plan, why),) = fragment_plans(prog)
+        assert why == "" and plan.warpgroup and plan.dtype == "float32"
+        assert all(not isinstance(warpgroup_tile(plan, key), str) for key in plan.mma)
+        out = np.full((128, 64), np.nan, np.float32)
+        run_program(prog, [a, b, out], simt=True)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    state = states[0]
+    fixed = sorted(s.lengths for k, s in enumerate(state.steps)
+                   if isinstance(s, SplitStep) and tensor_core_fixed_split(state, k))  # fmt: skip
+    # i by 64 then 16, j by 16, k by 32 then 8; each shared copy by 4 floats and 128 lanes
+    assert fixed.count((64,)) == 1 and fixed.count((32,)) == 1 and fixed.count((16,)) == 2
+    assert fixed.count((8,)) == 1 and fixed.count((4,)) == 2
+    assert fixed.count((WARPGROUP_LANES,)) == 2
+    code = build_cuda(lower(state), arch="sm_90", allow_tf32=True).code
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32", code)
+    assert "p, 1, 1;" in code and "wmma::" not in code
+    assert re.search(r"\^ \(\(\(\(.*\) >> 5\) & 7\) << 2\)\)", code)  # 32-float rows
+
+
+def test_the_tf32_operands_are_what_the_gpu_rounds():
+    """The float32 reference with TF32-truncated operands is within float32 rounding of the
+    plain one at K = 96 scale: tests/gpu compare the wgmma kernel against it."""
+    rng = np.random.default_rng(9)
+    a = rng.uniform(-1, 1, (64, 96)).astype(np.float32)
+    assert np.all(np.abs(_tf32(a) - a) <= np.abs(a) * 2.0**-10)
+    assert np.any(_tf32(a) != a)
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_tf32_kernel_for_sm_90a(tmp_path):
+    task = gpu_task(dense_tensors(128, 64, 96, "float32"), target=SM90_TF32)
+    (state,) = warpgroup_states(task, 1, seed=2)
+    ptx = nvcc_ptx(build_cuda(lower(state), arch="sm_90", allow_tf32=True).code, "sm_90a", tmp_path)
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32", ptx)

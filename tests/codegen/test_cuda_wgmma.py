@@ -155,8 +155,11 @@ def test_mma_function_operands_and_refusals():
     assert mma_function_name(64, "bfloat16") in src
     with pytest.raises(ValueError, match="multiple of 8"):
         mma_function(12)
+    tf32 = mma_function(32, "float32")  # TF32: k8, no transpose immediates (K-major only)
+    assert "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32" in tf32
+    assert "%16, %17, p, 1, 1;" in tf32 and mma_function_name(32, "float32") in tf32
     with pytest.raises(ValueError, match="float32"):
-        mma_function(64, "float32")
+        mma_function(64, "int8")
 
 
 def test_probe_refuses_tiles_it_cannot_run():
@@ -196,6 +199,18 @@ def test_probe_compiles_for_sm90a_to_wgmma(tmp_path, tile, layout):
                            str(cu)], capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "0 bytes spill stores" in done.stderr
+
+
+def test_the_32_bit_swizzle_permutes_the_same_16_byte_chunks():
+    """Rows of 32 floats: the same 128-byte rows and 16-byte chunks as 64 halves."""
+    swz32 = eval(f"lambda i: {swizzled_index('i', 32)}")  # noqa: S307 - our own C/Python text
+    swz64 = eval(f"lambda i: {swizzled_index('i', 64)}")  # noqa: S307
+    assert sorted(swz32(i) for i in range(32 * 64)) == list(range(32 * 64))
+    for r in range(64):
+        for c in range(32):  # float (r, c) is bytes 4c..4c+3: halves 2c and 2c + 1
+            assert 2 * swz32(r * 32 + c) == swz64(r * 64 + 2 * c)
+    with pytest.raises(ValueError, match="rows of 16"):
+        swizzled_index("i", 16)
 
 
 def test_the_renderer_swizzle_is_the_layout_wgmma_reads():

@@ -103,3 +103,32 @@ def test_sampled_warpgroup_convs_match_numpy(cuda_backend, name):
         func(*args, out)
         np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"),
                                    err_msg=str(s))  # fmt: skip
+
+
+def test_tf32_warpgroup_states_match_numpy(cuda_backend):
+    """float32 on a -allow_tf32=1 target: TF32 wgmma (k8) kernels of 32-float swizzled rows.
+    The GPU reads each operand's top 19 bits, so the reference is the float64 product of
+    operands truncated to TF32, and the tolerance TF32's."""
+    from runtime import device
+
+    if known_cuda_arch("cuda") not in ("sm_90", "sm_90a"):
+        pytest.skip("wgmma needs an sm_90 GPU")
+    target = "cuda -allow_tf32=1"
+    task = ansor.SearchTask(ComputeDAG(dense_tensors(128, 96, 160, "float32")), target=target)
+    (sketch,) = [s for s in generate_sketches(task) if is_warpgroup_state(s)]
+    rng = np.random.default_rng(12)
+    a, b = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in task.compute_dag.input_tensors)
+
+    def tf32(x):
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+    want = tf32(a) @ tf32(b).T
+    checked = 0
+    for s in islice(sampled_states(task, sketch, seed=4), 3):
+        func = ansor.build(s, target, device=device("cuda"))
+        assert "tf32.tf32" in func.get_source()
+        out = np.full((128, 96), np.nan, np.float32)
+        func(a, b, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(s))
+        checked += 1
+    assert checked == 3
