@@ -57,6 +57,8 @@ for name in ("A", "B"):
 print("== shared-memory tiles (the copy loops of A.shared and B.shared run per k.0)")
 print(state_str(infer_bound(s)))
 print("== as CUDA C (barriers around the shared-memory copy)")
+# The kernel's first line on sm_90+ waits for the kernels before it (griddepcontrol.wait): in a
+# network's CUDA graph, each kernel is launched while the one before it finishes.
 print(ansor.generate_source(s, "cuda").code)
 
 # Run it on the OpenCL device and check it.
