@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import re
 import sys
 
 from .environment import env
@@ -102,8 +103,8 @@ def programmatic_launch_possible(arch: str, codes) -> bool:
     """Whether a network's kernels (``codes``: their CUDA sources) on a device of ``arch``
     (``sm_90``) may be linked by programmatic edges: the device has them, and every kernel
     waits on its grid dependency before touching memory."""
-    digits = "".join(ch for ch in str(arch) if ch.isdigit())
-    if not digits or int(digits) < PROGRAMMATIC_MIN_COMPUTE:
+    found = re.fullmatch(r"sm_(\d+)[a-z]?", str(arch))
+    if found is None or int(found.group(1)) < PROGRAMMATIC_MIN_COMPUTE:
         return False
     codes = list(codes)
     return bool(codes) and all(GRID_DEPENDENCY_WAIT in code for code in codes)
@@ -360,12 +361,9 @@ class CUDAGraphRunner:
         """Which graph API captures: ``"pycuda"``, ``"driver"`` (ctypes), or None."""
         return None if self._api is None or not self.enabled else self._api.name
 
-    def set_launches(self, launches, programmatic: bool | None = None) -> None:
-        """New buffers or kernels: forget the captured graph; the next launch captures again.
-        ``programmatic``: as the constructor's, for these launches (None: unchanged)."""
+    def set_launches(self, launches) -> None:
+        """New buffers or kernels: forget the captured graph; the next launch captures again."""
         self._launches = [(f, tuple(g), tuple(b), list(h)) for f, g, b, h in launches]
-        if programmatic is not None:
-            self._programmatic = programmatic
         self.invalidate()
 
     def _link_programmatically(self, graph) -> None:

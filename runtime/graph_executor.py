@@ -226,7 +226,11 @@ class GraphModule:
         if use_cuda_graph and self.device.kind == "cuda" and plan.calls:
             from .cuda_graph import CUDAGraphRunner
 
-            self._cuda_graph = CUDAGraphRunner(self._backend, [])
+            # Whether the kernels may launch programmatically depends on the modules only,
+            # decided once here, not at every rebind.
+            self._cuda_graph = CUDAGraphRunner(
+                self._backend, [], programmatic=self._programmatic_launch()
+            )
         self._bind()
 
     def _bind(self) -> None:
@@ -244,7 +248,7 @@ class GraphModule:
             except (AttributeError, KeyError) as err:  # a backend without pycuda functions
                 self._cuda_graph.reason = f"no pycuda kernel functions to capture: {err!r}"
                 launches = []
-            self._cuda_graph.set_launches(launches, programmatic=self._programmatic_launch())
+            self._cuda_graph.set_launches(launches)
 
     def _programmatic_launch(self) -> bool:
         """Whether every kernel may launch while the one before it finishes (sm_90 on)."""

@@ -430,8 +430,12 @@ def test_a_driver_refusing_the_edges_recaptures_with_plain_ones():
 
 
 def test_a_driver_without_edge_data_keeps_plain_edges():
-    runner, cuda, lib = _driver_runner(_three_kernels)  # _FakeLib: no cuGraphGetEdges_v2
-    runner.set_launches(_three_kernels(cuda), programmatic=True)
+    lib = _FakeLib()  # no cuGraphGetEdges_v2
+    cuda = _FakeCuda(with_graphs=False, driver=lib)
+    runner = CUDAGraphRunner(
+        _FakeBackend(cuda), _three_kernels(cuda), driver=lambda: DriverGraphs(lib),
+        programmatic=True,
+    )  # fmt: skip
     assert runner.launch() and runner.enabled and runner.programmatic_edges == 0
     assert "no cuGraphGetEdges_v2" in runner.programmatic_reason
     assert lib.replayed == [(f"k{i}", (f"x{i}", f"x{i + 1}")) for i in range(3)]
