@@ -26,15 +26,22 @@ scalar loops too, under ``#if defined(__CUDA_ARCH_FEAT_SM90_ALL)``.
 
 from __future__ import annotations
 
-from tensorir.expr import Var
-from tensorir.loops import If, Load, Store, walk_stmts
+from tensorir.expr import Binary, Const, Var
+from tensorir.loops import Buffer, For, If, Load, Store, walk_stmts
 from tensorir.passes.double_buffer import lag_of
 from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, swizzle_row, warpgroup_tile
-from tensorir.transform import rewrite
+from tensorir.transform import rewrite, substitute
 
 from .cuda_wgmma import PRELUDE, mma_function, mma_function_name
+from .warpgroup_epilogue import quad_transpose
+from .wide_epilogue import word_store_plan
 
-__all__ = ["SWIZZLE_GUARD", "WarpgroupTiles", "swizzled_index"]
+__all__ = ["SWIZZLE_GUARD", "WARPGROUP_WORDS", "WarpgroupTiles", "swizzled_index"]
+
+WARPGROUP_WORDS = True
+"""Store warpgroup epilogues 16 bytes a lane where the output allows it (a quad of lanes
+trades accumulators first: :mod:`codegen.warpgroup_epilogue`); off, one element a lane as
+``wgmma`` leaves them. A switch for A/B timing (``benchmarks/bench_epilogue_words.py``)."""
 
 SWIZZLE_GUARD = "defined(__CUDA_ARCH_FEAT_SM90_ALL)"
 """The preprocessor test of code compiled for sm_90a (where ``wgmma`` exists)."""
@@ -127,11 +134,18 @@ class WarpgroupTiles:
 
     def _wg_store(self, m) -> None:
         """The lane's 8 elements of the fragment, when the fragment's rows are its warp's:
-        row ``lane / 4`` (+ 8), columns ``2 (lane % 4)`` (+ 1, + 8)."""
+        as 16-byte words of one row where :func:`codegen.wide_epilogue.word_store_plan`
+        allows (:meth:`_wg_word_store`), else as they lie, row ``lane / 4`` (+ 8), columns
+        ``2 (lane % 4)`` (+ 1, + 8)."""
         base, ldm = self.expr(m.acc_base), m.acc_ldm
         own = f"((({base}) / {_FRAG * ldm}) & 3) == (threadIdx.x >> 5)"
         r = Var("wg_r", "int32")
         self._open(f"if ({own})")
+        words = word_store_plan(m.store, m.j, m.guard, m.acc.dtype) if WARPGROUP_WORDS else None
+        if words is not None:
+            self._wg_word_store(m, words, self._wg_register(base, ldm))
+            self._close()
+            return
         self._line("#pragma unroll")
         self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
         iv, jv = self._name(m.i), self._name(m.j)
@@ -149,6 +163,75 @@ class WarpgroupTiles:
         super()._stmt(out if guard is None else If(guard, out), ())
         self._close()
         self._close()
+
+    def _wg_word_store(self, m, words, first_register: str) -> None:
+        """The fragment's epilogue as whole runs of ``words.lanes`` columns a lane: the quad
+        trades accumulators by ``__shfl_xor_sync`` (:func:`quad_transpose`; the register a
+        lane sends or keeps depends on its place in the quad, chosen by selects so that the
+        accumulators stay in registers), then each run reads its word inputs and stores one
+        16-byte word. The shuffles come before the guard: every lane of the warp takes part."""
+        plan, acc = quad_transpose(words.lanes), self._name(m.acc)
+        self._line("const int wg_t = threadIdx.x & 3;")
+        self._line(f"const int wg_r0 = {first_register};")
+
+        def by_lane(options) -> str:
+            if len(set(options)) == 1:
+                return options[0]
+            head = " : ".join(f"wg_t == {t} ? {o}" for t, o in enumerate(options[:-1]))
+            return f"({head} : {options[-1]})"
+
+        for step, (k, regs) in enumerate(plan.sends):
+            for x, lane_regs in enumerate(regs):
+                sent = by_lane([f"{acc}[wg_r0 + {q}]" for q in lane_regs])
+                shuffled = f"__shfl_xor_sync(0xffffffffu, {sent}, {k})"
+                self._line(f"const float wg_s{step}_{x} = {shuffled};")
+
+        def source(src) -> str:
+            return f"{acc}[wg_r0 + {src[1]}]" if src[0] == "own" else f"wg_s{src[1]}_{src[2]}"
+
+        values = Buffer("wg_e", (len(plan.sources[0]),), m.acc.dtype, "local")
+        self._line(f"float {self._name(values)}[{values.size}];")
+        for e in range(values.size):
+            picked = by_lane([source(lane[e]) for lane in plan.sources])
+            self._line(f"{self._name(values)}[{e}] = {picked};")
+        iv, jv = self._name(m.i), self._name(m.j)
+        for u in range(len(plan.runs[0])):
+            half = by_lane([str(runs[u][0]) for runs in plan.runs])
+            first = by_lane([str(runs[u][1]) for runs in plan.runs])
+            self._open("")
+            self._line(f"int {iv} = ((threadIdx.x & 31) >> 2) + 8 * {half};")
+            self._line(f"int {jv} = {first};")
+            self._wg_word_run(m, words, values, u * plan.run)
+            self._close()
+
+    def _wg_word_run(self, m, words, values: Buffer, offset: int) -> None:
+        """One run: its word inputs, the epilogue column by column from ``values[offset +
+        v]``, one 16-byte store (under the nest's guard, which depends on the row only)."""
+        st, n, v = m.store, words.lanes, Var("wg_v", "int32")
+        if m.guard is not None:
+            self._open(f"if ({self.expr(m.guard)})")
+        inputs = {}
+        for i, load in enumerate(words.word_loads):
+            buf = Buffer(f"wg_in{i}", (n,), load.dtype, "local")
+            self._word_read(buf, f"{self._name(load.buffer)}[{self.expr(load.index)}]")
+            inputs[id(load)] = Load(buf, v, load.dtype)
+        at = Binary("+", v, Const(offset, "int32"), "int32") if offset else v
+
+        def swap(node):
+            if isinstance(node, Load) and node.buffer is m.acc:
+                return Load(values, at, m.acc.dtype)
+            return inputs.get(id(node))
+
+        value = substitute(rewrite(st.value, swap), {m.j: Binary("+", m.j, v, "int32")})
+        out = Buffer("wg_out", (n,), st.buffer.dtype, "local")
+        self._line(f"{self._aligned_array(out)};")
+        super()._stmt(For(v, n, Store(out, v, value), kind="unrolled"), ())
+        self._line(
+            f"*(uint4*)&{self._name(st.buffer)}[{self.expr(st.index)}] = "
+            f"*(const uint4*){self._name(out)};"
+        )
+        if m.guard is not None:
+            self._close()
 
     def _wg_outer_loop(self, s, guards, emit) -> None:
         """The k steps of one shared tile: fenced before, committed and waited for after."""

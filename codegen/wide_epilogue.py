@@ -26,7 +26,7 @@ from tensorir.loops import Load, Store
 from .llvm_vector import depends_on
 from .vector_gather import aligned_rest
 
-__all__ = ["WORD_BYTES", "WIDE_EPILOGUE", "WideStore", "wide_store"]
+__all__ = ["WORD_BYTES", "WIDE_EPILOGUE", "WideStore", "wide_store", "word_store_plan"]
 
 WORD_BYTES = 16
 WIDE_EPILOGUE = False
@@ -56,10 +56,18 @@ class WideStore:
 
 
 def wide_store(store: Store, col: Var, guard: Expr | None, acc_dtype: str) -> WideStore | None:
-    """The word plan of a store nest writing ``store`` for the tile's column ``col`` (0..15)
-    under ``guard``, or None where it must stay one element per lane."""
+    """The word plan of a wmma store nest (:func:`word_store_plan`) when ``WIDE_EPILOGUE`` is
+    on, else None (one element a lane)."""
     if not WIDE_EPILOGUE:
         return None
+    return word_store_plan(store, col, guard, acc_dtype)
+
+
+def word_store_plan(store: Store, col: Var, guard: Expr | None, acc_dtype: str) -> WideStore | None:
+    """The word plan of a store nest writing ``store`` for the tile's column ``col`` (0..15)
+    under ``guard``, or None where it must stay one element per lane: the output is not a
+    global array of 2- or 4-byte elements, the guard depends on the column, or the index is
+    not a multiple of the word's elements plus the column."""
     size = itemsize(store.buffer.dtype)
     if store.buffer.scope != "global" or size not in (2, 4) or itemsize(acc_dtype) not in (2, 4):
         return None  # global arrays are whole allocations: their words are 16-byte aligned

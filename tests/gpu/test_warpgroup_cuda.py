@@ -75,9 +75,16 @@ def test_lagging_pipelines_match_numpy(cuda_backend, stages):
 
 CONV_CASES = {
     # NHWC with the K-major OHWI weight networks store: 3x3 with its bias + relu epilogue,
-    # and resnet-50's 7x7 maps at batch 16 (784 rows padded to 832 for 64-row tiles).
-    "nhwc_3x3_relu": ("NHWC:OHWI", 4, 64, 8, 128, 3, 1, 1, 1, True),
-    "nhwc_7x7_batch16_padded_rows": ("NHWC:OHWI", 16, 64, 7, 64, 3, 1, 1, 1, False),
+    # resnet-50's 7x7 maps at batch 16 (784 rows padded to 832 for 64-row tiles), and a
+    # bottleneck's last 1x1 conv with bias + residual + relu (its epilogue in 16-byte words,
+    # codegen.warpgroup_epilogue), also on padded rows.
+    "nhwc_3x3_relu": (("NHWC:OHWI", 4, 64, 8, 128, 3, 1, 1, 1, True), {}),
+    "nhwc_7x7_batch16_padded_rows": (("NHWC:OHWI", 16, 64, 7, 64, 3, 1, 1, 1, False), {}),
+    "nhwc_1x1_residual": (("NHWC:OHWI", 4, 64, 8, 256, 1, 1, 0, 1, True), {"residual": True}),
+    "nhwc_1x1_residual_padded_rows": (
+        ("NHWC:OHWI", 16, 64, 7, 128, 1, 1, 0, 1, True),
+        {"residual": True},
+    ),
 }
 
 
@@ -90,17 +97,20 @@ def test_sampled_warpgroup_convs_match_numpy(cuda_backend, name):
 
     if known_cuda_arch("cuda") not in ("sm_90", "sm_90a"):
         pytest.skip("wgmma needs an sm_90 GPU")
-    dag = conv_dag(*CONV_CASES[name], warpgroup=True)
+    args, kwargs = CONV_CASES[name]
+    dag = conv_dag(*args, **kwargs, warpgroup=True)
     task = ansor.SearchTask(dag, target="cuda")
     (sketch,) = [s for s in generate_sketches(task) if is_warpgroup_state(s)]
-    args = random_args(dag, seed=7)
-    want = eval_dag(dag, args)[0].astype(np.float32)
+    inputs = random_args(dag, seed=7)
+    want = eval_dag(dag, inputs)[0].astype(np.float32)
     out_t = dag.output_tensors[0]
     for s in islice(sampled_states(task, sketch, seed=2), 3):
         func = ansor.build(s, "cuda", device=device("cuda"))
         assert "wgmma.mma_async" in func.get_source()
+        if kwargs.get("residual"):
+            assert "__shfl_xor_sync" in func.get_source()  # the word epilogue
         out = np.full(out_t.shape, np.nan, to_numpy(out_t.dtype))
-        func(*args, out)
+        func(*inputs, out)
         np.testing.assert_allclose(out.astype(np.float32), want, *tolerance("float16"),
                                    err_msg=str(s))  # fmt: skip
 
