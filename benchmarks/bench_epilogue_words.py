@@ -1,22 +1,30 @@
-"""Fragment epilogues one element a lane against 16 bytes a lane (codegen.wide_epilogue), on a
-tuned log's best states, side by side in one process.
+"""Fragment epilogues one element a lane against 16 bytes a lane, on a tuned log's best states,
+side by side in one process: wmma kernels (codegen.wide_epilogue's ``WIDE_EPILOGUE``) or, with
+``--sketch warpgroup``, wgmma kernels (codegen.cuda_warpgroup's ``WARPGROUP_WORDS``).
 
     cd benchmarks && python bench_epilogue_words.py --network resnet-50 --batch 16 \\
-      --precision float16 --log W/resnet-50-NHWC-B16-cuda-float16.json
+      --precision float16 --log W/resnet-50-NHWC-B16-cuda-float16.json [--sketch warpgroup]
 
-For each tensor-core task of the network (its best logged state), builds the kernel both ways
-(``WIDE_EPILOGUE`` off, then on), checks that both give the same output on random inputs, and
-times each with the module's ``time_evaluator``. Prints each task, its weight, both times and
-the weighted sums; the last line is JSON with the sums.
+For each task of the network with a logged state of that sketch (its best one, which need not
+be the task's best overall), builds the kernel both ways (words off, then on), checks that
+both give the same output on random inputs, and times each with the module's
+``time_evaluator``. Prints each task, its weight, both times and the weighted sums; the last
+line is JSON with the sums.
+
+``--retimed-log PATH`` also writes the log with, for each task whose words time beats its best
+logged cost, that state's record again at the words time: the network ``ApplyHistoryBest``
+builds from it picks the re-timed states (how session 26 timed resnet-50 B16 before a fresh
+tune; ``bench_gpu.py --no-tune`` on a work dir holding it).
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
+from log_sketches import sketch_kind
 from log_states import (  # run from benchmarks/
-    best_states,
     cnn_log_parser,
     cnn_network,
     records_by_key,
@@ -24,20 +32,56 @@ from log_states import (  # run from benchmarks/
 )
 
 import autosched as ansor
-from codegen import wide_epilogue
+from codegen import cuda_warpgroup, wide_epilogue
 from runtime import device
 
+SWITCHES = {  # sketch -> (module, switch, what its kernels' source has)
+    "wmma": (wide_epilogue, "WIDE_EPILOGUE", "wmma"),
+    "warpgroup": (cuda_warpgroup, "WARPGROUP_WORDS", "wgmma.mma_async"),
+}
 
-def time_both(state, dag, dev, target, rng) -> tuple[float, float, float] | None:
+
+def best_of_kind(task, records, kind: str):
+    """``(MeasureInput, state)`` of the task's best logged record whose sketch is ``kind``, or
+    None."""
+    ok = sorted(((min(r.costs), n) for n, (i, r) in enumerate(records)
+                 if r.error_no == 0 and r.costs), key=lambda c: c[0])  # fmt: skip
+    for _, n in ok:
+        state = records[n][0].state.to_state(task.compute_dag)
+        if sketch_kind(state) == kind:
+            return records[n][0], state
+    return None
+
+
+def best_cost(records) -> float:
+    """The lowest logged cost (seconds) of ``records``; inf without a good one."""
+    return min((min(r.costs) for _, r in records if r.error_no == 0 and r.costs),
+               default=float("inf"))  # fmt: skip
+
+
+def write_retimed_log(path, log, retimed) -> None:
+    """``log`` copied to ``path``, then each ``(MeasureInput, seconds)`` of ``retimed`` as a
+    record of that cost (the best record wins in ``ApplyHistoryBest``)."""
+    from autosched.measure import MeasureResult
+    from autosched.measure.records import save_records
+
+    with open(log) as src, open(path, "w") as dst:
+        dst.write(src.read())
+    results = [MeasureResult((sec,), 0, "", 0.0, time.time()) for _, sec in retimed]
+    save_records(path, [inp for inp, _ in retimed], results)
+
+
+def time_both(state, dag, dev, target, rng, sketch) -> tuple[float, float, float] | None:
     """(one element a lane us, words us, max abs difference) for ``state``; None when its
-    kernel has no wmma fragments."""
+    kernel is not of ``sketch``."""
+    module, switch, marker = SWITCHES[sketch]
     args = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in dag.input_tensors]
     out_t = dag.output_tensors[0]
     times, outs = [], []
     for wide in (False, True):
-        wide_epilogue.WIDE_EPILOGUE = wide
+        setattr(module, switch, wide)
         func = ansor.build(state, target, device=dev)
-        if "wmma" not in func.get_source():
+        if marker not in func.get_source():
             return None
         out = np.zeros(out_t.shape, out_t.dtype)
         func(*args, out)
@@ -48,19 +92,27 @@ def time_both(state, dag, dev, target, rng) -> tuple[float, float, float] | None
 
 
 def main() -> None:
-    args = cnn_log_parser(__doc__).parse_args()
+    p = cnn_log_parser(__doc__)
+    p.add_argument("--sketch", choices=sorted(SWITCHES), default="wmma")
+    p.add_argument("--retimed-log", help="write the log with the faster words times added")
+    args = p.parse_args()
     net = cnn_network(args)
     target, tasks, weights = net["target"], net["tasks"], net["weights"]
     by_key = records_by_key(args.log)
     dev, rng = device("cuda"), np.random.default_rng(0)
-    rows, sums = [], [0.0, 0.0]
+    rows, sums, retimed = [], [0.0, 0.0], []
     print(f"{'task':<44} {'calls':>5} {'scalar us':>9} {'words us':>9} {'ratio':>6}")
     for task, weight in zip(tasks, weights, strict=True):
-        best = best_states(task, by_key.get(task.workload_key, []), 1)
-        timed = time_both(best[0][1], task.compute_dag, dev, target, rng) if best else None
+        records = by_key.get(task.workload_key, [])
+        found = best_of_kind(task, records, args.sketch)
+        timed = (
+            time_both(found[1], task.compute_dag, dev, target, rng, args.sketch) if found else None
+        )
         if timed is None:
             continue
         scalar, words, diff = timed
+        if words * 1e-6 < best_cost(records):
+            retimed.append((found[0], words * 1e-6))
         sums[0] += weight * scalar
         sums[1] += weight * words
         rows.append({"task": task.desc, "weight": weight, "scalar_us": scalar,
@@ -70,6 +122,9 @@ def main() -> None:
     result = {"scalar_sum_us": sums[0], "words_sum_us": sums[1]}
     print(json.dumps(result))
     write_json(args.out, {"rows": rows, **result})
+    if args.retimed_log:
+        write_retimed_log(args.retimed_log, args.log, retimed)
+        print(f"{args.retimed_log}: {len(retimed)} states re-timed faster than their task's best")
 
 
 if __name__ == "__main__":
