@@ -56,6 +56,7 @@ from .cuda_gather import VECTOR_GATHER, WordCopies, gather_copies, vector_copy  
 from .cuda_shared import SharedArray, shared_declarations
 from .cuda_warpgroup import WarpgroupTiles
 from .cuda_wmma import _WMMA, WmmaFragments
+from .cuda_word_epilogue import WordEpilogues
 from .dot_product import ByteDot, match_byte_dot, run_starts_aligned
 from .source import Source
 
@@ -78,7 +79,9 @@ _DP4A_MIXED = (
 )
 
 
-class CUDARenderer(WmmaFragments, WarpgroupTiles, AsyncCopies, WordCopies, CRenderer):
+class CUDARenderer(
+    WmmaFragments, WarpgroupTiles, WordEpilogues, AsyncCopies, WordCopies, CRenderer
+):
     """``extern "C" __global__`` kernels with blockIdx/threadIdx and ``__shared__`` buffers."""
 
     lang = "cuda"

@@ -27,10 +27,10 @@ scalar loops too, under ``#if defined(__CUDA_ARCH_FEAT_SM90_ALL)``.
 from __future__ import annotations
 
 from tensorir.expr import Binary, Const, Var
-from tensorir.loops import Buffer, For, If, Load, Store, walk_stmts
+from tensorir.loops import Buffer, If, Load, Store, walk_stmts
 from tensorir.passes.double_buffer import lag_of
 from tensorir.passes.warpgroup import SWIZZLE_ROW, WARPGROUP_LANES, swizzle_row, warpgroup_tile
-from tensorir.transform import rewrite, substitute
+from tensorir.transform import rewrite
 
 from .cuda_wgmma import PRELUDE, mma_function, mma_function_name
 from .warpgroup_epilogue import quad_transpose
@@ -201,36 +201,13 @@ class WarpgroupTiles:
             self._open("")
             self._line(f"int {iv} = ((threadIdx.x & 31) >> 2) + 8 * {half};")
             self._line(f"int {jv} = {first};")
-            self._wg_word_run(m, words, values, u * plan.run)
-            self._close()
+            at = u * plan.run
 
-    def _wg_word_run(self, m, words, values: Buffer, offset: int) -> None:
-        """One run: its word inputs, the epilogue column by column from ``values[offset +
-        v]``, one 16-byte store (under the nest's guard, which depends on the row only)."""
-        st, n, v = m.store, words.lanes, Var("wg_v", "int32")
-        if m.guard is not None:
-            self._open(f"if ({self.expr(m.guard)})")
-        inputs = {}
-        for i, load in enumerate(words.word_loads):
-            buf = Buffer(f"wg_in{i}", (n,), load.dtype, "local")
-            self._word_read(buf, f"{self._name(load.buffer)}[{self.expr(load.index)}]")
-            inputs[id(load)] = Load(buf, v, load.dtype)
-        at = Binary("+", v, Const(offset, "int32"), "int32") if offset else v
+            def column(v, at=at):
+                return Load(values, Binary("+", v, Const(at, "int32"), "int32") if at else v,
+                            m.acc.dtype)  # fmt: skip
 
-        def swap(node):
-            if isinstance(node, Load) and node.buffer is m.acc:
-                return Load(values, at, m.acc.dtype)
-            return inputs.get(id(node))
-
-        value = substitute(rewrite(st.value, swap), {m.j: Binary("+", m.j, v, "int32")})
-        out = Buffer("wg_out", (n,), st.buffer.dtype, "local")
-        self._line(f"{self._aligned_array(out)};")
-        super()._stmt(For(v, n, Store(out, v, value), kind="unrolled"), ())
-        self._line(
-            f"*(uint4*)&{self._name(st.buffer)}[{self.expr(st.index)}] = "
-            f"*(const uint4*){self._name(out)};"
-        )
-        if m.guard is not None:
+            self._word_run(m, words, column, m.guard, "wg")
             self._close()
 
     def _wg_outer_loop(self, s, guards, emit) -> None:

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import math
 
-from tensorir.dtype import itemsize
-from tensorir.expr import Binary, Var, walk
-from tensorir.loops import Buffer, For, If, Load, Store
+from tensorir.expr import Var, walk
+from tensorir.loops import Buffer, If, Load, Store
 from tensorir.passes.tensor_core import FRAGMENT, LANES
-from tensorir.transform import rewrite, substitute
+from tensorir.transform import rewrite
 
 from .cuda_arch import WMMA_MIN_ARCH
 from .cuda_warpgroup import SWIZZLE_GUARD
-from .wide_epilogue import WORD_BYTES, wide_store
+from .wide_epilogue import wide_store
 
 __all__ = ["WmmaFragments"]
 
@@ -173,49 +172,11 @@ class WmmaFragments:
 
     def _wide_epilogue(self, m, wide, tile_buf: Buffer, e: Var, guard) -> None:
         """One lane's run of ``wide.lanes`` columns (codegen.wide_epilogue): its accumulators
-        and word-read inputs into registers as 16-byte words, the epilogue column by column,
-        one 16-byte store."""
-        st, n = m.store, wide.lanes
-        v = Var("wmma_v", "int32")
-        if guard is not None:
-            self._open(f"if ({self.expr(guard)})")
-        acc = Buffer("wmma_acc", (n,), m.acc.dtype, "local")
+        read from the staging tile as 16-byte words, then the run
+        (:meth:`codegen.cuda_word_epilogue.WordEpilogues._word_run`)."""
+        acc = Buffer("wmma_acc", (wide.lanes,), m.acc.dtype, "local")
         self._word_read(acc, f"{self._name(tile_buf)}[{self._name(e)}]")
-        inputs = {}
-        for i, load in enumerate(wide.word_loads):
-            buf = Buffer(f"wmma_in{i}", (n,), load.dtype, "local")
-            self._word_read(buf, f"{self._name(load.buffer)}[{self.expr(load.index)}]")
-            inputs[id(load)] = Load(buf, v, load.dtype)
-        col = Binary("+", m.j, v, "int32")
-
-        def swap(node):
-            if isinstance(node, Load) and node.buffer is m.acc:
-                return Load(acc, v, m.acc.dtype)
-            return inputs.get(id(node))
-
-        value = substitute(rewrite(st.value, swap), {m.j: col})
-        out = Buffer("wmma_out", (n,), st.buffer.dtype, "local")
-        self._line(f"{self._aligned_array(out)};")
-        super()._stmt(For(v, n, Store(out, v, value), kind="unrolled"), ())
-        self._line(
-            f"*(uint4*)&{self._name(st.buffer)}[{self.expr(st.index)}] = "
-            f"*(const uint4*){self._name(out)};"
-        )
-        if guard is not None:
-            self._close()
-
-    def _aligned_array(self, buf: Buffer) -> str:
-        return f"__align__(16) {self.storage_type(buf.dtype)} {self._name(buf)}[{buf.size}]"
-
-    def _word_read(self, buf: Buffer, src: str) -> None:
-        """Declare the 16-byte aligned register array ``buf`` and fill it from ``&src`` in
-        16-byte words."""
-        self._line(f"{self._aligned_array(buf)};")
-        per_word = WORD_BYTES // itemsize(buf.dtype)
-        name = self._name(buf)
-        for w in range(buf.size // per_word):
-            at = f" + {w * per_word}" if w else ""
-            self._line(f"*(uint4*)&{name}[{w * per_word}] = *(const uint4*)(&{src}{at});")
+        self._word_run(m, wide, lambda v: Load(acc, v, m.acc.dtype), guard, "wmma")
 
     def _wmma_fill(self, m) -> None:
         acc = self._frag(m.acc, m.acc_base, m.acc_ldm)
