@@ -303,12 +303,14 @@ class RPCRunner:
             free = [s for s in servers if s not in busy and s not in self.hung_servers]
             while pending and free and len(in_flight) < limit:
                 i, server = pending.pop(), free.pop(0)
+                # The clock starts before the submit: on a loaded machine the server may start
+                # (and report its build seconds) before submit returns here.
+                sent[i] = time.perf_counter()
                 future = tracker.submit(
                     self.key, op, payload(i), priority=self.priority, timeout=self.timeout,
                     worker=server,
                 )  # fmt: skip
                 in_flight[future] = (i, server, time.perf_counter())
-                sent[i] = time.perf_counter()
                 future.add_done_callback(lambda _: finished.set())
             finished.wait(POLL_S)
             finished.clear()
