@@ -11,7 +11,9 @@ of that many consecutive columns of one row: it loads its accumulators as words,
 epilogue for each column in registers, loads each input read at ``start' + j`` (same proof) as
 one word, and stores one word.
 
-:func:`wide_store` is the analysis; ``codegen.cuda_wmma`` emits the code.
+:func:`word_store_plan` is the analysis (:func:`wide_store`: the same for wmma, under its
+switch); ``codegen.cuda_word_epilogue`` emits a run, for the wmma renderer and for the
+warpgroup one (whose lanes trade accumulators first: ``codegen.warpgroup_epilogue``).
 """
 
 from __future__ import annotations
