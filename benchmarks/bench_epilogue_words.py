@@ -27,6 +27,7 @@ from log_sketches import sketch_kind
 from log_states import (  # run from benchmarks/
     cnn_log_parser,
     cnn_network,
+    ranked,
     records_by_key,
     write_json,
 )
@@ -44,19 +45,16 @@ SWITCHES = {  # sketch -> (module, switch, what its kernels' source has)
 def best_of_kind(task, records, kind: str):
     """``(MeasureInput, state)`` of the task's best logged record whose sketch is ``kind``, or
     None."""
-    ok = sorted(((min(r.costs), n) for n, (i, r) in enumerate(records)
-                 if r.error_no == 0 and r.costs), key=lambda c: c[0])  # fmt: skip
-    for _, n in ok:
-        state = records[n][0].state.to_state(task.compute_dag)
+    for _, inp in ranked(records):
+        state = inp.state.to_state(task.compute_dag)
         if sketch_kind(state) == kind:
-            return records[n][0], state
+            return inp, state
     return None
 
 
 def best_cost(records) -> float:
     """The lowest logged cost (seconds) of ``records``; inf without a good one."""
-    return min((min(r.costs) for _, r in records if r.error_no == 0 and r.costs),
-               default=float("inf"))  # fmt: skip
+    return next((cost for cost, _ in ranked(records)), float("inf"))
 
 
 def write_retimed_log(path, log, retimed) -> None:

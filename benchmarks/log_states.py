@@ -70,14 +70,18 @@ def records_by_key(log) -> dict:
     return by_key
 
 
+def ranked(records) -> list:
+    """``(logged cost, MeasureInput)`` of the records that measured without error, best
+    first."""
+    ok = ((min(r.costs), i) for i, r in records if r.error_no == 0 and r.costs)
+    return sorted(ok, key=lambda c: c[0])
+
+
 def best_states(task, records, per_task: int) -> list:
     """``(logged cost, state)`` of the task's best ``per_task`` distinct states, best first."""
-    ok = sorted(
-        ((min(r.costs), i.state) for i, r in records if r.error_no == 0 and r.costs),
-        key=lambda c: c[0],
-    )
     out, seen = [], set()
-    for cost, state in ok:
+    for cost, inp in ranked(records):
+        state = inp.state
         key = repr(state.steps)
         if key in seen:
             continue

@@ -139,13 +139,13 @@ class WarpgroupTiles:
         ``2 (lane % 4)`` (+ 1, + 8)."""
         base, ldm = self.expr(m.acc_base), m.acc_ldm
         own = f"((({base}) / {_FRAG * ldm}) & 3) == (threadIdx.x >> 5)"
-        r = Var("wg_r", "int32")
         self._open(f"if ({own})")
         words = word_store_plan(m.store, m.j, m.guard, m.acc.dtype) if WARPGROUP_WORDS else None
         if words is not None:
             self._wg_word_store(m, words, self._wg_register(base, ldm))
             self._close()
             return
+        r = Var("wg_r", "int32")
         self._line("#pragma unroll")
         self._open(f"for (int wg_q = 0; wg_q < {_REGS_PER_FRAGMENT}; ++wg_q)")
         iv, jv = self._name(m.i), self._name(m.j)

@@ -24,11 +24,11 @@ registers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
-__all__ = ["QuadTranspose", "quad_transpose", "register_of"]
+__all__ = ["QuadTranspose", "holder_of", "quad_transpose", "register_of"]
 
 QUAD = 4
-FRAGMENT_COLUMNS = 16
 VALUES_PER_LANE = 8  # a warp's 16 x 16 piece over 32 lanes
 
 
@@ -79,6 +79,7 @@ def _runs(run: int) -> tuple:
     raise ValueError(f"quad_transpose: runs of {run} columns; 8 (16-bit) or 4 (32-bit) fit a word")
 
 
+@cache  # one plan per run length, asked for by every store nest the renderer emits
 def quad_transpose(run: int) -> QuadTranspose:
     """The shuffle plan that gives each quad lane whole ``run``-column runs (8 or 4)."""
     runs = _runs(run)
