@@ -2,7 +2,7 @@
 simulated with numpy on the CPU (no GPU): every conv2d's data and weight are cut to TF32's 10
 mantissa bits before the float32 reference conv, either truncated (what Hopper's ``wgmma``
 reads of a float32 operand in shared memory) or rounded to nearest (what wmma's
-``__float_to_tf32`` and cuDNN do).
+``__float_to_tf32`` does; ``tensorir.dtype`` has both).
 
     python benchmarks/tf32_rounding_error.py --network resnet-18
 
@@ -20,25 +20,10 @@ import json
 
 import numpy as np
 
+from tensorir.dtype import round_to_tf32, truncate_to_tf32
 from tensorir.graph import get_network
 from tensorir.graph.reference import evaluate
 from tensorir.graph.shapes import get_op
-
-TF32_DROPPED_BITS = 13  # float32's 23 mantissa bits, TF32 keeps 10
-
-
-def truncate_tf32(x: np.ndarray) -> np.ndarray:
-    """``x`` (float32) with its low 13 mantissa bits cleared."""
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
-
-
-def round_tf32(x: np.ndarray) -> np.ndarray:
-    """``x`` (float32) rounded to nearest even at TF32's last mantissa bit."""
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    half = (1 << (TF32_DROPPED_BITS - 1)) - 1
-    bits = (bits + half + ((bits >> TF32_DROPPED_BITS) & 1)) & 0xFFFFE000
-    return bits.astype(np.uint32).view(np.float32)
 
 
 @contextlib.contextmanager
@@ -59,9 +44,9 @@ def conv_operands(data_fn, weight_fn):
 
 
 CASES = {
-    "both truncated": (truncate_tf32, truncate_tf32),
-    "data truncated, weights rounded": (truncate_tf32, round_tf32),
-    "both rounded": (round_tf32, round_tf32),
+    "both truncated": (truncate_to_tf32, truncate_to_tf32),
+    "data truncated, weights rounded": (truncate_to_tf32, round_to_tf32),
+    "both rounded": (round_to_tf32, round_to_tf32),
 }
 
 

@@ -120,6 +120,27 @@ def bfloat16_bits_to_float32(bits) -> np.ndarray:
     return (b.astype(np.uint32) << 16).reshape(-1).view(np.float32).reshape(b.shape)
 
 
+TF32_DROPPED_BITS = 13  # float32 keeps 23 mantissa bits, TF32 10
+
+
+def truncate_to_tf32(x) -> np.ndarray:
+    """float32 values with their low 13 mantissa bits cleared: what Hopper's TF32 ``wgmma``
+    reads of each float32 operand in shared memory."""
+    f = np.require(x, np.float32, "C")
+    return (f.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def round_to_tf32(x) -> np.ndarray:
+    """float32 values rounded to TF32's 10 mantissa bits, to nearest with ties away from zero
+    (still float32): what wmma's ``__float_to_tf32`` (``cvt.rna.tf32.f32``) does. Infinities
+    and NaN stay as they are."""
+    f = np.require(x, np.float32, "C")
+    # Sign and magnitude: adding half a TF32 step to the magnitude's bits rounds it up from
+    # the tie on, whichever the sign.
+    rounded = (f.view(np.uint32) + np.uint32(1 << (TF32_DROPPED_BITS - 1))) & np.uint32(0xFFFFE000)
+    return np.where(np.isfinite(f), rounded.view(np.float32), f)
+
+
 def to_numpy(dtype: str) -> np.dtype:
     if dtype == "bfloat16":
         return bfloat16_numpy()

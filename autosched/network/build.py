@@ -17,12 +17,14 @@ import numpy as np
 
 from codegen.target import Target, backend_of_lang, cross_cpu, is_cross_target, target_triple
 from runtime.graph_executor import BoundLibrary, GraphPlan, TensorSpec
+from tensorir.dtype import round_to_tf32
 from tensorir.graph import ir as gir
 from tensorir.passes.layout_rewrite import ParamLayout
 
 from ..hardware import GPU_DEFAULTS, HardwareParams
 from .default_schedules import default_gpu_state, default_schedule
 from .partition import distinct_groups, graph_fingerprint, partition
+from .tf32_weights import tf32_rounded_weights
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +291,7 @@ def build_network(
         return state, out[-1], False
 
     distinct, kernel_of_group = distinct_groups(groups)
-    kernels, states, tuned, missing, skipped = [], [], {}, [], []
+    kernels, states, tuned, missing, skipped, rounded = [], [], {}, [], [], []
     for gd in distinct:
         key = gd.dag.workload_key
         candidates = _candidates(ctx, key, target) if ctx is not None else []
@@ -330,6 +332,7 @@ def build_network(
             missing.append(gd.name)
         kernels.append(src.as_dict())
         states.append(_kernel_state(gd, state, target, layout_rewrite))
+        rounded.append(tf32_rounded_weights(gd.dag, gd.inputs, state, target))
         tuned[gd.name] = bool(found)
     # Kernels for another machine's triple are not loaded here (export_library writes them).
     modules = [] if is_cross_target(target) else _load_kernels(kernels, dev, load_kernel)
@@ -345,7 +348,7 @@ def build_network(
             f"schedule: {', '.join(sorted(set(missing)))}",
             stacklevel=2,
         )
-    plan = _plan(func, groups, kernels, kernel_of_group)
+    plan = _plan(func, groups, kernels, kernel_of_group, rounded)
     graph = {"fingerprint": graph_fingerprint(func, groups)}
     plan = replace(plan, graph=graph, states=tuple(states))
     return NetworkLib(plan, modules, target, tuned)
@@ -434,11 +437,13 @@ def _load_kernels(kernels: list, dev, load_kernel) -> list:
         return list(pool.map(lambda k: load_kernel(**k, device=dev), kernels))
 
 
-def _plan(func, groups, kernels, kernel_of_group) -> GraphPlan:
+def _plan(func, groups, kernels, kernel_of_group, tf32_weights=None) -> GraphPlan:
     """Storage plan: constants and inputs get their own buffers; intermediates reuse a freed
     buffer of the same dtype that is large enough (greedy, in execution order).
 
-    ``kernel_of_group[i]`` is the index in ``kernels`` of the kernel group ``i`` runs."""
+    ``kernel_of_group[i]`` is the index in ``kernels`` of the kernel group ``i`` runs;
+    ``tf32_weights[k]`` names the constant inputs kernel ``k`` reads rounded to TF32
+    (:func:`~autosched.network.tf32_weights.tf32_rounded_weights`)."""
     storages: list[tuple[str, int]] = []
     constants: dict[int, np.ndarray] = {}
     sid_of: dict = {}
@@ -464,13 +469,19 @@ def _plan(func, groups, kernels, kernel_of_group) -> GraphPlan:
         arg_sids = []
         kernel = kernels[kernel_of_group[i]]
         layouts = {lay[0]: lay for lay in kernel["layouts"]}
+        rounds = tf32_weights[kernel_of_group[i]] if tf32_weights else frozenset()
         for t, inp in zip(gd.dag.input_tensors, gd.inputs, strict=True):
-            # A weight the kernel reads in its loop order is stored transformed, once.
+            # A weight the kernel reads in its loop order is stored transformed, once; one it
+            # reads as a TF32 tensor-core operand, rounded (a kernel of exact float32 that
+            # reads the same constant gets its own copy).
             layout = layouts.get(t.name) if isinstance(inp, gir.Constant) else None
-            key = inp if layout is None else (inp, layout)
+            tf32 = isinstance(inp, gir.Constant) and t.name in rounds
+            key = (inp, layout, tf32) if layout is not None or tf32 else inp
             if key not in sid_of:
                 if isinstance(inp, gir.Constant):
                     value = np.ascontiguousarray(inp.value)
+                    if tf32:
+                        value = round_to_tf32(value)
                     if layout is not None:
                         value = ParamLayout.from_tuple(layout).transform(value)
                     sid = new_storage(str(value.dtype), value.size)

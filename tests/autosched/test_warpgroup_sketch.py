@@ -13,6 +13,7 @@ from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
 from autosched.search.state_utils import tensor_core_fixed_split
 from codegen.cuda import build_cuda
+from tensorir.dtype import truncate_to_tf32
 from tensorir.loop_interp import run_program
 from tensorir.lower import lower
 from tensorir.passes.warpgroup import WARPGROUP_LANES, warpgroup_tile
@@ -185,11 +186,6 @@ def test_an_nhwc_conv_with_a_k_major_weight_runs_on_warpgroups(layout, fires, tm
         assert "wgmma.mma_async.sync.aligned.m64n" in build_cuda(prog, arch="sm_90").code
 
 
-def _tf32(x: np.ndarray) -> np.ndarray:
-    """float32 with its low 13 mantissa bits cleared: what TF32 wgmma reads of each operand."""
-    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
-
-
 def test_float32_gemms_run_on_tf32_warpgroups_in_rows_of_32():
     """On a -allow_tf32=1 target a float32 dense gets the warpgroup sketch with k tiles of 32
     floats (one 128-byte row) in four k8 steps: its states pass the GPU check, compute the
@@ -230,8 +226,8 @@ def test_the_tf32_operands_are_what_the_gpu_rounds():
     plain one at K = 96 scale: tests/gpu compare the wgmma kernel against it."""
     rng = np.random.default_rng(9)
     a = rng.uniform(-1, 1, (64, 96)).astype(np.float32)
-    assert np.all(np.abs(_tf32(a) - a) <= np.abs(a) * 2.0**-10)
-    assert np.any(_tf32(a) != a)
+    assert np.all(np.abs(truncate_to_tf32(a) - a) <= np.abs(a) * 2.0**-10)
+    assert np.any(truncate_to_tf32(a) != a)
 
 
 @needs_nvcc

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import autosched as ansor
+from tensorir.dtype import round_to_tf32
 from tests.autosched.tensor_core_helpers import conv_dag, conv_ref, small_resnet_block
 from tests.gpu import test_tensor_core_tf32_cuda as tf32_gpu
 
@@ -45,7 +46,7 @@ def test_tf32_conv_matches_the_tf32_rounded_convolution(sm80, case):
         return np.maximum(conv + cb, 0)
 
     exact = relu_bias(conv_ref(x, w, s, p, 1, layout))
-    rounded = relu_bias(conv_ref(tf32_gpu.tf32_round(x), tf32_gpu.tf32_round(w), s, p, 1, layout))
+    rounded = relu_bias(conv_ref(round_to_tf32(x), round_to_tf32(w), s, p, 1, layout))
     scale = float(np.abs(exact).max())
     for st in tf32_gpu._states(task, 2):
         func = ansor.build(st, TF32, device=sm80)

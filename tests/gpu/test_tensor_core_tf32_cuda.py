@@ -9,6 +9,7 @@ import pytest
 
 import autosched as ansor
 from tensorir.dag import ComputeDAG
+from tensorir.dtype import round_to_tf32
 from tensorir.passes.tensor_core import TF32_TENSOR_CORES
 from tests.autosched.tensor_core_helpers import (
     bmm_tensors,
@@ -32,12 +33,6 @@ def sm80(cuda_backend):
     if int(version.split(".")[0]) < 8:
         pytest.skip(f"TF32 tensor cores need sm_80+; this GPU's compute capability is {version}")
     return dev
-
-
-def tf32_round(x: np.ndarray) -> np.ndarray:
-    """float32 rounded to TF32 (10-bit mantissa) to nearest, ties away from zero (cvt.rna)."""
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def _dense(m, n, k):
@@ -66,7 +61,7 @@ def test_tf32_gemm_matches_the_tf32_rounded_product(sm80, name):
     dag = task.compute_dag
     rng = np.random.default_rng(5)
     x, y = (rng.standard_normal(t.shape).astype("float32") for t in dag.input_tensors)
-    exact, rounded = _product(x, y), _product(tf32_round(x), tf32_round(y))
+    exact, rounded = _product(x, y), _product(round_to_tf32(x), round_to_tf32(y))
     scale = float(np.abs(exact).max())
     for s in _states(task, 3):
         func = ansor.build(s, TF32, device=sm80)

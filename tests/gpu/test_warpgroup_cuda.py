@@ -12,7 +12,7 @@ from autosched.hardware import known_cuda_arch
 from autosched.search.sketch import generate_sketches
 from autosched.search.sketch_rules_warpgroup import is_warpgroup_state
 from tensorir.dag import ComputeDAG
-from tensorir.dtype import to_numpy
+from tensorir.dtype import to_numpy, truncate_to_tf32
 from tests.autosched.tensor_core_helpers import dense_tensors, gemm_reference, sampled_states
 
 CASES = {
@@ -129,10 +129,7 @@ def test_tf32_warpgroup_states_match_numpy(cuda_backend):
     rng = np.random.default_rng(12)
     a, b = (rng.uniform(-1, 1, t.shape).astype(np.float32) for t in task.compute_dag.input_tensors)
 
-    def tf32(x):
-        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-
-    want = tf32(a) @ tf32(b).T
+    want = truncate_to_tf32(a).astype(np.float64) @ truncate_to_tf32(b).astype(np.float64).T
     checked = 0
     for s in islice(sampled_states(task, sketch, seed=4), 3):
         func = ansor.build(s, target, device=device("cuda"))
