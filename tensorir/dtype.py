@@ -121,13 +121,14 @@ def bfloat16_bits_to_float32(bits) -> np.ndarray:
 
 
 TF32_DROPPED_BITS = 13  # float32 keeps 23 mantissa bits, TF32 10
+_TF32_KEPT = np.uint32(0xFFFFFFFF << TF32_DROPPED_BITS & 0xFFFFFFFF)  # sign, exponent, 10 bits
 
 
 def truncate_to_tf32(x) -> np.ndarray:
     """float32 values with their low 13 mantissa bits cleared: what Hopper's TF32 ``wgmma``
     reads of each float32 operand in shared memory."""
     f = np.require(x, np.float32, "C")
-    return (f.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return (f.view(np.uint32) & _TF32_KEPT).view(np.float32)
 
 
 def round_to_tf32(x) -> np.ndarray:
@@ -137,7 +138,7 @@ def round_to_tf32(x) -> np.ndarray:
     f = np.require(x, np.float32, "C")
     # Sign and magnitude: adding half a TF32 step to the magnitude's bits rounds it up from
     # the tie on, whichever the sign.
-    rounded = (f.view(np.uint32) + np.uint32(1 << (TF32_DROPPED_BITS - 1))) & np.uint32(0xFFFFE000)
+    rounded = (f.view(np.uint32) + np.uint32(1 << (TF32_DROPPED_BITS - 1))) & _TF32_KEPT
     return np.where(np.isfinite(f), rounded.view(np.float32), f)
 
 

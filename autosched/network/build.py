@@ -474,11 +474,12 @@ def _plan(func, groups, kernels, kernel_of_group, tf32_weights=None) -> GraphPla
             # A weight the kernel reads in its loop order is stored transformed, once; one it
             # reads as a TF32 tensor-core operand, rounded (a kernel of exact float32 that
             # reads the same constant gets its own copy).
-            layout = layouts.get(t.name) if isinstance(inp, gir.Constant) else None
-            tf32 = isinstance(inp, gir.Constant) and t.name in rounds
-            key = (inp, layout, tf32) if layout is not None or tf32 else inp
+            constant = isinstance(inp, gir.Constant)
+            layout = layouts.get(t.name) if constant else None
+            tf32 = constant and t.name in rounds
+            key = (inp, layout, tf32) if constant else inp
             if key not in sid_of:
-                if isinstance(inp, gir.Constant):
+                if constant:
                     value = np.ascontiguousarray(inp.value)
                     if tf32:
                         value = round_to_tf32(value)

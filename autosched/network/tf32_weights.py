@@ -43,7 +43,7 @@ def tf32_rounded_weights(dag, inputs, state, target) -> frozenset[str]:
     frozenset of str
         Float32 constant placeholders that only tensor-core stages of ``state`` read.
     """
-    if not (TF32_ROUND_WEIGHTS and getattr(target, "allow_tf32", False)):
+    if not (TF32_ROUND_WEIGHTS and target.allow_tf32):
         return frozenset()
     # The GEMM stages: the pragma also marks a fused epilogue stored from the fragments.
     tensor_core_ops = {stage.op.name for stage in state.stages
